@@ -1,0 +1,56 @@
+"""Command line: ``python -m gem_core <command> --help``.
+
+Each subcommand lives in :mod:`gem_core.commands` as a module with ``register(subparsers)``;
+library errors (unknown dataset, missing data, bad K, bad checkpoint, bad SMILES) become one
+clear line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional, Sequence
+
+COMMANDS = ("train", "distill", "bench", "reproduce", "explain")
+
+
+class UserError(Exception):
+    """An error whose message is meant for the user as-is."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m gem_core",
+        description="Gem: generative causal explanations for graph neural networks.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"gem_core.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"gem_core.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .config import UnknownDatasetError
+    from .datasets import DataUnavailableError
+    from .store import ArtifactError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, UnknownDatasetError, DataUnavailableError, ArtifactError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""One table of per-dataset facts: task, K grid, connectivity rule and hyperparameters.
+
+Every other module (CLI defaults, app widgets, tests) reads these values from here so that a
+paper setting lives in exactly one place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+TaskLevel = Literal["node", "graph"]
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """Hyperparameters of a target GNN (paper Appendix B: 3 GCN layers of width 20)."""
+
+    hidden: int = 20
+    num_layers: int = 3
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    max_epochs: int = 1000
+    patience: int = 200
+    batch_size: int = 64
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Static facts about one dataset of the paper."""
+
+    name: str
+    title: str
+    task: TaskLevel
+    num_classes: int
+    k_grid: tuple[int, ...]
+    connected: bool  # connectivity rule of the distillation (Appendix C)
+    explainer_lr: float
+    target: TargetConfig = field(default_factory=TargetConfig)
+    num_hops: int = 3
+
+    @property
+    def default_k(self) -> int:
+        return self.k_grid[len(self.k_grid) // 2]
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "ba_shapes": DatasetSpec(
+        name="ba_shapes",
+        title="BA-shapes",
+        task="node",
+        num_classes=4,
+        k_grid=(5, 6, 7, 8, 9),
+        connected=True,
+        explainer_lr=0.001,
+        target=TargetConfig(lr=0.01, weight_decay=0.0, max_epochs=2000, patience=400),
+    ),
+    "tree_cycles": DatasetSpec(
+        name="tree_cycles",
+        title="Tree-cycles",
+        task="node",
+        num_classes=2,
+        k_grid=(6, 7, 8, 9, 10),
+        connected=True,
+        explainer_lr=0.001,
+        target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=3000, patience=1000),
+    ),
+    "mutagenicity": DatasetSpec(
+        name="mutagenicity",
+        title="Mutagenicity",
+        task="graph",
+        num_classes=2,
+        k_grid=(15, 20, 25, 30),
+        connected=True,
+        explainer_lr=0.01,
+        target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
+    ),
+    "nci1": DatasetSpec(
+        name="nci1",
+        title="NCI1",
+        task="graph",
+        num_classes=2,
+        k_grid=(15, 20, 25, 30),
+        connected=False,
+        explainer_lr=0.01,
+        target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
+    ),
+}
+
+SEED = 0
+SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
+
+
+class UnknownDatasetError(ValueError):
+    """Raised for a dataset name that is not one of :data:`DATASETS`."""
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """Return the spec of ``name`` (case-insensitive, ``-`` accepted for ``_``)."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in DATASETS:
+        raise UnknownDatasetError(
+            f"Unknown dataset {name!r}. Choose one of: {', '.join(DATASETS)}."
+        )
+    return DATASETS[key]
+
+
+def check_k(k: int, spec: DatasetSpec | None = None) -> int:
+    """Validate a top-K edge budget; K must be a positive integer."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise ValueError(f"K must be an integer, got {k!r}.")
+    if k < 1:
+        raise ValueError(f"K must be at least 1, got {k}.")
+    if k > 1000:
+        raise ValueError(f"K must be at most 1000, got {k}.")
+    return k

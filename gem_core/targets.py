@@ -1,0 +1,293 @@
+"""Target GNNs of the paper, their training, and the black-box view the rest of the engine uses.
+
+* :class:`NodeGCN`: 3 GCN layers of width 20, the three outputs concatenated, a linear head.
+* :class:`GraphGCN`: 3 GCN layers of width 20, global max pooling, a linear head.
+
+Downstream code never touches a model's weights: it sees a :class:`BlackBox`, a callable from an
+:class:`~gem_core.instances.InstanceBatch` to one row of logits per instance. Any PyG model can
+be wrapped the same way (:class:`GNNBlackBox`).
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional, Protocol, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.loader import DataLoader
+from torch_geometric.nn import GCNConv, global_max_pool
+
+from .config import DatasetSpec, TargetConfig
+from .datasets import GemDataset
+from .device import resolve_device
+from .instances import InstanceBatch
+from .progress import ProgressFn, report
+from .store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
+
+TARGET_KIND = "gem-target"
+
+
+class NodeGCN(nn.Module):
+    """Node classifier: GCN ×3 (width ``hidden``), concatenation of the 3 outputs, linear head."""
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 20, num_layers: int = 3):
+        super().__init__()
+        dims = [in_channels] + [hidden] * num_layers
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.lin = nn.Linear(hidden * num_layers, num_classes)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None) -> Tensor:
+        outs = []
+        for conv in self.convs:
+            x = F.relu(conv(x, edge_index))
+            outs.append(x)
+        return self.lin(torch.cat(outs, dim=-1))
+
+
+class GraphGCN(nn.Module):
+    """Graph classifier: GCN ×3 (width ``hidden``), global max pooling, linear head.
+
+    Each layer's output is max-pooled and the pooled vectors are concatenated before the head
+    (the node classifier's jumping-knowledge readout, as in the authors' models).
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, hidden: int = 20, num_layers: int = 3):
+        super().__init__()
+        dims = [in_channels] + [hidden] * num_layers
+        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.lin = nn.Linear(hidden * num_layers, num_classes)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None,
+                num_graphs: Optional[int] = None) -> Tensor:
+        if batch is None:
+            batch = x.new_zeros(x.size(0), dtype=torch.long)
+        size = num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
+        pooled = []
+        for conv in self.convs:
+            x = F.relu(conv(x, edge_index))
+            pooled.append(global_max_pool(x, batch, size=size))
+        return self.lin(torch.cat(pooled, dim=-1))
+
+
+class BlackBox(Protocol):
+    """What the explainers may know of a target: logits per instance, nothing else."""
+
+    task: str
+    num_classes: int
+
+    def __call__(self, batch: InstanceBatch) -> Tensor:  # [num_instances, num_classes]
+        ...
+
+
+class GNNBlackBox:
+    """Wraps a PyG module ``model(x, edge_index[, batch])`` as a :class:`BlackBox`.
+
+    Node task: the model's output rows at the targets. Graph task: the model's pooled output,
+    called with ``batch=`` (and ``num_graphs=`` when the model accepts it, so instances whose
+    edges were all deleted still get a row).
+    """
+
+    def __init__(self, model: nn.Module, task: str, num_classes: int,
+                 device: Union[str, torch.device, None] = "auto"):
+        self.task = task
+        self.num_classes = num_classes
+        self.device = resolve_device(device)
+        self.model = model.to(self.device).eval()
+        import inspect
+        self._takes_num_graphs = "num_graphs" in inspect.signature(model.forward).parameters
+
+    @torch.no_grad()
+    def __call__(self, batch: InstanceBatch) -> Tensor:
+        b = batch.to(self.device)
+        if self.task == "node":
+            return self.model(b.x, b.edge_index)[b.target_index]
+        if self._takes_num_graphs:
+            return self.model(b.x, b.edge_index, batch=b.batch, num_graphs=b.num_instances)
+        return self.model(b.x, b.edge_index, batch=b.batch)
+
+
+def build_model(spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None) -> nn.Module:
+    cfg = cfg or spec.target
+    cls = NodeGCN if spec.task == "node" else GraphGCN
+    return cls(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers)
+
+
+@dataclass
+class TargetMetrics:
+    train_accuracy: float
+    val_accuracy: float
+    test_accuracy: float
+    train_seconds: float
+    epochs: int
+
+
+@dataclass
+class TrainedTarget:
+    """A trained target GNN, its metrics, and where it was loaded from."""
+
+    model: nn.Module
+    metrics: TargetMetrics
+    dataset: str
+    digest: str
+    path: Optional[Path] = None
+
+    def black_box(self, device: Union[str, torch.device, None] = "auto") -> GNNBlackBox:
+        spec_task = "node" if isinstance(self.model, NodeGCN) else "graph"
+        return GNNBlackBox(self.model, spec_task, self.model.lin.out_features, device)
+
+
+# ----------------------------------------------------------------------------- training
+
+def _node_accuracy(model: nn.Module, data, idx: Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        pred = model(data.x, data.edge_index).argmax(-1)
+    return float((pred[idx] == data.y[idx]).float().mean())
+
+
+def _graph_eval(model: nn.Module, loader, device) -> tuple[float, float]:
+    model.eval()
+    correct, loss, n = 0, 0.0, 0
+    with torch.no_grad():
+        for b in loader:
+            b = b.to(device)
+            out = model(b.x, b.edge_index, b.batch, b.num_graphs)
+            loss += float(F.cross_entropy(out, b.y, reduction="sum"))
+            correct += int((out.argmax(-1) == b.y).sum())
+            n += b.num_graphs
+    return correct / max(n, 1), loss / max(n, 1)
+
+
+def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str = "auto",
+                 progress: Optional[ProgressFn] = None) -> tuple[nn.Module, TargetMetrics]:
+    """Train the paper's target GNN on ``ds`` with Adam and early stopping on validation.
+
+    The checkpoint with the best validation accuracy (ties: lower validation loss) is kept.
+    """
+    cfg = cfg or ds.spec.target
+    dev = resolve_device(device)
+    torch.manual_seed(cfg.seed)
+    model = build_model(ds.spec, ds.num_features, cfg).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    best = (-1.0, float("inf"))
+    best_state = copy.deepcopy(model.state_dict())
+    since_best, epoch = 0, 0
+    start = time.perf_counter()
+    if ds.task == "node":
+        data = ds.graph.to(dev)
+        tr, va, te = (i.to(dev) for i in (ds.split.train, ds.split.val, ds.split.test))
+        for epoch in range(1, cfg.max_epochs + 1):
+            model.train()
+            opt.zero_grad()
+            out = model(data.x, data.edge_index)
+            F.cross_entropy(out[tr], data.y[tr]).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                out = model(data.x, data.edge_index)
+                val_loss = float(F.cross_entropy(out[va], data.y[va]))
+                val_acc = float((out[va].argmax(-1) == data.y[va]).float().mean())
+            if (val_acc, -val_loss) > (best[0], -best[1]):
+                best, best_state, since_best = (val_acc, val_loss), copy.deepcopy(model.state_dict()), 0
+            else:
+                since_best += 1
+            report(progress, epoch / cfg.max_epochs, f"epoch {epoch} val acc {val_acc:.3f}")
+            if since_best >= cfg.patience:
+                break
+        model.load_state_dict(best_state)
+        accs = [_node_accuracy(model, data, i) for i in (tr, va, te)]
+    else:
+        gen = torch.Generator().manual_seed(cfg.seed)
+        graphs = ds.graphs
+        loaders = {
+            name: DataLoader([graphs[int(i)] for i in ds.split[name]], batch_size=cfg.batch_size,
+                             shuffle=(name == "train"), generator=gen if name == "train" else None)
+            for name in ("train", "val", "test")
+        }
+        for epoch in range(1, cfg.max_epochs + 1):
+            model.train()
+            for b in loaders["train"]:
+                b = b.to(dev)
+                opt.zero_grad()
+                F.cross_entropy(model(b.x, b.edge_index, b.batch, b.num_graphs), b.y).backward()
+                opt.step()
+            val_acc, val_loss = _graph_eval(model, loaders["val"], dev)
+            if (val_acc, -val_loss) > (best[0], -best[1]):
+                best, best_state, since_best = (val_acc, val_loss), copy.deepcopy(model.state_dict()), 0
+            else:
+                since_best += 1
+            report(progress, epoch / cfg.max_epochs, f"epoch {epoch} val acc {val_acc:.3f}")
+            if since_best >= cfg.patience:
+                break
+        model.load_state_dict(best_state)
+        accs = [_graph_eval(model, loaders[n], dev)[0] for n in ("train", "val", "test")]
+    report(progress, 1.0, "done")
+    metrics = TargetMetrics(*accs, train_seconds=time.perf_counter() - start, epochs=epoch)
+    return model.cpu().eval(), metrics
+
+
+# ----------------------------------------------------------------------------- persistence
+
+def target_filename(dataset: str) -> str:
+    return f"{dataset}.pt"
+
+
+def shipped_target_path(dataset: str) -> Path:
+    return ASSETS_DIR / "targets" / target_filename(dataset)
+
+
+def cached_target_path(dataset: str) -> Path:
+    return cache_dir() / "targets" / target_filename(dataset)
+
+
+def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: Path,
+                cfg: Optional[TargetConfig] = None) -> Path:
+    cfg = cfg or ds.spec.target
+    state = {
+        "kind": TARGET_KIND,
+        "dataset": ds.name,
+        "in_channels": ds.num_features,
+        "num_classes": ds.num_classes,
+        "config": asdict(cfg),
+        "metrics": asdict(metrics),
+        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+    }
+    return save_torch(state, path)
+
+
+def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
+    """Load a target checkpoint for ``ds``; refuses corrupted, foreign or mismatched files."""
+    from .store import file_digest
+
+    state = load_torch(path, kind=TARGET_KIND)
+    if state.get("dataset") != ds.name:
+        raise ArtifactError(f"{path} holds a target for {state.get('dataset')!r}, not {ds.name!r}.")
+    if state.get("in_channels") != ds.num_features or state.get("num_classes") != ds.num_classes:
+        raise ArtifactError(f"{path} does not match the shapes of dataset {ds.name!r}.")
+    cfg = TargetConfig(**state["config"])
+    model = build_model(ds.spec, ds.num_features, cfg)
+    try:
+        model.load_state_dict(state["state_dict"])
+    except RuntimeError as exc:
+        raise ArtifactError(f"{path} has incompatible weights: {exc}") from exc
+    metrics = TargetMetrics(**state["metrics"])
+    return TrainedTarget(model.eval(), metrics, ds.name, file_digest(path), Path(path))
+
+
+def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
+               progress: Optional[ProgressFn] = None) -> TrainedTarget:
+    """The target GNN of ``ds``: from the cache, else the shipped asset, else trained now."""
+    if not retrain:
+        for path in (cached_target_path(ds.name), shipped_target_path(ds.name)):
+            if path.exists():
+                try:
+                    return load_target(path, ds)
+                except ArtifactError:
+                    continue
+    model, metrics = train_target(ds, device=device, progress=progress)
+    path = save_target(model, metrics, ds, cached_target_path(ds.name))
+    return load_target(path, ds)
