@@ -127,13 +127,19 @@ def _synthetic_graph(name: str, seed: int) -> Data:
     from torch_geometric.datasets.graph_generator import BAGraph, TreeGraph
     from torch_geometric.datasets.motif_generator import CycleMotif, HouseMotif
 
+    import numpy as np
+
+    # PyG's generators draw from both torch's and numpy's global generators.
+    np_state = np.random.get_state()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        np.random.seed(seed)
         if name == "ba_shapes":
             ds = ExplainerDataset(BAGraph(num_nodes=300, num_edges=5), HouseMotif(), num_motifs=80)
         else:  # tree_cycles: 511-node tree + 60 six-cycles = 871 nodes (REFERENCE.md §3)
             ds = ExplainerDataset(TreeGraph(depth=8, undirected=True), CycleMotif(6), num_motifs=60)
         raw = ds[0]
+    np.random.set_state(np_state)
     from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
     edge_index, edge_mask = to_undirected(raw.edge_index, raw.edge_mask.float(), reduce="max")

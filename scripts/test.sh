@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Python packages, Debian's Chromium for the browser tests)
+# and run the whole test suite. Usage: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install -q -r requirements.txt
+
+if [ -z "${GEM_SKIP_BROWSER_INSTALL:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null \
+      || echo "warning: could not install chromium; browser tests will be skipped" >&2
+  fi
+fi
+
+# Raw TU data for Mutagenicity / NCI1: default to ../shared/data/TUDataset when present.
+if [ -z "${GEM_DATA_ROOT:-}" ] && [ -d ../shared/data/TUDataset ]; then
+  export GEM_DATA_ROOT="$(cd ../shared/data/TUDataset && pwd)"
+fi
+export GEM_NUM_THREADS="${GEM_NUM_THREADS:-1}"
+exec python3 -m pytest "$@"
