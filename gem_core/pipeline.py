@@ -1,0 +1,277 @@
+"""The whole Gem pipeline for one dataset: target → distillation → Gem fit → baselines → evaluation.
+
+:class:`Workbench` is the one facade the CLI, the app and the PyG adapter use. It loads lazily,
+caches on disk (artifact store) and in memory, and is thread-safe (the app shares one workbench
+per dataset and device across sessions).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from .config import DatasetSpec, check_k, get_spec
+from .datasets import GemDataset, load_dataset
+from .device import resolve_device
+from .instances import Instance, collate, split_instances
+from .progress import ProgressFn, report, scaled
+from .store import ASSETS_DIR, ArtifactError, cache_dir, config_key, load_torch, save_torch
+from .targets import GNNBlackBox, TrainedTarget, get_target
+
+METHODS: tuple[str, ...] = ("gem", "distilled", "gnnexplainer", "pgexplainer", "random")
+METHOD_TITLES = {
+    "gem": "Gem",
+    "distilled": "Distilled ground truth",
+    "gnnexplainer": "GNNExplainer",
+    "pgexplainer": "PGExplainer",
+    "random": "Random",
+}
+# One colour per method, used by every chart (Streamlit's theme would otherwise recolour traces).
+METHOD_COLORS = {
+    "gem": "#d62728",
+    "distilled": "#9467bd",
+    "gnnexplainer": "#1f77b4",
+    "pgexplainer": "#2ca02c",
+    "random": "#7f7f7f",
+}
+EXPLAINER_KIND = "gem-explainer"
+
+
+class UnknownMethodError(ValueError):
+    """A method name outside :data:`METHODS`."""
+
+
+def check_method(method: str) -> str:
+    key = method.strip().lower()
+    if key not in METHODS:
+        raise UnknownMethodError(f"Unknown method {method!r}. Choose one of: {', '.join(METHODS)}.")
+    return key
+
+
+@dataclass
+class Explained:
+    """Scores of one method for some instances, with the time it took."""
+
+    method: str
+    scores: list[Tensor]
+    ms_per_instance: float
+
+
+class DistilledExplainer:
+    """The distillation itself used as an explainer (needs labels; slow, but the reference).
+
+    Scores: normalised greedy weight for pairs kept by the greedy phase (in (0, 1]); the other
+    pairs get a small score in [0, 1e-3) ranked by Δ, so a top-K beyond the kept pairs falls back
+    on the single-edge causal effects.
+    """
+
+    name = "distilled"
+
+    def __init__(self, black_box: GNNBlackBox, connected: bool, label_source: str = "true",
+                 device: Any = "auto"):
+        self.black_box = black_box
+        self.connected = connected
+        self.label_source = label_source
+        self.device = device
+        self.fit_seconds_ = 0.0
+        self.explain_seconds_ = 0.0
+        self.last_distillation_ = None
+
+    def explain(self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None) -> list[Tensor]:
+        from .distill import distill
+
+        start = time.perf_counter()
+        labelled = all(inst.y >= 0 for inst in instances)
+        source = self.label_source if labelled else "predicted"
+        dist = distill(list(instances), self.black_box, connected=self.connected,
+                       label_source=source, device=self.device, progress=progress)
+        self.last_distillation_ = dist
+        scores = []
+        for w, d in zip(dist.normalized_weights(), dist.deltas()):
+            s = w.clone()
+            rest = s <= 0
+            if bool(rest.any()):
+                d_rest = d[rest].double()
+                rank = torch.argsort(torch.argsort(d_rest, stable=True), stable=True).float()
+                s[rest] = 1e-3 * (rank + 1) / (rest.sum() + 1)
+            scores.append(s.float())
+        self.explain_seconds_ = time.perf_counter() - start
+        return scores
+
+
+class Workbench:
+    """Everything needed to explain one dataset's target model, loaded lazily.
+
+    Args:
+        dataset: dataset name (``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1``).
+        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+    """
+
+    def __init__(self, dataset: str, device: str = "auto"):
+        self.spec: DatasetSpec = get_spec(dataset)
+        self.device = resolve_device(device)
+        self._lock = threading.RLock()
+        self._dataset: Optional[GemDataset] = None
+        self._target: Optional[TrainedTarget] = None
+        self._instances: dict[str, list[Instance]] = {}
+        self._explainers: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dataset(self) -> GemDataset:
+        with self._lock:
+            if self._dataset is None:
+                self._dataset = load_dataset(self.spec.name)
+            return self._dataset
+
+    def target(self, progress: Optional[ProgressFn] = None) -> TrainedTarget:
+        with self._lock:
+            if self._target is None:
+                self._target = get_target(self.dataset, device=str(self.device), progress=progress)
+            return self._target
+
+    @property
+    def black_box(self) -> GNNBlackBox:
+        return self.target().black_box(self.device)
+
+    def instances(self, split: str = "test") -> list[Instance]:
+        with self._lock:
+            if split not in self._instances:
+                self._instances[split] = split_instances(self.dataset, split)
+            return self._instances[split]
+
+    @torch.no_grad()
+    def predict_proba(self, instances: Sequence[Instance],
+                      pair_masks: Optional[Sequence[Tensor]] = None) -> Tensor:
+        """Class probabilities of the target on the instances (optionally on pair subsets)."""
+        logits = self.black_box(collate(list(instances), pair_masks))
+        return torch.softmax(logits.float(), dim=-1).cpu()
+
+    # ------------------------------------------------------------------ distillation
+    def distillation(self, split: str = "train", progress: Optional[ProgressFn] = None):
+        from .distill import distill_dataset
+
+        return distill_dataset(self.dataset, self.target(), split=split, device=self.device,
+                               progress=progress)
+
+    # ------------------------------------------------------------------ Gem
+    def gem_params(self) -> dict[str, Any]:
+        return {"lr": self.spec.explainer_lr, "num_hops": self.spec.num_hops}
+
+    def _gem_key(self) -> str:
+        return config_key(dataset=self.name, target=self.target().digest, params=self.gem_params(),
+                          version=GEM_VERSION)
+
+    def gem_cache_path(self) -> Path:
+        return cache_dir() / "explainers" / f"{self.name}-{self._gem_key()}.pt"
+
+    def shipped_gem_path(self) -> Path:
+        return ASSETS_DIR / "explainers" / f"{self.name}.pt"
+
+    def _load_gem(self, path: Path):
+        from .explainer import GemExplainer
+
+        state = load_torch(path, kind=EXPLAINER_KIND)
+        meta = state.get("meta", {})
+        if meta.get("dataset") != self.name or meta.get("target") != self.target().digest:
+            raise ArtifactError(f"{path} was trained for another dataset or target model.")
+        return GemExplainer.from_state(state, device=self.device)
+
+    def fit_gem(self, progress: Optional[ProgressFn] = None, refresh: bool = False):
+        """Distil the train and val splits, fit Gem on them, and cache the explainer."""
+        from .explainer import GemExplainer
+
+        path = self.gem_cache_path()
+        if not refresh:
+            for candidate in (path, self.shipped_gem_path()):
+                if candidate.exists():
+                    try:
+                        return self._load_gem(candidate)
+                    except ArtifactError:
+                        continue
+        start = time.perf_counter()
+        train = self.distillation("train", scaled(progress, 0.0, 0.45))
+        val = self.distillation("val", scaled(progress, 0.45, 0.5))
+        distill_seconds = time.perf_counter() - start
+        gem = GemExplainer.for_dataset(self.spec, device=self.device)
+        fit_start = time.perf_counter()
+        gem.fit(self.instances("train"), train.normalized_weights(),
+                self.instances("val"), val.normalized_weights(), progress=scaled(progress, 0.5, 1.0))
+        gem.fit_seconds_ = time.perf_counter() - fit_start
+        gem.distill_seconds_ = distill_seconds
+        state = gem.to_state()
+        state["meta"] = {"dataset": self.name, "target": self.target().digest,
+                         "fit_seconds": gem.fit_seconds_, "distill_seconds": distill_seconds}
+        save_torch(state, path)
+        return gem
+
+    # ------------------------------------------------------------------ any method
+    def explainer(self, method: str, progress: Optional[ProgressFn] = None):
+        """The explainer for ``method``, fitted (Gem, PGExplainer) on first use and kept in memory."""
+        from .baselines import GNNExplainerBaseline, PGExplainerBaseline, RandomExplainer
+
+        method = check_method(method)
+        with self._lock:
+            if method in self._explainers:
+                return self._explainers[method]
+            target = self.target()
+            task = self.spec.task
+            if method == "gem":
+                exp = self.fit_gem(progress)
+            elif method == "distilled":
+                exp = DistilledExplainer(self.black_box, self.spec.connected, device=self.device)
+            elif method == "gnnexplainer":
+                exp = GNNExplainerBaseline(target.model, task, device=str(self.device))
+            elif method == "pgexplainer":
+                exp = PGExplainerBaseline(target.model, task, device=str(self.device))
+                start = time.perf_counter()
+                exp.fit(self.instances("train"), progress=progress)
+                exp.fit_seconds_ = time.perf_counter() - start
+            else:
+                exp = RandomExplainer(seed=0)
+            self._explainers[method] = exp
+            return exp
+
+    def explain(self, method: str, instances: Sequence[Instance],
+                progress: Optional[ProgressFn] = None) -> Explained:
+        """Scores (one per undirected pair) of ``method`` for ``instances``, timed."""
+        exp = self.explainer(method, scaled(progress, 0.0, 0.5))
+        instances = list(instances)
+        start = time.perf_counter()
+        scores = exp.explain(instances)
+        ms = 1000.0 * (time.perf_counter() - start) / max(len(instances), 1)
+        report(progress, 1.0, "explained")
+        return Explained(check_method(method), list(scores), ms)
+
+
+GEM_VERSION = 1
+
+_WORKBENCHES: dict[tuple[str, str], Workbench] = {}
+_WB_LOCK = threading.Lock()
+
+
+def workbench(dataset: str, device: str = "auto") -> Workbench:
+    """A process-wide shared :class:`Workbench` per (dataset, device)."""
+    spec = get_spec(dataset)
+    key = (spec.name, str(resolve_device(device)))
+    with _WB_LOCK:
+        if key not in _WORKBENCHES:
+            _WORKBENCHES[key] = Workbench(spec.name, device)
+        return _WORKBENCHES[key]
+
+
+def topk_pairs(instance: Instance, scores: Tensor, k: int) -> Tensor:
+    """The K best pairs as a bool mask (deterministic ties, never more than K)."""
+    from .evaluate import topk_mask
+
+    check_k(k)
+    return topk_mask(scores, k)

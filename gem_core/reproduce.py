@@ -1,0 +1,152 @@
+"""Reproduce the paper's tables for one dataset, every method measured in the same run.
+
+:func:`run_reproduce` runs (or loads from the cache) the target, the distillation, Gem, and the
+baselines, evaluates all of them with the same code on the same test instances, and returns the
+results JSON (also written to ``assets/results/<dataset>.json``). :func:`format_tables` renders
+them beside the paper's numbers.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+
+from . import paper
+from .config import get_spec
+from .pipeline import METHOD_TITLES, Workbench, check_method
+from .progress import ProgressFn, report, scaled
+from .store import ASSETS_DIR, save_json
+
+DEFAULT_METHODS = ("gem", "gnnexplainer", "pgexplainer", "random")
+
+
+def results_path(dataset: str) -> Path:
+    return ASSETS_DIR / "results" / f"{get_spec(dataset).name}.json"
+
+
+def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressFn]) -> dict[str, Any]:
+    from .distill import topk_accuracy
+
+    dist = wb.distillation("test", progress)
+    acc = {str(k): topk_accuracy(instances, dist.topk(k), wb.black_box, device=wb.device)
+           for k in wb.spec.k_grid}
+    return {"accuracy_at_k": acc, "ms_per_instance": 1000.0 * dist.seconds / max(len(dist), 1),
+            "instances": len(dist), "split": "test", "connected": dist.connected}
+
+
+def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
+                  limit: Optional[int] = None, write_assets: bool = True,
+                  progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+    """Run the whole pipeline for ``dataset`` and return the results JSON.
+
+    Args:
+        dataset: dataset name.
+        device: ``auto`` / ``cpu`` / ``cuda``.
+        methods: which of gem, gnnexplainer, pgexplainer, random, distilled to evaluate.
+        limit: evaluate on the first ``limit`` test instances only (quick runs; not written to
+            ``assets/results``).
+        write_assets: write ``assets/results/<dataset>.json`` (full runs only).
+        progress: optional ``progress(fraction, message)`` callback.
+    """
+    methods = [check_method(m) for m in methods]
+    wb = Workbench(dataset, device)
+    spec = wb.spec
+    start = time.perf_counter()
+    report(progress, 0.0, "target model")
+    target = wb.target(scaled(progress, 0.0, 0.05))
+    test = wb.instances("test")
+    if limit is not None:
+        test = test[:limit]
+    report(progress, 0.05, "distillation of the test split")
+    distillation = _distillation_summary(wb, test if limit is None else wb.instances("test"),
+                                         scaled(progress, 0.05, 0.15))
+    from .evaluate import evaluate_scores
+
+    results: dict[str, Any] = {}
+    mutagen = 0 if spec.name == "mutagenicity" else None
+    n = len(methods)
+    for i, method in enumerate(methods):
+        lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
+        report(progress, lo, f"{METHOD_TITLES[method]}: fitting")
+        exp = wb.explainer(method, scaled(progress, lo, lo + 0.6 * (hi - lo)))
+        report(progress, lo + 0.6 * (hi - lo), f"{METHOD_TITLES[method]}: explaining")
+        explained = wb.explain(method, test)
+        res = evaluate_scores(wb.black_box, test, explained.scores, spec.k_grid,
+                              log_odds_k=spec.default_k, mutagen_label=mutagen,
+                              ms_per_instance=explained.ms_per_instance,
+                              fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
+        results[method] = res.to_dict()
+        if method == "gem":
+            results[method]["distill_seconds"] = float(getattr(exp, "distill_seconds_", 0.0))
+    m = target.metrics
+    out = {
+        "dataset": spec.name,
+        "target": {"train_accuracy": m.train_accuracy, "val_accuracy": m.val_accuracy,
+                   "test_accuracy": m.test_accuracy, "train_seconds": m.train_seconds},
+        "distillation": distillation,
+        "methods": results,
+        "k_grid": list(spec.k_grid),
+        "log_odds_k": spec.default_k,
+        "test_instances": len(test),
+        "seconds": time.perf_counter() - start,
+        "machine": {"device": str(wb.device), "threads": torch.get_num_threads(),
+                    "cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
+    }
+    if write_assets and limit is None:
+        save_json(out, results_path(spec.name))
+    report(progress, 1.0, "done")
+    return out
+
+
+def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
+    a = "  –  " if ours is None else f"{100 * ours:5.1f}"
+    b = "  –  " if theirs is None else f"{100 * theirs:5.1f}"
+    return f"{a} ({b})"
+
+
+def format_tables(result: dict[str, Any]) -> str:
+    """Plain-text tables: rows = methods, columns = K, each cell "ours (paper)" in percent."""
+    ds = result["dataset"]
+    spec = get_spec(ds)
+    ks = [str(k) for k in result.get("k_grid", spec.k_grid)]
+    lines = [f"{spec.title}: explanation accuracy (%) on {result.get('test_instances', '?')} test "
+             f"instances — ours (paper)"]
+    header = f"{'method':<24}" + "".join(f"{'K=' + k:>16}" for k in ks)
+    lines += [header, "-" * len(header)]
+    tables = [("accuracy_at_k", False)]
+    if ds == "mutagenicity":
+        tables.append(("accuracy_at_k_mutagen", True))
+    for key, mutagen_only in tables:
+        if mutagen_only:
+            lines += ["", "mutagen test graphs only (the paper's \"-0\" rows)", header, "-" * len(header)]
+        for method, res in result["methods"].items():
+            row = res.get(key) or {}
+            cells = "".join(f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
+                            for k in ks)
+            lines.append(f"{METHOD_TITLES.get(method, method):<24}{cells}")
+        if not mutagen_only:
+            dist = result.get("distillation", {}).get("accuracy_at_k", {})
+            ref = (paper.DISTILLATION_ACCURACY.get(ds) or {})
+            cells = "".join(f"{_cell(dist.get(k), ref.get(k)):>16}" for k in ks)
+            lines.append(f"{'(distillation)':<24}{cells}")
+    lines += ["", f"{'method':<24}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}{'fidelity@' + ks[len(ks)//2]:>14}"
+              f"{'edge AUC':>10}{'median Δlog-odds':>18}"]
+    for method, res in result["methods"].items():
+        pm = paper.INFERENCE_MS.get(method, {}).get(ds)
+        fid = (res.get("fidelity_at_k") or {}).get(ks[len(ks) // 2])
+        auc = res.get("edge_auc")
+        lo = sorted(res.get("log_odds") or [float("nan")])
+        med = lo[len(lo) // 2]
+        lines.append(
+            f"{METHOD_TITLES.get(method, method):<24}{res['ms_per_instance']:>14.3f}"
+            f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
+            f"{'–' if fid is None else f'{100 * fid:.1f}':>14}{'–' if auc is None else f'{auc:.3f}':>10}"
+            f"{med:>18.3f}")
+    t = result["target"]
+    lines += ["", f"target GNN test accuracy {100 * t['test_accuracy']:.1f} % "
+              f"(paper {100 * paper.TARGET_ACCURACY[ds]:.1f} %); "
+              f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance"]
+    return "\n".join(lines)
