@@ -1,0 +1,365 @@
+"""SMILES -> dataset-like graph, dataset graph -> RDKit molecule, drawing, fragments, file parsing."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import torch
+from rdkit import Chem
+from rdkit.Chem.rdMolDescriptors import CalcMolFormula
+
+from gem_core.chem import (
+    EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance, bond_index_of_pair,
+    draw_molecule_svg, fragment_smarts, instance_to_mol, largest_fragment, parse_smiles_file,
+    smiles_to_instance,
+)
+from gem_core.datasets import MUTAGENICITY_ATOMS
+from gem_core.instances import Instance
+
+from .conftest import requires_mutagenicity
+
+NITROBENZENE = "O=[N+]([O-])c1ccccc1"
+COL = {s: i for i, s in enumerate(MUTAGENICITY_ATOMS)}
+
+
+def _symbol_counts(inst: Instance) -> dict[str, int]:
+    counts = inst.x.sum(0).long().tolist()
+    return {s: c for s, c in zip(MUTAGENICITY_ATOMS, counts) if c}
+
+
+def _highlighted_bonds(svg: str, colour: str = HIGHLIGHT_HEX) -> set[tuple[int, int]]:
+    """Display-atom pairs of the filled highlight paths of that colour in an RDKit SVG."""
+    out = set()
+    pattern = r"<path class='bond-\d+ atom-(\d+) atom-(\d+)' d='[^']*' style='([^']*)'"
+    for a, b, style in re.findall(pattern, svg):
+        if f"fill:{colour}" in style:
+            out.add((min(int(a), int(b)), max(int(a), int(b))))
+    return out
+
+
+def _highlighted_atoms(svg: str, colour: str = HIGHLIGHT_HEX) -> set[int]:
+    return {int(a) for a, style in re.findall(r"<ellipse [^>]*class='atom-(\d+)'\s*style='([^']*)'", svg)
+            if f"fill:{colour}" in style}
+
+
+# ----------------------------------------------------------------------------- smiles_to_instance
+
+@pytest.mark.parametrize("smiles", [
+    NITROBENZENE, "CCO", "[H]OC([H])([H])C", "C1=CC=CC=C1N", "OC(=O)c1ccccc1", "C#N",
+    "[2H]C([2H])Cl", "FC(F)(F)C(Br)I", "C[N+](C)(C)C", *EXAMPLE_SMILES.values(),
+])
+def test_numbering_equals_rdkit_addhs(smiles):
+    res = smiles_to_instance(smiles)
+    ref = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    assert isinstance(res, MoleculeInstance)
+    assert res.num_atoms == ref.GetNumAtoms() == res.instance.num_nodes
+    assert [a.GetSymbol() for a in res.mol.GetAtoms()] == [a.GetSymbol() for a in ref.GetAtoms()]
+    # node features: one-hot of that symbol
+    assert torch.equal(res.instance.x.sum(1), torch.ones(res.num_atoms))
+    assert [MUTAGENICITY_ATOMS[i] for i in res.instance.x.argmax(1).tolist()] == \
+        [a.GetSymbol() for a in ref.GetAtoms()]
+    ref_pairs = sorted(tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))) for b in ref.GetBonds())
+    assert res.pairs == ref_pairs
+    pairs = res.instance.pairs
+    assert bool((pairs[0] < pairs[1]).all())
+    # pair_bond_index points at the right RDKit bond
+    for (u, v), bidx in zip(res.pairs, res.pair_bond_index):
+        b = res.mol.GetBondWithIdx(bidx)
+        assert {b.GetBeginAtomIdx(), b.GetEndAtomIdx()} == {u, v}
+    assert res.instance.dataset == "mutagenicity" and res.instance.y == -1 and res.instance.target is None
+    assert res.instance.edge_attr.shape == (pairs.size(1), 3)
+    assert not any(b.GetIsAromatic() for b in res.mol.GetBonds())
+
+
+def test_nitrobenzene_bonds_and_features():
+    res = smiles_to_instance(NITROBENZENE)
+    inst = res.instance
+    assert _symbol_counts(inst) == {"C": 6, "O": 2, "H": 5, "N": 1}
+    assert inst.x.shape == (14, 14)
+    labels = dict(zip(res.pairs, inst.edge_attr.argmax(1).tolist()))
+    sym = [a.GetSymbol() for a in res.mol.GetAtoms()]
+    no = sorted(lab for (u, v), lab in labels.items() if {sym[u], sym[v]} == {"N", "O"})
+    assert no == [0, 1]  # one N-O single, one N=O double, like the dataset
+    cc = [lab for (u, v), lab in labels.items() if sym[u] == sym[v] == "C"]
+    assert sorted(cc) == [0, 0, 0, 1, 1, 1]  # Kekulé ring
+    assert inst.edge_attr.sum().item() == inst.num_pairs
+    assert res.warnings == []  # the nitro charges are expected, no warning
+    assert res.smiles == Chem.MolToSmiles(Chem.MolFromSmiles(NITROBENZENE))
+    assert res.formula == "C6H5NO2"
+
+
+def test_examples_all_convert_without_warnings():
+    assert len(EXAMPLE_SMILES) >= 4
+    for name, smiles in EXAMPLE_SMILES.items():
+        res = smiles_to_instance(smiles)
+        assert res.instance.num_pairs > 0, name
+        assert res.warnings == [], (name, res.warnings)
+
+
+def test_name_after_whitespace_and_stripping():
+    res = smiles_to_instance("  CCO   ethanol absolute \n")
+    assert res.input_smiles == "CCO" and res.name == "ethanol absolute"
+
+
+@pytest.mark.parametrize("smiles, kind, needles", [
+    ("", "empty", ["No SMILES"]),
+    ("   \n", "empty", ["No SMILES"]),
+    ("C1CC", "parse", ["Could not parse", "'C1CC'", "unclosed ring"]),
+    ("CC(C", "parse", ["Could not parse", "'CC(C'", "parentheses"]),
+    ("C[Xx]C", "parse", ["Could not parse", "C[Xx]C"]),
+    ("c1ccnc1", "kekulize", ["kekulized", "[nH]"]),
+    ("CC(C)(C)(C)C", "valence", ["valence"]),
+    ("C[Se]C", "element", ["Se", "Supported elements: " + ", ".join(MUTAGENICITY_ATOMS)]),
+    ("[U](C)(C)", "element", ["U"]),
+    ("CC(=O)[O-].[Na+]", "fragments", ["2 disconnected fragments", "largest fragment", "CC(=O)[O-]"]),
+    ("CCO.O.O", "fragments", ["3 disconnected fragments"]),
+    ("C" * 70, "too_large", ["212 atoms", "limit of 200"]),
+    ("[Cl-]", "no_bonds", ["nothing to explain"]),
+    ("[Na+]", "no_bonds", ["nothing to explain"]),
+    ("O->[Na]", "bond_type", ["dative"]),
+])
+def test_errors_are_specific(smiles, kind, needles):
+    with pytest.raises(MoleculeError) as info:
+        smiles_to_instance(smiles)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.kind == kind, str(err)
+    for needle in needles:
+        assert needle in str(err), (needle, str(err))
+
+
+def test_max_atoms_is_configurable():
+    smiles_to_instance("C" * 70, max_atoms=300)
+    with pytest.raises(MoleculeError, match="limit of 10"):
+        smiles_to_instance("CCCC", max_atoms=10)  # 14 atoms with H
+
+
+def test_largest_fragment_option_and_helper():
+    salt = "CC(=O)[O-].[Na+]"
+    assert largest_fragment(salt) == "CC(=O)[O-]"
+    assert largest_fragment("Nc1ccccc1") == "Nc1ccccc1"
+    res = smiles_to_instance(salt, keep_largest_fragment=True)
+    assert res.input_smiles == "CC(=O)[O-]"
+    assert _symbol_counts(res.instance) == {"C": 2, "O": 2, "H": 3}
+    assert any("Kept the largest of 2 fragments" in w and "[Na+]" in w for w in res.warnings)
+    assert any("Formal charge on O" in w for w in res.warnings)  # acetate keeps its charge
+    ref = Chem.AddHs(Chem.MolFromSmiles(res.input_smiles))
+    assert [a.GetSymbol() for a in res.mol.GetAtoms()] == [a.GetSymbol() for a in ref.GetAtoms()]
+    with pytest.raises(MoleculeError, match="parse"):
+        largest_fragment("C1CC.C")
+
+
+def test_charge_and_radical_warnings():
+    assert any("Formal charge on N1 (+1)" in w for w in smiles_to_instance("C[N+](C)(C)C").warnings)
+    assert smiles_to_instance("[N-]=[N+]=Nc1ccccc1").warnings == []  # azide: dataset form N=N=N
+    assert any("Radical" in w for w in smiles_to_instance("C[CH2]").warnings)
+    big = smiles_to_instance("C" * 40)  # 122 atoms with H
+    assert any("larger than all but 38" in w for w in big.warnings)
+
+
+# ----------------------------------------------------------------------------- instance_to_mol
+
+@pytest.mark.parametrize("smiles", [
+    NITROBENZENE, "CCO", "C#CC(=O)Cl", "Nc1ccc2cc3ccccc3cc2c1", "[N-]=[N+]=Nc1ccccc1",
+    "OP(=O)(O)OCC", "CS(=O)(=O)c1ccccc1", *EXAMPLE_SMILES.values(),
+])
+def test_round_trip_smiles_instance_mol(smiles):
+    res = smiles_to_instance(smiles)
+    mol = instance_to_mol(res.instance)
+    assert mol.GetNumAtoms() == res.num_atoms
+    assert CalcMolFormula(mol) == res.formula == CalcMolFormula(Chem.AddHs(Chem.MolFromSmiles(smiles)))
+    # bond p of the rebuilt molecule is pair p of the instance
+    for p, (u, v) in enumerate(res.pairs):
+        b = mol.GetBondWithIdx(p)
+        assert {b.GetBeginAtomIdx(), b.GetEndAtomIdx()} == {u, v}
+    assert all(a.GetNoImplicit() for a in mol.GetAtoms())
+    # nitro / azide charges restored: the same canonical SMILES as the input
+    assert Chem.MolToSmiles(Chem.RemoveHs(mol, sanitize=False)) == res.smiles
+    assert instance_to_mol(res).GetNumBonds() == mol.GetNumBonds()  # MoleculeInstance accepted
+
+
+def test_instance_to_mol_dataset_style_nitro():
+    res = smiles_to_instance(NITROBENZENE)
+    plain = instance_to_mol(res.instance, restore_charges=False)
+    assert all(a.GetFormalCharge() == 0 for a in plain.GetAtoms())  # dataset form: neutral N=O + N-O
+    assert CalcMolFormula(plain) == "C6H5NO2"
+    charged = instance_to_mol(res.instance)
+    assert sorted(a.GetFormalCharge() for a in charged.GetAtoms() if a.GetFormalCharge()) == [-1, 1]
+
+
+def test_instance_to_mol_rejects_wrong_features():
+    inst = Instance(x=torch.ones(2, 5), pairs=torch.tensor([[0], [1]]), y=0)
+    with pytest.raises(ValueError, match="one-hot"):
+        instance_to_mol(inst)
+
+
+@requires_mutagenicity
+def test_every_dataset_graph_converts():
+    from gem_core.datasets import load_dataset
+
+    ds = load_dataset("mutagenicity")
+    assert len(ds.graphs) == 4337
+    start = time.perf_counter()
+    nitro = Chem.MolFromSmarts("[#7+](=[#8])-[#8-]")
+    n_nitro = 0
+    for g in ds.graphs:
+        ei = g.edge_index
+        keep = ei[0] < ei[1]  # each undirected bond once (both directions are stored)
+        inst = Instance(x=g.x, pairs=ei[:, keep], y=int(g.y), edge_attr=g.edge_attr[keep],
+                        dataset="mutagenicity")
+        mol = instance_to_mol(inst)
+        assert mol.GetNumAtoms() == g.num_nodes
+        assert mol.GetNumBonds() == inst.num_pairs
+        n_nitro += len(mol.GetSubstructMatches(nitro))
+    elapsed = time.perf_counter() - start
+    assert n_nitro >= 889  # the dataset's N=O + N-O nitro groups come back as [N+](=O)[O-]
+    assert elapsed < 30, f"converting the dataset took {elapsed:.1f} s"
+
+
+# ----------------------------------------------------------------------------- pairs, fragments
+
+def test_bond_index_of_pair():
+    res = smiles_to_instance(NITROBENZENE)
+    mapping = bond_index_of_pair(res.mol)
+    assert len(mapping) == res.mol.GetNumBonds()
+    for (i, j), b in mapping.items():
+        assert i < j
+        assert res.mol.GetBondBetweenAtoms(i, j).GetIdx() == b
+    assert [mapping[p] for p in res.pairs] == res.pair_bond_index
+
+
+def test_fragment_smarts_nitro_and_edge_cases():
+    res = smiles_to_instance(NITROBENZENE)  # atoms: O0 N1 O2 C3 ...
+    nitro = [(0, 1), (2, 1)]
+    smarts = fragment_smarts(res.mol, nitro)
+    assert smarts == "[#8]=[#7+]-[#8-]"
+    assert Chem.MolFromSmarts(smarts) is not None
+    assert res.mol.HasSubstructMatch(Chem.MolFromSmarts(smarts))
+    assert fragment_smarts(res.mol, nitro, kind="smiles") == "O=[N+][O-]"
+    # the dataset's neutral nitro
+    assert fragment_smarts(instance_to_mol(res.instance, restore_charges=False), nitro) == "[#8]=[#7]-[#8]"
+    # a [2, P] tensor works too
+    assert fragment_smarts(res.mol, torch.tensor([[0, 1], [1, 2]])) == smarts
+    # disconnected selection: nitro + a ring C-C bond far from it
+    sym = [a.GetSymbol() for a in res.mol.GetAtoms()]
+    ring = next((u, v) for u, v in res.pairs if u >= 4 and v >= 4 and sym[u] == sym[v] == "C")
+    two = fragment_smarts(res.mol, nitro + [ring])
+    assert two.count(".") == 1 and "[#8]=[#7+]-[#8-]" in two.split(".")
+    assert fragment_smarts(res.mol, []) == ""
+    assert fragment_smarts(res.mol, torch.zeros(2, 0, dtype=torch.long)) == ""
+    with pytest.raises(ValueError, match="not bonded"):
+        fragment_smarts(res.mol, [(0, 2)])
+
+
+# ----------------------------------------------------------------------------- drawing
+
+def test_svg_highlights_and_is_offline():
+    res = smiles_to_instance(NITROBENZENE)
+    plain = draw_molecule_svg(res.mol)
+    assert plain.lstrip().startswith("<?xml") and "</svg>" in plain
+    assert HIGHLIGHT_HEX not in plain
+    svg = draw_molecule_svg(res.mol, [(0, 1), (1, 2)])
+    assert HIGHLIGHT_HEX in svg
+    assert _highlighted_bonds(svg) == {(0, 1), (1, 2)}
+    assert {0, 1, 2} <= _highlighted_atoms(svg)
+    # nothing that a browser would fetch
+    assert "href" not in svg and "@import" not in svg and "url(" not in svg
+    assert svg == draw_molecule_svg(res.mol, [(0, 1), (1, 2)])  # deterministic layout
+    assert 'width=\'300px\'' in draw_molecule_svg(res.mol, size=(300, 200))
+
+
+def test_svg_scores_shade_bonds():
+    res = smiles_to_instance(NITROBENZENE)
+    svg = draw_molecule_svg(res.mol, [(0, 1), (1, 2)], scores=[1.0, 0.1])
+    assert _highlighted_bonds(svg) == {(0, 1)}  # only the top bond gets the full colour
+    fills = set(re.findall(r"<path class='bond-\d+ atom-1 atom-2' d='[^']*' style='fill:(#[0-9A-F]{6})", svg))
+    assert len(fills) == 1 and fills != {HIGHLIGHT_HEX}
+    lighter = fills.pop()
+    assert all(int(lighter[k:k + 2], 16) >= int(HIGHLIGHT_HEX[k:k + 2], 16) for k in (1, 3, 5))
+    # a mapping of scores works as well, in either pair orientation
+    svg2 = draw_molecule_svg(res.mol, [(0, 1), (1, 2)], scores={(1, 0): 0.2, (1, 2): 0.9})
+    assert _highlighted_bonds(svg2) == {(1, 2)}
+    with pytest.raises(ValueError, match="scores"):
+        draw_molecule_svg(res.mol, [(0, 1)], scores=[1.0, 2.0])
+    with pytest.raises(ValueError, match="not bonded"):
+        draw_molecule_svg(res.mol, [(0, 5)])
+
+
+def _interleaved_nitromethane() -> Chem.Mol:
+    """Nitromethane numbered like a dataset graph, hydrogens between heavy atoms: H0 H1 C2 H3 N4 O5 O6."""
+    symbols = ["H", "H", "C", "H", "N", "O", "O"]
+    x = torch.zeros(len(symbols), 14)
+    x[torch.arange(len(symbols)), torch.tensor([COL[s] for s in symbols])] = 1
+    pairs = torch.tensor([[0, 1, 2, 2, 4, 4], [2, 2, 3, 4, 5, 6]])
+    edge_attr = torch.zeros(6, 3)
+    edge_attr[torch.arange(6), torch.tensor([0, 0, 0, 0, 1, 0])] = 1
+    return instance_to_mol(Instance(x=x, pairs=pairs, y=0, edge_attr=edge_attr))
+
+
+def test_hide_hydrogens_maps_highlights():
+    mol = _interleaved_nitromethane()
+    assert CalcMolFormula(mol) == "CH3NO2"
+    # with hydrogens: original numbering
+    svg = draw_molecule_svg(mol, [(4, 5), (0, 2)])
+    assert _highlighted_bonds(svg) == {(4, 5), (0, 2)}
+    # without: display atoms are C0 N1 O2 O3 (heavy atoms in order); N4=O5 -> (1, 2)
+    hidden = draw_molecule_svg(mol, [(4, 5), (0, 2)], hide_hydrogens=True)
+    assert _highlighted_bonds(hidden) == {(1, 2)}
+    # the H-C bond cannot be drawn: its carbon (display atom 0) is highlighted instead
+    assert _highlighted_atoms(hidden) == {0, 1, 2}
+    # C-N (2, 4) becomes display bond (0, 1)
+    assert _highlighted_bonds(draw_molecule_svg(mol, [(2, 4)], hide_hydrogens=True)) == {(0, 1)}
+    # atom-index notes still work when hydrogens are hidden
+    assert draw_molecule_svg(mol, hide_hydrogens=True, atom_indices=True) != \
+        draw_molecule_svg(mol, hide_hydrogens=True)
+
+
+def test_hide_hydrogens_on_user_molecule():
+    res = smiles_to_instance(EXAMPLE_SMILES["2-Nitrofluorene (nitro-aromatic)"])
+    heavy = res.num_heavy_atoms
+    h_pair = next(p for p in res.pairs if p[1] >= heavy)  # a bond to a hydrogen
+    svg = draw_molecule_svg(res.mol, [(0, 1), h_pair], hide_hydrogens=True)
+    assert _highlighted_bonds(svg) == {(0, 1)}  # AddHs puts H last: heavy indices are unchanged
+    assert h_pair[0] in _highlighted_atoms(svg)
+
+
+# ----------------------------------------------------------------------------- files
+
+def test_parse_csv_with_name_column():
+    text = "id,SMILES,activity\nnb,O=[N+]([O-])c1ccccc1,1\n\"eth, anol\",CCO,0\n,,\nx3,C#N,1\n"
+    assert parse_smiles_file(text) == [("nb", NITROBENZENE), ("eth, anol", "CCO"), ("x3", "C#N")]
+
+
+def test_parse_csv_variants():
+    assert parse_smiles_file("smiles;name\nCCO;ethanol\nC#N;\n") == [("ethanol", "CCO"), ("mol 2", "C#N")]
+    with_bom = b"\xef\xbb\xbfSmiles\nCCO\nc1ccccc1\n"
+    assert parse_smiles_file(with_bom) == [("mol 1", "CCO"), ("mol 2", "c1ccccc1")]
+    assert parse_smiles_file("Name\tSMILES\nbenzene\tc1ccccc1\n") == [("benzene", "c1ccccc1")]
+
+
+def test_parse_smi_text():
+    text = "# my molecules\nO=[N+]([O-])c1ccccc1 nitrobenzene\n\nCC#N\tacetonitrile nitrile\nCCO\n"
+    assert parse_smiles_file(text) == [
+        ("nitrobenzene", NITROBENZENE), ("acetonitrile nitrile", "CC#N"), ("mol 3", "CCO")]
+    assert parse_smiles_file("SMILES Name\nCCO ethanol\n") == [("ethanol", "CCO")]
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("", "empty"),
+    ("  \n# only a comment\n", "empty"),
+    ("name,formula\nwater,H2O\n", "no 'smiles' column (columns found: name, formula)"),
+    ("name,smiles\n", "no molecules"),
+])
+def test_parse_file_errors(text, needle):
+    with pytest.raises(MoleculeError) as info:
+        parse_smiles_file(text)
+    assert info.value.kind == "file" and needle in str(info.value)
+
+
+def test_parse_file_row_limit():
+    rows = "\n".join("C" * (1 + i % 5) for i in range(1001))
+    with pytest.raises(MoleculeError, match="more than 1000 molecules"):
+        parse_smiles_file(rows)
+    assert len(parse_smiles_file(rows, max_rows=2000)) == 1001
+    assert len(parse_smiles_file("smiles\n" + rows, max_rows=1001)) == 1001
