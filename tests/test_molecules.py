@@ -1,0 +1,127 @@
+"""The molecule flow (gem_core.molecules) and the ``explain`` CLI command."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from rdkit import Chem
+
+from gem_core.chem import MoleculeError, smiles_to_instance
+from gem_core.cli import main
+
+NITROBENZENE = "O=[N+]([O-])c1ccccc1"
+
+BAD_INPUTS = {
+    "empty": "",
+    "parse": "C1CC(",
+    "element": "C[Se]C",
+    "fragments": "CC(=O)[O-].[Na+]",
+    "too_large": "C" * 80,
+}
+
+
+@pytest.fixture(scope="module")
+def target_available():
+    """The Mutagenicity target must load from a checkpoint (training it takes minutes)."""
+    from gem_core.molecules import _load_target_checkpoint
+
+    if _load_target_checkpoint() is None:
+        pytest.skip("no Mutagenicity target checkpoint (cache or assets/targets/mutagenicity.pt)")
+
+
+def _run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_the_app_message(kind, capsys):
+    smiles = BAD_INPUTS[kind]
+    with pytest.raises(MoleculeError) as info:
+        smiles_to_instance(smiles)
+    assert info.value.kind == kind
+    code, out, err = _run_cli(["explain", "--smiles", smiles, "--no-progress"], capsys)
+    assert code == 2
+    assert str(info.value) in err
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_bad_k_exits_2(capsys):
+    code, _, err = _run_cli(["explain", "--smiles", NITROBENZENE, "--k", "0", "--no-progress"],
+                            capsys)
+    assert code == 2
+    assert "K must be at least 1" in err
+
+
+def test_explain_is_a_cli_command():
+    proc = subprocess.run([sys.executable, "-m", "gem_core", "explain", "--help"],
+                          capture_output=True, text=True, timeout=120, env=os.environ.copy())
+    assert proc.returncode == 0
+    assert "--smiles" in proc.stdout and "--method" in proc.stdout
+
+
+def test_cli_json_shape_and_numbering(target_available, tmp_path, capsys):
+    path = tmp_path / "out.json"
+    code, _, _ = _run_cli(["explain", "--smiles", NITROBENZENE, "--k", "5", "--method", "random",
+                           "--no-progress", "--json", str(path)], capsys)
+    assert code == 0
+    data = json.loads(path.read_text())
+    assert set(data) == {"smiles", "prediction", "explanation"}
+    assert data["smiles"] == NITROBENZENE
+    assert data["prediction"]["label"] in ("mutagen", "nonmutagen")
+    assert 0.5 <= data["prediction"]["probability"] <= 1.0
+    bonds, scores = data["explanation"]["bonds"], data["explanation"]["scores"]
+    assert len(bonds) == len(scores) == 5
+    assert scores == sorted(scores, reverse=True)
+    mol = Chem.AddHs(Chem.MolFromSmiles(NITROBENZENE))
+    for i, j in bonds:
+        assert i < j
+        assert mol.GetBondBetweenAtoms(i, j) is not None
+
+
+def test_json_to_stdout(target_available, capsys):
+    code, out, _ = _run_cli(["explain", "--smiles", "Nc1ccccc1", "--k", "3", "--method", "random",
+                             "--json", "-"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert len(data["explanation"]["bonds"]) == 3
+
+
+def test_all_bonds_when_k_exceeds_bond_count(target_available):
+    from gem_core.molecules import explain_smiles
+
+    smiles = "OC(=O)c1ccccc1"  # benzoic acid
+    result = explain_smiles(smiles, k=1000, method="random", device="cpu")
+    mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    expected = {tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))) for b in mol.GetBonds()}
+    got = [tuple(b) for b in result["explanation"]["bonds"]]
+    assert len(got) == len(expected) == mol.GetNumBonds()
+    assert set(got) == expected
+
+
+def test_probability_is_that_of_the_predicted_label(target_available):
+    from gem_core.molecules import CLASS_NAMES, explain_molecules
+
+    mol = smiles_to_instance(NITROBENZENE)
+    res = explain_molecules([mol], ["random"], device="cpu")[0]
+    assert abs(sum(res.probabilities) - 1.0) < 1e-5
+    assert res.probability == max(res.probabilities)
+    assert res.label_name == CLASS_NAMES[res.probabilities.index(res.probability)]
+    out = res.to_json("random", 4)
+    assert out["prediction"] == {"label": res.label_name, "probability": res.probability}
+    frag = res.fragment("random", 4)
+    assert isinstance(frag, str) and frag
+
+
+def test_gem_explanation_when_fitted(target_available):
+    from gem_core.molecules import explain_smiles, molecule_model
+
+    if not molecule_model("cpu").is_ready("gem"):
+        pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
+    result = explain_smiles(NITROBENZENE, k=3, method="gem", device="cpu")
+    assert len(result["explanation"]["bonds"]) == 3
