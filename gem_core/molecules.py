@@ -46,7 +46,7 @@ CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = no
 
 __all__ = [
     "DATASET", "CLASS_NAMES", "ModelUnavailableError", "MoleculeModel", "MoleculeExplanation",
-    "molecule_model", "explain_molecules", "explain_smiles", "ranked_bonds", "default_k",
+    "molecule_model", "forget_explainer", "explain_molecules", "explain_smiles", "ranked_bonds", "default_k",
 ]
 
 
@@ -277,6 +277,14 @@ def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None) 
             model = MoleculeModel(target, dev)
         _MODELS[key] = model
         return model
+
+
+def forget_explainer(method: Optional[str] = None) -> None:
+    """Drop a cached explainer from every loaded :class:`MoleculeModel` (e.g. after a refit)."""
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+    for model in models:
+        model.forget(method)
 
 
 # ----------------------------------------------------------------------------- explanations

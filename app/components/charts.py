@@ -1,0 +1,140 @@
+"""Plotly charts of the app. Every trace gets its method's colour explicitly (Streamlit's theme
+would otherwise recolour them); the paper's numbers are dashed lines of the same colour."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+import plotly.graph_objects as go
+
+from gem_core import paper
+from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES
+
+_LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=45), legend=dict(orientation="h", y=-0.22),
+               template="plotly_white", height=380)
+
+
+def _title(method: str) -> str:
+    return METHOD_TITLES.get(method, method)
+
+
+def _color(method: str) -> str:
+    return METHOD_COLORS.get(method, "#444444")
+
+
+def _sorted_k(row: Mapping[str, float]) -> tuple[list[int], list[float]]:
+    items = sorted(((int(k), float(v)) for k, v in row.items()), key=lambda kv: kv[0])
+    return [k for k, _ in items], [v for _, v in items]
+
+
+def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
+                   mutagen_only: bool = False) -> go.Figure:
+    """Explanation accuracy against K per method (solid), the paper's values dashed."""
+    ds = result["dataset"]
+    key = "accuracy_at_k_mutagen" if mutagen_only else "accuracy_at_k"
+    fig = go.Figure()
+    for m in methods:
+        res = result.get("methods", {}).get(m)
+        row = (res or {}).get(key)
+        if row:
+            ks, vals = _sorted_k(row)
+            fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                     name=f"{_title(m)} (ours)",
+                                     line=dict(color=_color(m), width=3)))
+        table = paper.EXPLANATION_ACCURACY_MUTAGEN if mutagen_only else \
+            paper.EXPLANATION_ACCURACY.get(ds, {})
+        ref = table.get(m) if table else None
+        if ref:
+            ks, vals = _sorted_k(ref)
+            fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                     name=f"{_title(m)} (paper)",
+                                     line=dict(color=_color(m), dash="dash", width=2),
+                                     marker=dict(symbol="circle-open")))
+    dist = (result.get("distillation") or {}).get("accuracy_at_k")
+    if dist and not mutagen_only and "distilled" in methods and "distilled" not in result.get(
+            "methods", {}):
+        ks, vals = _sorted_k(dist)
+        fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                 name="Distillation (ours)",
+                                 line=dict(color=_color("distilled"), width=3)))
+    subtitle = " (mutagen test graphs only)" if mutagen_only else ""
+    fig.update_layout(title=f"Explanation accuracy vs K{subtitle}", xaxis_title="K (edges kept)",
+                      yaxis_title="accuracy (%)", **_LAYOUT)
+    fig.update_xaxes(dtick=1 if ds in ("ba_shapes", "tree_cycles") else 5)
+    return fig
+
+
+def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
+    """Overlaid histograms of the log-odds difference per method (closer to 0 is better)."""
+    fig = go.Figure()
+    for m in methods:
+        values = (result.get("methods", {}).get(m) or {}).get("log_odds")
+        if values:
+            fig.add_trace(go.Histogram(x=list(values), name=_title(m), opacity=0.55,
+                                       marker=dict(color=_color(m)), nbinsx=40))
+    k = result.get("log_odds_k", "")
+    fig.update_layout(barmode="overlay", title=f"Log-odds difference at K = {k}",
+                      xaxis_title="logit p(full graph) − logit p(explanation)",
+                      yaxis_title="instances", **_LAYOUT)
+    return fig
+
+
+def timing_chart(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
+    """Milliseconds per explained instance (log scale); the paper's GPU figures as open markers."""
+    ds = result["dataset"]
+    fig = go.Figure()
+    names, ours, colors, refs = [], [], [], []
+    for m in methods:
+        res = result.get("methods", {}).get(m)
+        if not res:
+            continue
+        names.append(_title(m))
+        ours.append(max(float(res.get("ms_per_instance", 0.0)), 1e-4))
+        colors.append(_color(m))
+        refs.append((paper.INFERENCE_MS.get(m) or {}).get(ds))
+    fig.add_trace(go.Bar(x=names, y=ours, marker=dict(color=colors), name="ours (CPU)",
+                         text=[f"{v:.3g} ms" for v in ours], textposition="outside"))
+    if any(r is not None for r in refs):
+        fig.add_trace(go.Scatter(x=[n for n, r in zip(names, refs) if r is not None],
+                                 y=[r for r in refs if r is not None], mode="markers",
+                                 name="paper (GPU)",
+                                 marker=dict(symbol="diamond-open", size=13, color="#222222",
+                                             line=dict(width=2))))
+    fig.update_layout(title="Explanation time per instance", yaxis_title="ms (log scale)",
+                      yaxis_type="log", **_LAYOUT)
+    return fig
+
+
+def distillation_chart(result: Mapping[str, Any]) -> Optional[go.Figure]:
+    """Accuracy of the target on the distilled top-K subgraphs, with the paper's Table 6."""
+    ds = result["dataset"]
+    row = (result.get("distillation") or {}).get("accuracy_at_k")
+    if not row:
+        return None
+    fig = go.Figure()
+    ks, vals = _sorted_k(row)
+    fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                             name="distillation (ours)",
+                             line=dict(color=_color("distilled"), width=3)))
+    ref = paper.DISTILLATION_ACCURACY.get(ds)
+    if ref:
+        ks, vals = _sorted_k(ref)
+        fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                 name="distillation (paper)",
+                                 line=dict(color=_color("distilled"), dash="dash", width=2),
+                                 marker=dict(symbol="circle-open")))
+    fig.update_layout(title="Distillation accuracy vs K", xaxis_title="K (edges kept)",
+                      yaxis_title="accuracy (%)", **_LAYOUT)
+    return fig
+
+
+def edge_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]],
+              colors: Mapping[str, str], title: str, yaxis: str) -> go.Figure:
+    """Grouped bars, one group per edge (used by the teaching page)."""
+    fig = go.Figure()
+    for name, values in series.items():
+        fig.add_trace(go.Bar(x=list(labels), y=list(values), name=name,
+                             marker=dict(color=colors.get(name, "#444444"))))
+    fig.update_layout(barmode="group", title=title, yaxis_title=yaxis, xaxis_title="edge",
+                      **{**_LAYOUT, "height": 340})
+    fig.update_xaxes(type="category")
+    return fig

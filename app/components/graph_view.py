@@ -1,0 +1,358 @@
+"""Drawing a computation graph with an explanation: pyvis (interactive), SVG and PNG (static).
+
+Every panel of one instance shares one layout (:func:`layout`), so the original graph and the
+explanations of several methods can be compared side by side. pyvis is rendered fully offline:
+``cdn_resources="in_line"`` and the template's Bootstrap links stripped (:func:`strip_cdn`).
+"""
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import networkx as nx
+import numpy as np
+
+# Categorical palette for node classes / atom types (colour-blind friendly first).
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295", "#8cd17d", "#b6992d",
+           "#499894", "#fabfd2", "#a0cbe8", "#ffbe7d", "#f1ce63", "#d4a6c8")
+FADED_EDGE = "rgba(150,150,150,0.28)"
+PLAIN_EDGE = "#8a8f98"
+MOTIF_EDGE = "#2b2b2b"
+FOCUS_EDGE = "#ff7f0e"
+
+
+def palette(i: int) -> str:
+    return PALETTE[int(i) % len(PALETTE)]
+
+
+@dataclass
+class GraphPicture:
+    """Everything needed to draw one panel.
+
+    Attributes:
+        positions: ``[n, 2]`` node coordinates in [0, 1] (shared by all panels of an instance).
+        pairs: undirected edges ``(u, v)`` as local node indices.
+        node_labels: short text on each node.
+        node_colors: fill colour of each node.
+        node_titles: hover text of each node (plain text; escaped when drawn).
+        target: local index of the explained node, or None.
+        selected: per pair, whether it belongs to the explanation (None = plain graph).
+        scores: per pair importance (sets the width of selected edges).
+        accent: colour of the explanation edges.
+        emphasis: per pair, drawn dark in the plain graph (e.g. ground-truth motif edges).
+        legend: ``(text, colour, kind)`` entries, kind ``node`` / ``edge`` / ``target``.
+    """
+
+    positions: np.ndarray
+    pairs: list[tuple[int, int]]
+    node_labels: list[str]
+    node_colors: list[str]
+    node_titles: list[str]
+    target: Optional[int] = None
+    selected: Optional[list[bool]] = None
+    scores: Optional[list[float]] = None
+    accent: str = "#d62728"
+    emphasis: Optional[list[bool]] = None
+    legend: list[tuple[str, str, str]] = field(default_factory=list)
+    focus: Optional[int] = None  # one pair drawn in FOCUS_EDGE (the edge being tried)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_labels)
+
+    def with_explanation(self, selected: Sequence[bool], scores: Sequence[float],
+                         accent: str) -> "GraphPicture":
+        legend = [e for e in self.legend if e[2] != "edge"]
+        legend += [("explanation edge (width = score)", accent, "edge"),
+                   ("other edge", FADED_EDGE, "edge")]
+        return GraphPicture(self.positions, self.pairs, self.node_labels, self.node_colors,
+                            self.node_titles, self.target, [bool(s) for s in selected],
+                            [float(s) for s in scores], accent, None, legend)
+
+
+# ----------------------------------------------------------------------------- layout
+
+def layout(num_nodes: int, pairs: Sequence[tuple[int, int]], seed: int = 0) -> np.ndarray:
+    """Deterministic 2-D positions in [0, 1]² (Kamada-Kawai for small graphs, spring otherwise)."""
+    g = nx.Graph()
+    g.add_nodes_from(range(num_nodes))
+    g.add_edges_from((int(u), int(v)) for u, v in pairs)
+    if num_nodes == 0:
+        return np.zeros((0, 2))
+    if num_nodes == 1:
+        return np.full((1, 2), 0.5)
+    if num_nodes <= 80 and nx.is_connected(g):
+        pos = nx.kamada_kawai_layout(g)
+    else:
+        pos = nx.spring_layout(g, seed=seed, iterations=200 if num_nodes <= 300 else 60)
+    arr = np.array([pos[i] for i in range(num_nodes)], dtype=float)
+    lo, hi = arr.min(0), arr.max(0)
+    span = np.where(hi - lo > 1e-9, hi - lo, 1.0)
+    return (arr - lo) / span
+
+
+def _edge_style(pic: GraphPicture, j: int) -> tuple[str, float, bool]:
+    """(colour, width, on_top) of pair ``j``."""
+    if pic.focus is not None and j == pic.focus:
+        return FOCUS_EDGE, 6.0, True
+    if pic.selected is None:
+        if pic.emphasis is not None and pic.emphasis[j]:
+            return MOTIF_EDGE, 2.6, True
+        return PLAIN_EDGE, 1.4, False
+    if pic.selected[j]:
+        s = pic.scores or [1.0] * len(pic.pairs)
+        top = max((s[i] for i in range(len(s)) if pic.selected[i]), default=1.0) or 1.0
+        rel = max(0.0, min(1.0, s[j] / top)) if top > 0 else 1.0
+        return pic.accent, 2.0 + 5.0 * rel, True
+    return FADED_EDGE, 1.0, False
+
+
+# ----------------------------------------------------------------------------- pyvis
+
+_CDN_TAG = re.compile(
+    r"<(?:link|script)\b[^>]*(?:href|src)\s*=\s*[\"']https?://[^\"']*[\"'][^>]*>(?:\s*</script>)?",
+    re.IGNORECASE)
+
+
+def strip_cdn(page: str) -> str:
+    """Remove every ``<link>`` / ``<script src>`` that points to the network (pyvis' Bootstrap)."""
+    return _CDN_TAG.sub("", page)
+
+
+def _legend_html(pic: GraphPicture) -> str:
+    items = []
+    for text, colour, kind in pic.legend:
+        t = html.escape(text)
+        c = html.escape(colour)
+        if kind == "edge":
+            swatch = (f"<span style='display:inline-block;width:18px;height:0;border-top:3px solid "
+                      f"{c};vertical-align:middle;margin-right:4px'></span>")
+        elif kind == "target":
+            swatch = (f"<span style='display:inline-block;color:{c};margin-right:4px'>&#9733;"
+                      f"</span>")
+        else:
+            swatch = (f"<span style='display:inline-block;width:10px;height:10px;border-radius:50%;"
+                      f"background:{c};vertical-align:middle;margin-right:4px'></span>")
+        items.append(f"<span style='margin-right:10px;white-space:nowrap'>{swatch}{t}</span>")
+    return ("<div class='gem-legend' style='font:12px sans-serif;color:#333;padding:2px 4px;"
+            "line-height:1.6'>" + "".join(items) + "</div>")
+
+
+def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
+    """A self-contained interactive HTML page of the picture (no network access needed)."""
+    from pyvis.network import Network
+
+    net = Network(height=f"{height}px", width="100%", cdn_resources="in_line", directed=False)
+    scale = 420.0
+    for i in range(pic.num_nodes):
+        x, y = pic.positions[i]
+        is_target = pic.target is not None and i == pic.target
+        net.add_node(
+            i, label=html.escape(pic.node_labels[i]), title=html.escape(pic.node_titles[i]),
+            color={"background": pic.node_colors[i],
+                   "border": "#111111" if is_target else "#ffffff"},
+            shape="star" if is_target else "dot", size=22 if is_target else 11,
+            borderWidth=3 if is_target else 1, x=float(x * scale), y=float(y * scale),
+            physics=False, font={"size": 12})
+    for j, (u, v) in enumerate(pic.pairs):
+        colour, width, _ = _edge_style(pic, j)
+        title = f"{pic.node_labels[u]} – {pic.node_labels[v]}"
+        if pic.scores is not None:
+            title += f": score {pic.scores[j]:.4f}"
+        net.add_edge(int(u), int(v), color=colour, width=width, title=html.escape(title))
+    net.set_options(json.dumps({
+        "physics": {"enabled": False},
+        "edges": {"smooth": False, "color": {"inherit": False}},
+        "interaction": {"hover": True, "dragNodes": True, "zoomView": True},
+    }))
+    page = net.generate_html()
+    page = strip_cdn(page)
+    page = page.replace("<body>", "<body style='margin:0'>" + _legend_html(pic), 1)
+    return page
+
+
+# ----------------------------------------------------------------------------- static pictures
+
+def _canvas_coords(pic: GraphPicture, width: int, height: int, legend_h: int) -> np.ndarray:
+    pad = 26
+    w, h = width - 2 * pad, height - legend_h - 2 * pad
+    pos = pic.positions if len(pic.positions) else np.zeros((0, 2))
+    return np.stack([pad + pos[:, 0] * w, pad + pos[:, 1] * h], axis=1) if len(pos) else pos
+
+
+def _legend_rows(pic: GraphPicture, width: int) -> list[list[tuple[str, str, str]]]:
+    rows, row, used = [], [], 0
+    for entry in pic.legend:
+        need = 26 + 6.5 * len(entry[0])
+        if row and used + need > width - 10:
+            rows.append(row)
+            row, used = [], 0
+        row.append(entry)
+        used += need
+    if row:
+        rows.append(row)
+    return rows
+
+
+def to_svg(pic: GraphPicture, width: int = 480, height: int = 400, title: str = "") -> str:
+    """A static SVG of the picture (same layout and styles as the interactive view)."""
+    rows = _legend_rows(pic, width)
+    legend_h = 18 * len(rows) + (22 if title else 0) + 6
+    xy = _canvas_coords(pic, width, height, legend_h)
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+           f"viewBox='0 0 {width} {height}' font-family='sans-serif'>",
+           f"<rect width='{width}' height='{height}' fill='white'/>"]
+    y0 = 6
+    if title:
+        out.append(f"<text x='8' y='{y0 + 14}' font-size='14' font-weight='bold'>"
+                   f"{html.escape(title)}</text>")
+        y0 += 22
+    for r, row in enumerate(rows):
+        x = 8
+        y = y0 + 12 + 18 * r
+        for text, colour, kind in row:
+            c = html.escape(colour)
+            if kind == "edge":
+                out.append(f"<line x1='{x}' y1='{y - 4}' x2='{x + 18}' y2='{y - 4}' stroke='{c}' "
+                           f"stroke-width='3'/>")
+            elif kind == "target":
+                out.append(f"<circle cx='{x + 7}' cy='{y - 4}' r='6' fill='white' stroke='{c}' "
+                           f"stroke-width='3'/>")
+            else:
+                out.append(f"<circle cx='{x + 7}' cy='{y - 4}' r='5' fill='{c}'/>")
+            out.append(f"<text x='{x + 22}' y='{y}' font-size='11' fill='#333'>"
+                       f"{html.escape(text)}</text>")
+            x += 26 + int(6.5 * len(text))
+    order = sorted(range(len(pic.pairs)), key=lambda j: _edge_style(pic, j)[2])
+    for j in order:
+        u, v = pic.pairs[j]
+        colour, width_, _ = _edge_style(pic, j)
+        stroke, opacity = _svg_colour(colour)
+        out.append(f"<line x1='{xy[u, 0]:.1f}' y1='{legend_h + xy[u, 1]:.1f}' "
+                   f"x2='{xy[v, 0]:.1f}' y2='{legend_h + xy[v, 1]:.1f}' stroke='{stroke}' "
+                   f"stroke-opacity='{opacity}' stroke-width='{width_:.1f}' "
+                   f"stroke-linecap='round'/>")
+    for i in range(pic.num_nodes):
+        is_target = pic.target is not None and i == pic.target
+        r = 10 if is_target else 6
+        cx, cy = xy[i, 0], legend_h + xy[i, 1]
+        out.append(f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='{r}' "
+                   f"fill='{html.escape(pic.node_colors[i])}' "
+                   f"stroke='{'#111' if is_target else 'white'}' "
+                   f"stroke-width='{3 if is_target else 1}'><title>"
+                   f"{html.escape(pic.node_titles[i])}</title></circle>")
+        if pic.num_nodes <= 60 or is_target:
+            out.append(f"<text x='{cx + r + 1:.1f}' y='{cy - r:.1f}' font-size='9' fill='#222'>"
+                       f"{html.escape(pic.node_labels[i])}</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _svg_colour(colour: str) -> tuple[str, float]:
+    m = re.fullmatch(r"rgba\((\d+),(\d+),(\d+),([\d.]+)\)", colour.replace(" ", ""))
+    if m:
+        r, g, b, a = m.groups()
+        return f"rgb({r},{g},{b})", float(a)
+    return colour, 1.0
+
+
+def _rgb(colour: str) -> tuple[int, int, int, int]:
+    m = re.fullmatch(r"rgba\((\d+),(\d+),(\d+),([\d.]+)\)", colour.replace(" ", ""))
+    if m:
+        r, g, b, a = m.groups()
+        return int(r), int(g), int(b), int(round(float(a) * 255))
+    c = colour.lstrip("#")
+    if len(c) == 3:
+        c = "".join(ch * 2 for ch in c)
+    return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16), 255
+
+
+def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = "") -> bytes:
+    """A static PNG of the picture (Pillow; same layout and styles)."""
+    from PIL import Image, ImageDraw
+
+    scale = width / 480.0
+    img = Image.new("RGBA", (width, height), (255, 255, 255, 255))
+    layer = Image.new("RGBA", (width, height), (255, 255, 255, 0))
+    draw = ImageDraw.Draw(layer)
+    rows = _legend_rows(pic, int(width / scale))
+    legend_h = int((18 * len(rows) + (22 if title else 0) + 6) * scale)
+    xy = _canvas_coords(pic, width, height, legend_h)
+    order = sorted(range(len(pic.pairs)), key=lambda j: _edge_style(pic, j)[2])
+    for j in order:
+        u, v = pic.pairs[j]
+        colour, w, _ = _edge_style(pic, j)
+        draw.line([(xy[u, 0], legend_h + xy[u, 1]), (xy[v, 0], legend_h + xy[v, 1])],
+                  fill=_rgb(colour), width=max(1, int(round(w * scale))))
+    img = Image.alpha_composite(img, layer)
+    draw = ImageDraw.Draw(img)
+    for i in range(pic.num_nodes):
+        is_target = pic.target is not None and i == pic.target
+        r = (10 if is_target else 6) * scale
+        cx, cy = xy[i, 0], legend_h + xy[i, 1]
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=_rgb(pic.node_colors[i]),
+                     outline=(17, 17, 17, 255) if is_target else (255, 255, 255, 255),
+                     width=int(3 * scale) if is_target else 1)
+        if pic.num_nodes <= 60 or is_target:
+            draw.text((cx + r + 1, cy - r - 10 * scale), pic.node_labels[i], fill=(34, 34, 34, 255))
+    y = 6 * scale
+    if title:
+        draw.text((8 * scale, y), title, fill=(0, 0, 0, 255))
+        y += 22 * scale
+    for r_i, row in enumerate(rows):
+        x = 8 * scale
+        yy = y + 18 * scale * r_i + 6 * scale
+        for text, colour, kind in row:
+            if kind == "edge":
+                draw.line([(x, yy + 4), (x + 18 * scale, yy + 4)], fill=_rgb(colour),
+                          width=int(3 * scale))
+            else:
+                draw.ellipse([x, yy - 2, x + 12 * scale, yy - 2 + 12 * scale],
+                             fill=_rgb(colour) if kind != "target" else (255, 255, 255, 255),
+                             outline=_rgb(colour), width=int(2 * scale))
+            draw.text((x + 22 * scale, yy), text, fill=(51, 51, 51, 255))
+            x += (26 + 6.5 * len(text)) * scale
+    buf = io.BytesIO()
+    img.convert("RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- from instances
+
+def node_task_picture(pairs: Sequence[tuple[int, int]], node_ids: Sequence[int],
+                      node_classes: Sequence[int], class_names: Sequence[str], target: int,
+                      positions: np.ndarray, motif: Optional[Sequence[bool]] = None
+                      ) -> GraphPicture:
+    """A node-task computation graph: nodes coloured by true class, the target node starred."""
+    labels = [str(int(n)) for n in node_ids]
+    colors = [palette(c) for c in node_classes]
+    titles = [f"node {int(n)} · class {class_names[int(c)]}" + (" · explained node" if i == target
+                                                                 else "")
+              for i, (n, c) in enumerate(zip(node_ids, node_classes))]
+    present = sorted(set(int(c) for c in node_classes))
+    legend = [("explained node", "#111111", "target")]
+    legend += [(f"class {class_names[c]}", palette(c), "node") for c in present]
+    if motif is not None and any(motif):
+        legend.append(("motif edge (ground truth)", MOTIF_EDGE, "edge"))
+    legend.append(("edge", PLAIN_EDGE, "edge"))
+    return GraphPicture(positions, [(int(u), int(v)) for u, v in pairs], labels, colors, titles,
+                        target=int(target), emphasis=None if motif is None else list(motif),
+                        legend=legend)
+
+
+def graph_task_picture(pairs: Sequence[tuple[int, int]], node_types: Sequence[int],
+                       type_names: Sequence[str], positions: np.ndarray) -> GraphPicture:
+    """A whole graph (e.g. an NCI1 molecule without atom symbols): nodes coloured by type."""
+    labels = [str(i) for i in range(len(node_types))]
+    colors = [palette(t) for t in node_types]
+    titles = [f"node {i} · {type_names[int(t)]}" for i, t in enumerate(node_types)]
+    present = sorted(set(int(t) for t in node_types))
+    legend = [(type_names[t], palette(t), "node") for t in present]
+    legend.append(("edge", PLAIN_EDGE, "edge"))
+    return GraphPicture(positions, [(int(u), int(v)) for u, v in pairs], labels, colors, titles,
+                        legend=legend)

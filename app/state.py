@@ -1,0 +1,184 @@
+"""Shared state of the app: the sidebar selection, cached engine objects, progress bars.
+
+Pages stay thin: they read :func:`selection`, get engine objects from here, and draw. Caching
+lives only in this module (``st.cache_resource`` for shared, thread-safe engine objects,
+``st.cache_data`` for plain results).
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import streamlit as st
+import torch
+
+from gem_core.config import DATASETS, DatasetSpec, get_spec
+from gem_core.device import configure_threads
+from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, METHODS, Workbench, workbench
+
+DEFAULT_METHODS: tuple[str, ...] = ("gem", "gnnexplainer", "random")
+# Methods that work on any instance without a fit.
+NO_FIT_METHODS = frozenset({"random", "gnnexplainer", "distilled"})
+
+DATA_HELP = (
+    "Mutagenicity and NCI1 are read from TU Dortmund raw files. Set the environment variable "
+    "`GEM_DATA_ROOT` to a folder holding `Mutagenicity/raw/Mutagenicity_*.txt` and "
+    "`NCI1/raw/NCI1_*.txt` (for example `../shared/data/TUDataset`) and restart the app."
+)
+
+
+@st.cache_resource(show_spinner=False)
+def _threads() -> int:
+    """Apply ``$GEM_NUM_THREADS`` once per process."""
+    return configure_threads()
+
+
+_threads()
+
+
+# ----------------------------------------------------------------------------- selection
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar selected; read by every page."""
+
+    dataset: str
+    device: str
+    k: int
+    methods: tuple[str, ...]
+
+    @property
+    def spec(self) -> DatasetSpec:
+        return get_spec(self.dataset)
+
+
+def device_options() -> list[str]:
+    opts = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        opts.append("cuda")
+    return opts
+
+
+DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
+
+
+def sidebar() -> Selection:
+    """Draw the selectors shared by all pages and store the selection in the session."""
+    with st.sidebar:
+        st.markdown("### Settings")
+        names = list(DATASETS)
+        dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
+                               key="sb_dataset", persist_state="session")
+        spec = get_spec(dataset)
+        device = st.selectbox("Device", device_options(), format_func=DEVICE_TITLES.get,
+                              key="sb_device", persist_state="session")
+        k = st.slider(
+            "K (explanation edges)", min_value=min(spec.k_grid), max_value=max(spec.k_grid),
+            value=spec.default_k, step=1, key=f"sb_k_{dataset}", persist_state="session",
+            help=f"The paper's grid for {spec.title}: {', '.join(map(str, spec.k_grid))}.")
+        methods = st.multiselect(
+            "Explainers to compare", list(METHODS), default=list(DEFAULT_METHODS),
+            format_func=METHOD_TITLES.get, key="sb_methods", persist_state="session")
+        st.caption("Gem and PGExplainer are fitted once per dataset; the others explain "
+                   "directly.")
+    sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods))
+    st.session_state["selection"] = sel
+    return sel
+
+
+def selection() -> Selection:
+    """The current sidebar selection (set by the router before the page runs)."""
+    sel = st.session_state.get("selection")
+    if sel is None:  # a page run on its own (tests): defaults
+        spec = get_spec(list(DATASETS)[0])
+        sel = Selection(spec.name, "auto", spec.default_k, DEFAULT_METHODS)
+    return sel
+
+
+# ----------------------------------------------------------------------------- engine objects
+
+@st.cache_resource(show_spinner=False)
+def get_workbench(dataset: str, device: str) -> Workbench:
+    """The shared, thread-safe workbench of a dataset on a device."""
+    return workbench(dataset, device)
+
+
+def method_ready(wb: Workbench, method: str) -> bool:
+    """Whether ``method`` explains without a slow fit right now.
+
+    Needs the engine's in-memory explainer table; see the module notes in the final report
+    (``Workbench.is_fitted`` would be the clean API).
+    """
+    if method in NO_FIT_METHODS or method in getattr(wb, "_explainers", {}):
+        return True
+    if method == "gem":
+        return wb.gem_cache_path().exists() or wb.shipped_gem_path().exists()
+    return False
+
+
+def explainer_token(wb: Workbench, method: str) -> str:
+    """Identifies the explainer currently used for ``method`` (part of result cache keys)."""
+    exp = wb.explainer(method)
+    return f"{wb.target().digest}:{method}:{id(exp)}"
+
+
+def register_explainer(wb: Workbench, method: str, explainer: Any) -> None:
+    """Make a freshly fitted explainer the one the workbench hands out (after a refit)."""
+    table = getattr(wb, "_explainers", None)
+    if table is not None:
+        with wb._lock:
+            table[method] = explainer
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def test_predictions(dataset: str, device: str, digest: str) -> list[list[float]]:
+    """Class probabilities of the target on every test instance (full computation graphs)."""
+    wb = get_workbench(dataset, device)
+    inst = wb.instances("test")
+    out: list[list[float]] = []
+    for start in range(0, len(inst), 256):
+        out.extend(wb.predict_proba(inst[start:start + 256]).tolist())
+    return out
+
+
+@st.cache_data(show_spinner=False, max_entries=4000)
+def explain_test_instance(dataset: str, device: str, method: str, position: int,
+                          token: str) -> tuple[list[float], float]:
+    """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
+    wb = get_workbench(dataset, device)
+    inst = wb.instances("test")[position]
+    explained = wb.explain(method, [inst])
+    return [float(s) for s in explained.scores[0]], float(explained.ms_per_instance)
+
+
+# ----------------------------------------------------------------------------- progress
+
+@contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
+    """An ``st.progress`` bar as an engine ``progress(fraction, message)`` callback."""
+    bar = st.progress(0.0, text=label)
+
+    def update(fraction: float, message: str = "") -> None:
+        text = f"{label}: {message}" if message else label
+        bar.progress(min(1.0, max(0.0, float(fraction))), text=text)
+
+    try:
+        yield update
+    finally:
+        bar.progress(1.0, text=f"{label}: done")
+
+
+def method_badge(method: str) -> str:
+    """A small coloured label of a method (HTML, escaped)."""
+    color = METHOD_COLORS.get(method, "#444444")
+    return (f"<span style='display:inline-block;width:0.8em;height:0.8em;border-radius:50%;"
+            f"background:{color};margin-right:0.35em'></span>{html.escape(METHOD_TITLES[method])}")
+
+
+def show_error(exc: BaseException, what: str = "") -> None:
+    """An engine error as a message box (never a traceback)."""
+    prefix = f"{what}: " if what else ""
+    st.error(f"{prefix}{exc}", icon=":material/error:")

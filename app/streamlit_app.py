@@ -1,0 +1,40 @@
+"""Gem Explorer: the Streamlit entry point (router + the sidebar shared by all pages).
+
+Run from the project root: ``python -m streamlit run app/streamlit_app.py``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+APP_DIR = Path(__file__).resolve().parent
+if str(APP_DIR) not in sys.path:  # `streamlit run` adds it; AppTest and other launchers may not
+    sys.path.insert(0, str(APP_DIR))
+
+import streamlit as st  # noqa: E402
+
+PAGES = (
+    ("views/explore.py", "Explore", ":material/hub:", "explore"),
+    ("views/molecule.py", "Molecule", ":material/science:", "molecule"),
+    ("views/benchmarks.py", "Benchmarks", ":material/monitoring:", "benchmarks"),
+    ("views/pipeline.py", "Pipeline", ":material/model_training:", "pipeline"),
+    ("views/how_it_works.py", "How it works", ":material/school:", "how-it-works"),
+)
+
+
+def main() -> None:
+    st.set_page_config(page_title="Gem Explorer", page_icon=":material/hub:", layout="wide")
+    pages = [st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url,
+                     default=(i == 0))
+             for i, (path, title, icon, url) in enumerate(PAGES)]
+    nav = st.navigation(pages, position="sidebar")
+    from state import sidebar
+
+    sidebar()
+    with st.sidebar:
+        st.caption("Gem: generative causal explanations of graph neural networks "
+                   "(Lin, Lan & Li, ICML 2021). Everything runs locally.")
+    nav.run()
+
+
+main()

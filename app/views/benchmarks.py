@@ -1,0 +1,190 @@
+"""Benchmarks: the paper's measurements for one dataset, ours beside the paper's.
+
+Read from ``assets/results/<dataset>.json`` (written by ``python -m gem_core reproduce`` or by
+the button at the bottom): explanation accuracy against K per method (the paper's values
+dashed), log-odds-difference histograms, explain time per instance, distillation accuracy and
+the target model's accuracy.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+import streamlit as st
+
+from components import charts
+from gem_core import paper
+from gem_core.pipeline import METHOD_TITLES, METHODS
+from gem_core.store import PROJECT_ROOT
+from state import progress_bar, selection, show_error
+
+
+def _results_path(dataset: str) -> Path:
+    try:
+        from gem_core.reproduce import results_path
+    except ImportError:
+        from gem_core.store import ASSETS_DIR
+
+        return ASSETS_DIR / "results" / f"{dataset}.json"
+    return results_path(dataset)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _load(path: str, mtime: float) -> Optional[dict[str, Any]]:
+    """The results JSON (keyed by modification time, so a rewrite is picked up)."""
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _read(dataset: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
+    path = _results_path(dataset)
+    if not path.exists():
+        return None, path, None
+    try:
+        data = _load(str(path), path.stat().st_mtime)
+    except (OSError, ValueError) as exc:
+        return None, path, f"{path.name} cannot be read: {exc}"
+    if not isinstance(data, dict) or "methods" not in data:
+        return None, path, f"{path.name} does not hold benchmark results."
+    return data, path, None
+
+
+def _pct(v: Optional[float]) -> str:
+    return "–" if v is None else f"{100 * v:.1f}"
+
+
+def _table(result: dict[str, Any], methods: list[str], key: str, mutagen: bool) -> pd.DataFrame:
+    ds = result["dataset"]
+    ks = [str(k) for k in result.get("k_grid") or sorted(
+        {int(k) for m in methods for k in (result["methods"][m].get(key) or {})})]
+    rows = []
+    for m in methods:
+        res = result["methods"][m]
+        row = {"method": METHOD_TITLES.get(m, m)}
+        for k in ks:
+            ours = (res.get(key) or {}).get(k)
+            theirs = paper.paper_accuracy(ds, m, int(k), mutagen_only=mutagen)
+            row[f"K={k}"] = f"{_pct(ours)} ({_pct(theirs)})"
+        fid = res.get("fidelity_at_k") or {}
+        mid = ks[len(ks) // 2] if ks else None
+        row[f"fidelity@{mid}"] = _pct(fid.get(mid)) if mid else "–"
+        row["edge AUC"] = "–" if res.get("edge_auc") is None else f"{res['edge_auc']:.3f}"
+        row["ms / instance"] = f"{res.get('ms_per_instance', 0.0):.3g}"
+        row["fit s"] = f"{res.get('fit_seconds', 0.0):.1f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _show(result: dict[str, Any], sel) -> None:
+    ds = result["dataset"]
+    available = [m for m in METHODS if m in result.get("methods", {})]
+    methods = [m for m in available if m in sel.methods] or available
+    if set(methods) != set(available):
+        st.caption("Showing the explainers selected in the sidebar; the file also holds "
+                   + ", ".join(METHOD_TITLES[m] for m in available if m not in methods) + ".")
+    target = result.get("target", {})
+    dist = result.get("distillation", {})
+    spec = sel.spec
+    c1, c2, c3, c4 = st.columns(4)
+    test_acc = target.get("test_accuracy")
+    ref = paper.TARGET_ACCURACY.get(ds)
+    c1.metric("Target model test accuracy", _pct(test_acc) + " %",
+              delta=None if test_acc is None or ref is None else
+              f"{100 * (test_acc - ref):+.1f} pts vs paper ({100 * ref:.1f} %)",
+              delta_color="off")
+    c2.metric("Target train / val accuracy",
+              f"{_pct(target.get('train_accuracy'))} / {_pct(target.get('val_accuracy'))} %")
+    dk = str(result.get("log_odds_k", spec.default_k))
+    d_acc = (dist.get("accuracy_at_k") or {}).get(dk)
+    d_ref = (paper.DISTILLATION_ACCURACY.get(ds) or {}).get(dk)
+    c3.metric(f"Distillation accuracy (K = {dk})", _pct(d_acc) + " %",
+              delta=None if d_acc is None or d_ref is None else
+              f"paper {100 * d_ref:.1f} %", delta_color="off")
+    c4.metric("Test instances", str(result.get("test_instances", dist.get("instances", "–"))),
+              delta=f"distillation {dist.get('ms_per_instance', 0.0):.1f} ms / instance",
+              delta_color="off")
+
+    mutagen = False
+    if any((result["methods"][m].get("accuracy_at_k_mutagen") for m in methods)):
+        mutagen = st.toggle("Mutagen test graphs only (the paper's \"-0\" rows)",
+                            key="bm_mutagen")
+    key = "accuracy_at_k_mutagen" if mutagen else "accuracy_at_k"
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.accuracy_sweep(result, methods, mutagen), key="bm_accuracy",
+                        theme=None)
+    with right:
+        st.plotly_chart(charts.log_odds_histogram(result, methods), key="bm_log_odds",
+                        theme=None)
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.timing_chart(result, methods), key="bm_timing", theme=None)
+    with right:
+        fig = charts.distillation_chart(result)
+        if fig is not None:
+            st.plotly_chart(fig, key="bm_distillation", theme=None)
+    st.markdown("**Explanation accuracy (%), ours (paper)**")
+    st.dataframe(_table(result, methods, key, mutagen), hide_index=True, key="bm_table")
+    machine = result.get("machine") or {}
+    if machine:
+        st.caption("Measured on " + ", ".join(f"{k} {v}" for k, v in machine.items())
+                   + f" in {result.get('seconds', 0.0):.0f} s. The paper's times are on a GPU.")
+
+
+def _recompute(sel) -> None:
+    st.subheader("Recompute", anchor=False)
+    try:
+        from gem_core.reproduce import DEFAULT_METHODS, run_reproduce
+    except ImportError:
+        st.warning("The engine's reproduce step (gem_core.reproduce.run_reproduce) is not "
+                   "available in this build, so benchmarks cannot be recomputed here.")
+        return
+    methods = st.multiselect("Explainers to evaluate", list(METHODS),
+                             default=[m for m in DEFAULT_METHODS if m in METHODS],
+                             format_func=METHOD_TITLES.get, key="bm_methods")
+    st.caption(f"Runs target → distillation → explainers → evaluation for {sel.spec.title} on "
+               f"the selected device and rewrites the results file. Fitted models come from the "
+               f"cache when present; GNNExplainer on every test instance and fitting PGExplainer "
+               f"take minutes on a CPU.")
+    if st.button("Recompute benchmarks", key="bm_recompute", icon=":material/refresh:",
+                 disabled=not methods):
+        try:
+            with st.status(f"Recomputing {sel.spec.title} benchmarks…", expanded=True) as status:
+                with progress_bar("reproduce") as progress:
+                    run_reproduce(sel.dataset, device=sel.device, methods=methods,
+                                  progress=progress)
+                status.update(label="Benchmarks recomputed", state="complete")
+        except Exception as exc:
+            show_error(exc, "Recomputing failed")
+            return
+        _load.clear()
+        st.rerun()
+
+
+def render() -> None:
+    sel = selection()
+    st.header("Benchmarks", anchor="benchmarks")
+    st.caption(f"{sel.spec.title}: our measurements (solid) beside the paper's (dashed, same "
+               f"colour).")
+    result, path, problem = _read(sel.dataset)
+    try:
+        rel = path.relative_to(PROJECT_ROOT)
+    except ValueError:
+        rel = path
+    if problem:
+        st.error(problem, icon=":material/error:")
+    elif result is None:
+        st.info(f"No benchmark results for {sel.spec.title} yet: `{rel}` is written by "
+                f"`python -m gem_core reproduce --dataset {sel.dataset}` or by the Recompute "
+                f"button below.", icon=":material/info:")
+    else:
+        try:
+            _show(result, sel)
+        except Exception as exc:  # a malformed file must not break the page
+            show_error(exc, f"{rel} could not be shown")
+    _recompute(sel)
+
+
+render()

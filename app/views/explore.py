@@ -1,0 +1,309 @@
+"""Explore: one test instance, its computation graph and each explainer's top-K explanation.
+
+The paper's Figure 6 layout: the original computation graph, then one panel per explainer with
+its top-K edges drawn strong inside the faded original, and under each panel the target model's
+probability on that explanation subgraph and the method's explain time. Scores are cached per
+(instance, method), so changing K only re-thresholds them.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from components import graph_view, molecule_view
+from gem_core.datasets import DataUnavailableError, GemDataset
+from gem_core.evaluate import topk_mask
+from gem_core.instances import Instance
+from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, Workbench
+from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, get_workbench,
+                   method_ready, progress_bar, selection, show_error, test_predictions)
+
+PANEL_HEIGHT = 330
+PER_ROW = 3
+MODES = ("Index", "Class", "Model right / wrong", "Random")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _positions(dataset: str, position: int, num_nodes: int,
+               pairs: tuple[tuple[int, int], ...]) -> list[list[float]]:
+    return graph_view.layout(num_nodes, pairs).tolist()
+
+
+def _load_target(wb: Workbench):
+    from gem_core.targets import cached_target_path, shipped_target_path
+
+    name = wb.name
+    if cached_target_path(name).exists() or shipped_target_path(name).exists():
+        with st.spinner("Loading the target model…"):
+            return wb.target()
+    with st.status(f"Training the {wb.spec.title} target model (first use)…", expanded=True):
+        with progress_bar("training") as progress:
+            return wb.target(progress)
+
+
+def _describe(ds: GemDataset, inst: Instance, pos: int, pred: int) -> str:
+    kind = "node" if ds.task == "node" else "graph"
+    mark = "" if pred == inst.y else " · model wrong"
+    return f"#{pos} · {kind} {inst.index} · {ds.class_names[inst.y]}{mark}"
+
+
+def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
+                   preds: list[int]) -> int:
+    """The instance picker; returns a position in the test list."""
+    n = len(instances)
+    kind = "node" if ds.task == "node" else "molecule" if ds.atom_symbols else "graph"
+    c1, c2 = st.columns([2, 3])
+    with c1:
+        mode = st.radio(f"Pick a test {kind} by", MODES, horizontal=True, key="ex_mode",
+                        persist_state="session")
+    describe = {p: _describe(ds, instances[p], p, preds[p]) for p in range(n)}
+    with c2:
+        if mode == "Index":
+            return int(st.number_input(f"Test {kind} (0 – {n - 1})", min_value=0,
+                                       max_value=n - 1, value=0, step=1,
+                                       key=f"ex_index_{sel.dataset}"))
+        if mode == "Class":
+            present = sorted({inst.y for inst in instances})
+            cls = st.selectbox("True class", present, format_func=lambda c: ds.class_names[c],
+                               key=f"ex_class_{sel.dataset}")
+            cands = [p for p in range(n) if instances[p].y == cls]
+        elif mode == "Model right / wrong":
+            outcome = st.radio("The target model is", ("right", "wrong"), horizontal=True,
+                               key=f"ex_outcome_{sel.dataset}")
+            want = outcome == "right"
+            cands = [p for p in range(n) if (preds[p] == instances[p].y) == want]
+            if not cands:
+                st.info(f"The model is never {outcome} on the test {kind}s; showing #0.")
+                return 0
+        else:
+            key = f"ex_random_{sel.dataset}"
+            if st.button("Pick another at random", key="ex_random_button",
+                         icon=":material/casino:") or key not in st.session_state:
+                st.session_state[key] = random.randrange(n)
+            pos = int(st.session_state[key])
+            st.markdown(f"Random pick: **{describe[pos]}**")
+            return pos
+        return int(st.selectbox(f"Test {kind}", cands, format_func=describe.get,
+                                key=f"ex_pick_{sel.dataset}_{mode}"))
+
+
+def _base_picture(ds: GemDataset, inst: Instance, positions) -> graph_view.GraphPicture:
+    import numpy as np
+
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    pos = np.asarray(positions)
+    if ds.task == "node":
+        node_ids = inst.node_ids.tolist()
+        classes = ds.graph.y[inst.node_ids].tolist()
+        motif = None if inst.motif_mask is None else inst.motif_mask.tolist()
+        return graph_view.node_task_picture(pairs, node_ids, classes, ds.class_names,
+                                            int(inst.target), pos, motif)
+    types = inst.x.argmax(1).tolist()
+    names = list(ds.atom_symbols) if ds.atom_symbols else [
+        f"atom type {t}" for t in range(inst.x.size(1))]
+    return graph_view.graph_task_picture(pairs, types, names, pos)
+
+
+def _edge_names(ds: GemDataset, inst: Instance) -> list[str]:
+    pairs = inst.pairs.t().tolist()
+    if ds.task == "node":
+        ids = inst.node_ids.tolist()
+        return [f"{ids[u]}–{ids[v]}" for u, v in pairs]
+    if ds.atom_symbols:
+        sym = [ds.atom_symbols[t] for t in inst.x.argmax(1).tolist()]
+        return [f"{sym[u]}{u}–{sym[v]}{v}" for u, v in pairs]
+    return [f"{u}–{v}" for u, v in pairs]
+
+
+def _ranked(scores: list[float], k: int) -> list[int]:
+    mask = topk_mask(torch.tensor(scores), k)
+    chosen = [j for j in range(len(scores)) if mask[j]]
+    return sorted(chosen, key=lambda j: (-scores[j], j))
+
+
+def _fit_button(wb: Workbench, method: str, spec_title: str) -> None:
+    title = METHOD_TITLES[method]
+    st.info(f"{title} has not been fitted for {spec_title} yet. Fitting distils the training "
+            f"instances and trains the explainer once (minutes on a CPU); the result is cached.",
+            icon=":material/hourglass_empty:")
+    if st.button(f"Fit {title} now", key=f"ex_fit_{method}", icon=":material/play_arrow:"):
+        try:
+            with st.status(f"Fitting {title} on {spec_title}…", expanded=True):
+                with progress_bar(f"fitting {title}") as progress:
+                    wb.explainer(method, progress)
+        except Exception as exc:  # engine errors -> message box
+            show_error(exc, f"Fitting {title} failed")
+            return
+        st.rerun()
+
+
+# ----------------------------------------------------------------------------- page
+
+def render() -> None:
+    sel = selection()
+    spec = sel.spec
+    st.header("Explore explanations", anchor="explore")
+    st.caption(f"{spec.title} · K = {sel.k} · the target GNN is a black box; each explainer "
+               f"keeps its K most important edges and the model is run again on that subgraph "
+               f"alone.")
+    try:
+        wb = get_workbench(sel.dataset, sel.device)
+        ds = wb.dataset
+    except DataUnavailableError as exc:
+        st.warning(f"The {spec.title} data is not available on this machine. {DATA_HELP}",
+                   icon=":material/folder_off:")
+        st.caption(str(exc))
+        st.info("The Molecule page still works: it uses the shipped Mutagenicity model.")
+        return
+    except Exception as exc:
+        show_error(exc, f"Cannot load {spec.title}")
+        return
+    try:
+        target = _load_target(wb)
+        instances = wb.instances("test")
+        probs = test_predictions(sel.dataset, sel.device, target.digest)
+    except Exception as exc:
+        show_error(exc, "Cannot load the target model")
+        return
+    preds = [max(range(len(p)), key=p.__getitem__) for p in probs]
+
+    pos = _pick_instance(sel, ds, instances, preds)
+    inst = instances[pos]
+    pred, p_full = preds[pos], probs[pos]
+    kind = "node" if ds.task == "node" else "graph"
+    verdict = "✓ right" if pred == inst.y else "✗ wrong"
+    st.markdown(
+        f"**Test instance #{pos}** — {kind} {inst.index}, true class **{ds.class_names[inst.y]}**; "
+        f"the model predicts **{ds.class_names[pred]}** with p = {p_full[pred]:.3f} ({verdict}). "
+        f"Computation graph: {inst.num_nodes} nodes, {inst.num_pairs} edges.")
+    if inst.num_pairs <= sel.k:
+        st.info(f"K = {sel.k} ≥ the {inst.num_pairs} edges of this computation graph: every "
+                f"explanation is the whole graph.")
+
+    is_mol = ds.atom_symbols is not None
+    hide_h = False
+    mol = None
+    if is_mol:
+        from gem_core.chem import instance_to_mol
+
+        hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
+                           persist_state="session")
+        mol = instance_to_mol(inst, ds.atom_symbols)
+    pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
+    base = _base_picture(ds, inst, _positions(sel.dataset, pos, inst.num_nodes, pairs))
+
+    results: dict[str, dict] = {}
+    panels = ["original", *sel.methods]
+    for start in range(0, len(panels), PER_ROW):
+        cols = st.columns(PER_ROW)
+        for col, panel in zip(cols, panels[start:start + PER_ROW]):
+            with col, st.container(border=True, key=f"panel_{panel}"):
+                if panel == "original":
+                    _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos)
+                else:
+                    out = _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, panel, pred)
+                    if out is not None:
+                        results[panel] = out
+
+    names = _edge_names(ds, inst)
+    with st.expander("Edge scores", expanded=False, key="ex_edge_table"):
+        if not results:
+            st.caption("No explanation yet.")
+        else:
+            table = {"edge": names}
+            for m, r in results.items():
+                chosen = set(r["ranked"])
+                table[f"{METHOD_TITLES[m]} score"] = r["scores"]
+                table[f"{METHOD_TITLES[m]} top-K"] = [j in chosen for j in range(len(names))]
+            df = pd.DataFrame(table)
+            first = f"{METHOD_TITLES[next(iter(results))]} score"
+            st.dataframe(df.sort_values(first, ascending=False), hide_index=True,
+                         key="ex_edge_df")
+    payload = {
+        "dataset": sel.dataset, "split": "test", "position": pos, "index": inst.index,
+        "task": ds.task, "k": sel.k,
+        "target_node": None if inst.target is None else int(inst.node_ids[inst.target]),
+        "label": ds.class_names[inst.y],
+        "prediction": {"label": ds.class_names[pred], "probabilities": list(p_full)},
+        "edges": [[int(a), int(b)] for a, b in (
+            [(inst.node_ids[u], inst.node_ids[v]) for u, v in pairs] if ds.task == "node"
+            else pairs)],
+        "edge_names": names,
+        "methods": {m: {"scores": r["scores"], "top_k": r["ranked"],
+                        "top_k_edges": [names[j] for j in r["ranked"]],
+                        "probability": r["probability"], "prediction": r["prediction"],
+                        "ms_per_instance": r["ms"]} for m, r in results.items()},
+    }
+    st.download_button("Download explanation (JSON)", json.dumps(payload, indent=2),
+                       file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
+                       mime="application/json", key="ex_download_json",
+                       icon=":material/download:")
+
+
+def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
+          scores: list[float] | None, key: str, title: str) -> None:
+    """Show one picture (pyvis or RDKit) and its SVG/PNG download buttons."""
+    if mol is not None:
+        top = [pic.pairs[j] for j in ranked]
+        top_scores = None if scores is None else [scores[j] for j in ranked]
+        svg = molecule_view.molecule_svg(mol, top, top_scores, size=(420, 330),
+                                         hide_hydrogens=hide_h)
+        st.image(svg, width="stretch")
+
+        def png() -> bytes:
+            return molecule_view.molecule_png(mol, top, legend=title)
+    else:
+        st.iframe(graph_view.pyvis_html(pic, PANEL_HEIGHT), height=PANEL_HEIGHT + 48)
+        svg = graph_view.to_svg(pic, title=title)
+
+        def png() -> bytes:
+            return graph_view.to_png(pic, title=title)
+    c1, c2 = st.columns(2)
+    c1.download_button("SVG", svg, file_name=f"{key}.svg", mime="image/svg+xml",
+                       key=f"ex_svg_{key}", icon=":material/download:", width="stretch")
+    c2.download_button("PNG", png, file_name=f"{key}.png", mime="image/png",
+                       key=f"ex_png_{key}", icon=":material/download:", width="stretch")
+
+
+def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos) -> None:
+    st.subheader("Original", anchor=False)
+    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original")
+    st.markdown(f"P({ds.class_names[pred]}) = **{p_full[pred]:.3f}** on the whole computation "
+                f"graph")
+
+
+def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
+    title = METHOD_TITLES[method]
+    st.subheader(title, anchor=False)
+    try:
+        if not method_ready(wb, method):
+            _fit_button(wb, method, sel.spec.title)
+            return None
+        with st.spinner(f"{title} is explaining…"):
+            token = explainer_token(wb, method)
+            scores, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token)
+        ranked = _ranked(scores, sel.k)
+        mask = topk_mask(torch.tensor(scores), sel.k)
+        p_sub = wb.predict_proba([inst], [mask])[0].tolist()
+    except Exception as exc:
+        show_error(exc, f"{title} failed")
+        return None
+    pic = base.with_explanation(mask.tolist(), scores, METHOD_COLORS[method])
+    _draw(pic, mol, hide_h, ranked, scores, f"{ds.name}-{pos}-{method}-k{sel.k}",
+          f"{title}, K = {sel.k}")
+    sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)
+    same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
+    st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")
+    st.caption(f"Prediction on the explanation: {ds.class_names[sub_pred]} ({same}) · "
+               f"{len(ranked)} edges · explain time {ms:.1f} ms")
+    return {"scores": scores, "ranked": ranked, "probability": p_sub[pred],
+            "prediction": ds.class_names[sub_pred], "ms": ms}
+
+
+render()

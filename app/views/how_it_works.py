@@ -1,0 +1,209 @@
+"""How it works: Granger causality on graphs, with a live BA-shapes node as the example.
+
+The example shows the node's computation graph, each edge's Δ loss, the greedy distillation step
+by step (a slider) and, when Gem is fitted, what Gem predicts for the same edges.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+from components import charts, graph_view
+from gem_core.datasets import GemDataset
+from gem_core.evaluate import topk_mask
+from gem_core.pipeline import METHOD_COLORS
+from state import explain_test_instance, explainer_token, get_workbench, method_ready, \
+    selection, show_error
+from teaching import Trace, greedy_trace
+
+EXAMPLE_DATASET = "ba_shapes"
+MAX_EXAMPLE_EDGES = 30
+DELTA_COLOR = "#1f77b4"
+
+INTRO = r"""
+A graph neural network predicts a node's class (or a whole graph's) from a **computation graph**:
+with 3 message-passing layers, a node's prediction depends only on the nodes at most 3 hops
+away and the edges between them. An *explanation* is a small part of that graph (K edges) that
+still accounts for the prediction.
+
+Gem borrows **Granger causality**: a cause is something whose removal makes the effect harder
+to predict. Treating the trained GNN as a black box, the causal contribution of an edge $e$ is
+how much the model's loss against the label $y$ grows when that single edge is deleted:
+"""
+
+DISTILL = r"""
+Edges with $\Delta(e) > 0$ help the prediction; $\Delta(e) \le 0$ means the model does as well
+or better without them. One-edge-at-a-time effects ignore interactions, so Gem **distils** a
+ground truth greedily (paper, Appendix C): walk the edges in ascending $\Delta$, try to delete
+each one (keeping only the connected part around the explained node), keep the deletion if the
+loss does not rise, otherwise put the edge back and give it the weight *new loss − current
+loss*. The K heaviest remaining edges are the **distilled explanation**.
+
+Distillation needs the label and many forward passes, so it is too slow to run for every new
+question. Gem therefore trains a small **graph auto-encoder** (3 GCN layers, inner-product
+decoder) to predict the distilled edge weights from the graph's structure alone (nodes labelled
+by hop distance to the explained node, or by Weisfeiler-Lehman colours for whole graphs). After
+training, explaining a new instance is one forward pass of the explainer: no call to the target
+model, no per-instance optimisation.
+"""
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _trace(device: str, position: int, digest: str) -> Trace:
+    wb = get_workbench(EXAMPLE_DATASET, device)
+    inst = wb.instances("test")[position]
+    return greedy_trace(inst, wb.black_box, wb.spec.connected)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _layout(position: int, num_nodes: int, pairs: tuple) -> list[list[float]]:
+    return graph_view.layout(num_nodes, pairs).tolist()
+
+
+def _picture(ds: GemDataset, inst, position: int) -> graph_view.GraphPicture:
+    pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
+    pos = np.asarray(_layout(position, inst.num_nodes, pairs))
+    motif = None if inst.motif_mask is None else inst.motif_mask.tolist()
+    return graph_view.node_task_picture(pairs, inst.node_ids.tolist(),
+                                        ds.graph.y[inst.node_ids].tolist(), ds.class_names,
+                                        int(inst.target), pos, motif)
+
+
+def render() -> None:
+    sel = selection()
+    st.header("How Gem works", anchor="how-it-works")
+    st.markdown(INTRO)
+    st.latex(r"\Delta(e) \;=\; \mathcal{L}\big(f(G^c \setminus \{e\}),\, y\big)"
+             r" \;-\; \mathcal{L}\big(f(G^c),\, y\big)")
+    st.markdown(DISTILL)
+
+    st.subheader("A live example: one BA-shapes node", anchor="example")
+    st.caption("BA-shapes: a random Barabási–Albert graph with 80 five-node 'house' motifs "
+               "attached; a node's class is its position in a house (top, middle, bottom) or "
+               "base. The right explanation of a house node is its house. This example always "
+               "uses BA-shapes, whatever the sidebar dataset.")
+    try:
+        wb = get_workbench(EXAMPLE_DATASET, sel.device)
+        ds = wb.dataset
+        with st.spinner("Loading the BA-shapes target model…"):
+            target = wb.target()
+        instances = wb.instances("test")
+    except Exception as exc:
+        show_error(exc, "Cannot load the BA-shapes example")
+        return
+    small = [p for p, inst in enumerate(instances) if 4 <= inst.num_pairs <= MAX_EXAMPLE_EDGES]
+    small = small or list(range(len(instances)))
+    pos = st.selectbox(
+        "Example node", small, key="hw_node",
+        format_func=lambda p: (f"node {instances[p].index} · class "
+                               f"{ds.class_names[instances[p].y]} · "
+                               f"{instances[p].num_pairs} edges"))
+    inst = instances[pos]
+    try:
+        with st.spinner("Computing Δ for every edge and the greedy distillation…"):
+            trace = _trace(sel.device, pos, target.digest)
+    except Exception as exc:
+        show_error(exc, "The distillation failed")
+        return
+    base = _picture(ds, inst, pos)
+    ids = inst.node_ids.tolist()
+    names = [f"{ids[u]}–{ids[v]}" for u, v in inst.pairs.t().tolist()]
+    delta = trace.delta.tolist()
+
+    st.markdown(f"**1 · Δ loss of each edge.** Node {inst.index} (class "
+                f"{ds.class_names[inst.y]}); loss on the whole computation graph "
+                f"{trace.full_loss:.4f}. Wider coloured edges have a larger positive Δ.")
+    left, right = st.columns(2)
+    with left:
+        pic = base.with_explanation([d > 0 for d in delta], [max(d, 0.0) for d in delta],
+                                    DELTA_COLOR)
+        pic.legend = [e for e in pic.legend if e[2] != "edge"] + [
+            ("Δ > 0 (width = Δ)", DELTA_COLOR, "edge"), ("Δ ≤ 0", graph_view.FADED_EDGE, "edge")]
+        st.iframe(graph_view.pyvis_html(pic, 320), height=368)
+    with right:
+        order = sorted(range(len(delta)), key=lambda j: -delta[j])
+        st.plotly_chart(charts.edge_bars([names[j] for j in order],
+                                         {"Δ loss": [delta[j] for j in order]},
+                                         {"Δ loss": DELTA_COLOR}, "Δ loss per edge", "Δ loss"),
+                        key="hw_delta_chart", theme=None)
+
+    st.markdown("**2 · The greedy distillation, step by step.** Edges are tried in ascending Δ; "
+                "the orange edge is the one tried at this step.")
+    n_steps = len(trace.steps)
+    step = st.slider("Step", min_value=0, max_value=n_steps, value=0, key="hw_step")
+    if step == 0:
+        mask = torch.ones(inst.num_pairs, dtype=torch.bool)
+        st.markdown(f"Step 0: the whole computation graph, loss {trace.full_loss:.4f}. "
+                    f"{n_steps} edges will be tried.")
+        focus = None
+    else:
+        s = trace.steps[step - 1]
+        mask = s.mask
+        focus = s.pair
+        if s.accepted:
+            extra = (f" The connectivity rule also dropped {len(s.dropped_with)} edge(s) cut off "
+                     f"from the node." if s.dropped_with else "")
+            verdict = (f"loss {s.loss_before:.4f} → {s.loss_after:.4f}: no rise, so the edge "
+                       f"**stays removed**.{extra}")
+        else:
+            verdict = (f"loss {s.loss_before:.4f} → {s.loss_after:.4f}: the loss rises, so the "
+                       f"edge is **put back** with weight {s.weight:.4f}.")
+        st.markdown(f"Step {step} of {n_steps}: try removing edge {names[s.pair]} "
+                    f"(Δ = {delta[s.pair]:.4f}); {verdict}")
+    pic = base.with_explanation(mask.tolist(), [1.0] * inst.num_pairs,
+                                METHOD_COLORS["distilled"])
+    pic = replace(pic, focus=focus)
+    pic.legend = [e for e in pic.legend if e[2] != "edge"] + [
+        ("edge still in the graph", METHOD_COLORS["distilled"], "edge"),
+        ("removed", graph_view.FADED_EDGE, "edge"), ("edge being tried", graph_view.FOCUS_EDGE,
+                                                     "edge")]
+    st.iframe(graph_view.pyvis_html(pic, 320), height=368)
+    with st.expander("All steps", key="hw_steps"):
+        st.dataframe(pd.DataFrame([{
+            "step": s.number, "edge": names[s.pair], "Δ": round(delta[s.pair], 5),
+            "loss before": round(s.loss_before, 5), "loss after": round(s.loss_after, 5),
+            "removed": s.accepted, "weight": round(s.weight, 5)} for s in trace.steps]),
+            hide_index=True, key="hw_steps_df")
+
+    weights = trace.weights
+    top = float(weights.max()) if weights.numel() else 0.0
+    norm = (weights / top).tolist() if top > 0 else [0.0] * len(names)
+    kept = int(trace.kept.sum())
+    st.markdown(f"**3 · The distilled explanation.** {kept} edges survive the greedy pass; their "
+                f"weights, divided by the largest, are the training targets of Gem. With K = "
+                f"{sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k}, the "
+                f"heaviest edges form the explanation.")
+
+    st.markdown("**4 · What Gem learned.** Gem never sees the target model at explanation "
+                "time: it predicts these weights from the graph's shape alone.")
+    if not method_ready(wb, "gem"):
+        st.info("Gem is not fitted for BA-shapes yet: run the Pipeline page (or pick Gem on "
+                "the Explore page) to fit it, then come back.", icon=":material/hourglass_empty:")
+        return
+    try:
+        with st.spinner("Gem is explaining…"):
+            gem_scores, _ = explain_test_instance(EXAMPLE_DATASET, sel.device, "gem", pos,
+                                                  explainer_token(wb, "gem"))
+    except Exception as exc:
+        show_error(exc, "Gem failed")
+        return
+    order = sorted(range(len(names)), key=lambda j: -norm[j])
+    st.plotly_chart(charts.edge_bars(
+        [names[j] for j in order],
+        {"distilled weight (normalised)": [norm[j] for j in order],
+         "Gem score": [gem_scores[j] for j in order]},
+        {"distilled weight (normalised)": METHOD_COLORS["distilled"],
+         "Gem score": METHOD_COLORS["gem"]},
+        "Distilled weights vs Gem's scores", "weight / score"), key="hw_gem_chart", theme=None)
+    k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
+    gem_top = set(topk_mask(torch.tensor(gem_scores), k).nonzero().view(-1).tolist())
+    dist_top = set(topk_mask(torch.tensor(norm), k).nonzero().view(-1).tolist())
+    st.markdown(f"At K = {k}, Gem's top edges and the distilled top edges share "
+                f"**{len(gem_top & dist_top)} of {min(k, len(names))}** edges.")
+
+
+render()

@@ -1,0 +1,162 @@
+"""Pipeline: train the target → distil → fit Gem → evaluate, for the sidebar's dataset and device.
+
+Each stage has its own progress bar. Everything lands in the artifact cache (target checkpoint,
+distillations, the Gem explainer), so the Explore and Molecule pages use it at once; a full
+evaluation also rewrites ``assets/results/<dataset>.json`` for the Benchmarks page.
+"""
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from gem_core.datasets import DataUnavailableError
+from gem_core.pipeline import METHOD_TITLES
+from state import (DATA_HELP, get_workbench, progress_bar, register_explainer, selection,
+                   show_error)
+
+QUICK_LIMIT = 20
+EVAL_MODES = (f"Quick: first {QUICK_LIMIT} test instances (not saved)",
+              "Full test split (saved for the Benchmarks page)")
+
+
+def _stage(title: str):
+    return st.status(title, expanded=True)
+
+
+def _run(sel, refit: bool, full: bool) -> dict:
+    """Run the four stages; returns a summary for the page (also kept in the session)."""
+    summary: dict = {"dataset": sel.dataset, "device": sel.device, "stages": []}
+    wb = get_workbench(sel.dataset, sel.device)
+    spec = wb.spec
+
+    with _stage("1 · Target model") as box:
+        t0 = time.perf_counter()
+        _ = wb.dataset
+        with progress_bar("loading or training the target GNN") as progress:
+            target = wb.target(progress)
+        m = target.metrics
+        summary["target"] = {"train": m.train_accuracy, "val": m.val_accuracy,
+                             "test": m.test_accuracy, "epochs": m.epochs}
+        summary["stages"].append(("target", time.perf_counter() - t0))
+        box.update(label=f"1 · Target model: test accuracy {100 * m.test_accuracy:.1f} %",
+                   state="complete", expanded=False)
+
+    with _stage("2 · Distillation (train and validation splits)") as box:
+        from gem_core.distill import topk_accuracy
+
+        t0 = time.perf_counter()
+        with progress_bar("distilling the training split") as progress:
+            train = wb.distillation("train", progress)
+        with progress_bar("distilling the validation split") as progress:
+            wb.distillation("val", progress)
+        acc = topk_accuracy(wb.instances("train"), train.topk(spec.default_k), wb.black_box,
+                            device=wb.device)
+        summary["distillation"] = {"instances": len(train), "seconds": train.seconds,
+                                   "k": spec.default_k, "accuracy": acc}
+        summary["stages"].append(("distillation", time.perf_counter() - t0))
+        box.update(label=f"2 · Distillation: {len(train)} training instances, accuracy "
+                         f"{100 * acc:.1f} % at K = {spec.default_k}",
+                   state="complete", expanded=False)
+
+    with _stage("3 · Fit Gem") as box:
+        t0 = time.perf_counter()
+        with progress_bar("fitting the Gem explainer") as progress:
+            gem = wb.fit_gem(progress, refresh=refit)
+        register_explainer(wb, "gem", gem)
+        if sel.dataset == "mutagenicity":
+            from gem_core.molecules import forget_explainer
+
+            forget_explainer("gem")
+        hist = getattr(gem, "history_", {}) or {}
+        summary["gem"] = {"fit_seconds": float(getattr(gem, "fit_seconds_", 0.0) or 0.0),
+                          "best_epoch": hist.get("best_epoch"), "epochs": hist.get("epochs"),
+                          "refit": refit}
+        summary["stages"].append(("gem", time.perf_counter() - t0))
+        box.update(label="3 · Gem fitted" if refit else "3 · Gem ready (fitted or from cache)",
+                   state="complete", expanded=False)
+
+    with _stage("4 · Evaluate") as box:
+        t0 = time.perf_counter()
+        try:
+            from gem_core.reproduce import run_reproduce
+        except ImportError:
+            box.update(label="4 · Evaluate: gem_core.reproduce is not available", state="error")
+            return summary
+        methods = list(sel.methods) or ["gem"]
+        with progress_bar("evaluating " + ", ".join(METHOD_TITLES[m] for m in methods)) as p:
+            result = run_reproduce(sel.dataset, device=sel.device, methods=methods,
+                                   limit=None if full else QUICK_LIMIT, progress=p)
+        summary["result"] = result
+        summary["stages"].append(("evaluate", time.perf_counter() - t0))
+        box.update(label=f"4 · Evaluated {result.get('test_instances', '?')} test instances"
+                         + (" (saved)" if full else ""), state="complete", expanded=False)
+    return summary
+
+
+def _show(summary: dict) -> None:
+    st.subheader("Results", anchor=False)
+    t = summary.get("target")
+    if t:
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric("Target train accuracy", f"{100 * t['train']:.1f} %")
+        c2.metric("Target val accuracy", f"{100 * t['val']:.1f} %")
+        c3.metric("Target test accuracy", f"{100 * t['test']:.1f} %")
+        d = summary.get("distillation")
+        if d:
+            c4.metric(f"Distillation accuracy (train, K = {d['k']})", f"{100 * d['accuracy']:.1f} %")
+    g = summary.get("gem")
+    if g:
+        st.caption(f"Gem: fitted in {g['fit_seconds']:.1f} s"
+                   + (f", best epoch {g['best_epoch']} of {g['epochs']}" if g.get("epochs") else ""))
+    result = summary.get("result")
+    if result:
+        ks = [str(k) for k in result.get("k_grid", [])]
+        rows = []
+        for m, res in result.get("methods", {}).items():
+            row = {"method": METHOD_TITLES.get(m, m)}
+            for k in ks:
+                v = (res.get("accuracy_at_k") or {}).get(k)
+                row[f"acc@{k} (%)"] = None if v is None else round(100 * v, 1)
+            row["ms / instance"] = round(res.get("ms_per_instance", 0.0), 3)
+            rows.append(row)
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="pl_result_df")
+    if summary.get("stages"):
+        st.caption("Stage times: " + ", ".join(f"{n} {s:.1f} s" for n, s in summary["stages"]))
+
+
+def render() -> None:
+    sel = selection()
+    spec = sel.spec
+    st.header("Pipeline", anchor="pipeline")
+    st.markdown(
+        f"Runs Gem end to end for **{spec.title}** on **{sel.device}**: (1) load or train the "
+        f"target GNN, (2) distil the Granger-causal ground truth of the training and validation "
+        f"instances, (3) fit the Gem explainer on it, (4) evaluate the explainers selected in the "
+        f"sidebar ({', '.join(METHOD_TITLES[m] for m in sel.methods) or 'Gem'}). Results are "
+        f"cached: the other pages use them immediately.")
+    c1, c2 = st.columns(2)
+    refit = c1.checkbox("Refit Gem even if a fitted one is cached", key="pl_refit")
+    mode = c2.radio("Evaluation", EVAL_MODES, key="pl_eval")
+    if st.button("Run pipeline", key="pl_run", type="primary", icon=":material/play_arrow:"):
+        try:
+            summary = _run(sel, refit, mode == EVAL_MODES[1])
+        except DataUnavailableError as exc:
+            st.warning(f"The {spec.title} data is not available. {DATA_HELP}",
+                       icon=":material/folder_off:")
+            st.caption(str(exc))
+            return
+        except Exception as exc:
+            show_error(exc, "The pipeline stopped")
+            return
+        st.session_state[f"pl_summary_{sel.dataset}"] = summary
+        st.success("Pipeline finished.", icon=":material/check_circle:")
+    summary = st.session_state.get(f"pl_summary_{sel.dataset}")
+    if summary:
+        _show(summary)
+    else:
+        st.caption("Nothing run yet in this session.")
+
+
+render()
