@@ -63,7 +63,7 @@ DATASETS: dict[str, DatasetSpec] = {
         k_grid=(6, 7, 8, 9, 10),
         connected=True,
         explainer_lr=0.001,
-        target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=3000, patience=1000),
+        target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=5000, patience=1500),
     ),
     "mutagenicity": DatasetSpec(
         name="mutagenicity",

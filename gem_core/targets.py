@@ -1,7 +1,15 @@
 """Target GNNs of the paper, their training, and the black-box view the rest of the engine uses.
 
-* :class:`NodeGCN`: 3 GCN layers of width 20, the three outputs concatenated, a linear head.
-* :class:`GraphGCN`: 3 GCN layers of width 20, global max pooling, a linear head.
+* :class:`NodeGCN`: 3 graph-convolution layers of width 20, the three outputs concatenated, a
+  linear head.
+* :class:`GraphGCN`: 3 graph-convolution layers of width 20, global max pooling, a linear head.
+
+The convolution is the un-normalised one of the authors' models, ``h_i' = W1 h_i + W2 Σ_j h_j``
+(PyG's ``GraphConv``), each layer's output L2-normalised. Unlike the symmetric-normalised
+``GCNConv``, its output at a node depends only on the node's L-hop neighbourhood *edges*, not on
+the degrees of nodes at the border, so a node's prediction on its L-hop computation graph equals
+its prediction on the full graph — the premise of the paper. (With ``GCNConv`` the 3-hop
+subgraph changes the border nodes' degrees and hence the prediction.)
 
 Downstream code never touches a model's weights: it sees a :class:`BlackBox`, a callable from an
 :class:`~gem_core.instances.InstanceBatch` to one row of logits per instance. Any PyG model can
@@ -19,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.loader import DataLoader
-from torch_geometric.nn import GCNConv, global_max_pool
+from torch_geometric.nn import GraphConv, global_max_pool
 
 from .config import DatasetSpec, TargetConfig
 from .datasets import GemDataset
@@ -31,25 +39,34 @@ from .store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
 TARGET_KIND = "gem-target"
 
 
+def _conv_stack(in_channels: int, hidden: int, num_layers: int) -> nn.ModuleList:
+    dims = [in_channels] + [hidden] * num_layers
+    return nn.ModuleList(GraphConv(a, b, aggr="add") for a, b in zip(dims[:-1], dims[1:]))
+
+
+def _embed(convs: nn.ModuleList, x: Tensor, edge_index: Tensor) -> list[Tensor]:
+    """Each layer's output: ReLU(conv), L2-normalised per node."""
+    outs = []
+    for conv in convs:
+        x = F.normalize(F.relu(conv(x, edge_index)), p=2.0, dim=-1)
+        outs.append(x)
+    return outs
+
+
 class NodeGCN(nn.Module):
-    """Node classifier: GCN ×3 (width ``hidden``), concatenation of the 3 outputs, linear head."""
+    """Node classifier: graph convolution ×3 (width ``hidden``), the 3 outputs concatenated, linear head."""
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 20, num_layers: int = 3):
         super().__init__()
-        dims = [in_channels] + [hidden] * num_layers
-        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = _conv_stack(in_channels, hidden, num_layers)
         self.lin = nn.Linear(hidden * num_layers, num_classes)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None) -> Tensor:
-        outs = []
-        for conv in self.convs:
-            x = F.relu(conv(x, edge_index))
-            outs.append(x)
-        return self.lin(torch.cat(outs, dim=-1))
+        return self.lin(torch.cat(_embed(self.convs, x, edge_index), dim=-1))
 
 
 class GraphGCN(nn.Module):
-    """Graph classifier: GCN ×3 (width ``hidden``), global max pooling, linear head.
+    """Graph classifier: graph convolution ×3 (width ``hidden``), global max pooling, linear head.
 
     Each layer's output is max-pooled and the pooled vectors are concatenated before the head
     (the node classifier's jumping-knowledge readout, as in the authors' models).
@@ -57,8 +74,7 @@ class GraphGCN(nn.Module):
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int = 20, num_layers: int = 3):
         super().__init__()
-        dims = [in_channels] + [hidden] * num_layers
-        self.convs = nn.ModuleList(GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = _conv_stack(in_channels, hidden, num_layers)
         self.lin = nn.Linear(hidden * num_layers, num_classes)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None,
@@ -66,10 +82,7 @@ class GraphGCN(nn.Module):
         if batch is None:
             batch = x.new_zeros(x.size(0), dtype=torch.long)
         size = num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
-        pooled = []
-        for conv in self.convs:
-            x = F.relu(conv(x, edge_index))
-            pooled.append(global_max_pool(x, batch, size=size))
+        pooled = [global_max_pool(h, batch, size=size) for h in _embed(self.convs, x, edge_index)]
         return self.lin(torch.cat(pooled, dim=-1))
 
 
