@@ -84,3 +84,18 @@ def test_mutagenicity_instances_round_trip():
     batched = bb(collate(insts))
     single = torch.cat([bb(collate([i])) for i in insts])
     assert torch.allclose(batched, single, atol=1e-5)
+
+
+def test_node_instance_prediction_equals_full_graph_prediction():
+    """The premise of the paper: the 3-hop computation graph fully determines a node's output."""
+    torch.manual_seed(1)
+    ds = load_dataset("ba_shapes")
+    model = NodeGCN(ds.num_features, 4).eval()
+    nodes = torch.arange(0, 700, 23)
+    from gem_core.instances import dataset_instances
+
+    insts = dataset_instances(ds, nodes)
+    bb = GNNBlackBox(model, "node", 4, "cpu")
+    with torch.no_grad():
+        full = model(ds.graph.x, ds.graph.edge_index)[nodes]
+    assert torch.allclose(bb(collate(insts)), full, atol=1e-5)
