@@ -46,7 +46,8 @@ CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = no
 
 __all__ = [
     "DATASET", "CLASS_NAMES", "ModelUnavailableError", "MoleculeModel", "MoleculeExplanation",
-    "molecule_model", "forget_explainer", "explain_molecules", "explain_smiles", "ranked_bonds", "default_k",
+    "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
+    "explain_smiles", "ranked_bonds", "default_k",
 ]
 
 
@@ -238,6 +239,16 @@ def _load_target_checkpoint():
             continue  # like get_target: a bad file is skipped
         return TrainedTarget(model.eval(), metrics, DATASET, file_digest(path), Path(path))
     return None
+
+
+def target_checkpoint_available() -> bool:
+    """Whether the Mutagenicity target loads from a checkpoint (no training needed)."""
+    from .targets import cached_target_path, shipped_target_path
+
+    with _MODELS_LOCK:
+        if _MODELS:
+            return True
+    return any(p.exists() for p in (cached_target_path(DATASET), shipped_target_path(DATASET)))
 
 
 _MODELS: dict[str, MoleculeModel] = {}

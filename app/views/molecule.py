@@ -16,7 +16,8 @@ from components import molecule_view
 from gem_core.chem import EXAMPLE_SMILES, MoleculeError, parse_smiles_file, smiles_to_instance
 from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, MoleculeModel,
-                                explain_molecules, molecule_model)
+                                explain_molecules, molecule_model,
+                                target_checkpoint_available)
 from gem_core.pipeline import METHOD_TITLES
 from state import DATA_HELP, progress_bar, selection, show_error
 
@@ -45,8 +46,13 @@ def _submit() -> None:
 
 def _model(device: str) -> MoleculeModel | None:
     try:
-        with st.spinner("Loading the Mutagenicity target model…"):
-            return molecule_model(device)
+        if target_checkpoint_available():
+            with st.spinner("Loading the Mutagenicity target model…"):
+                return molecule_model(device)
+        with st.status("Training the Mutagenicity target model (first use, minutes)…",
+                       expanded=True):
+            with progress_bar("training") as progress:
+                return molecule_model(device, progress)
     except ModelUnavailableError as exc:
         st.error(str(exc), icon=":material/error:")
         st.caption(DATA_HELP)

@@ -1,0 +1,104 @@
+"""Unit tests of the app's drawing helpers and the teaching trace."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import torch
+
+from components import graph_view  # app/ is on sys.path (see conftest)
+
+
+def _picture():
+    pairs = [(0, 1), (1, 2), (2, 0), (2, 3)]
+    pos = graph_view.layout(4, pairs)
+    pic = graph_view.node_task_picture(pairs, [10, 11, 12, 13], [0, 1, 1, 2],
+                                       ["base", "<b>top</b>", "a&b"], 1, pos,
+                                       motif=[False, True, True, False])
+    return pic
+
+
+def test_layout_is_deterministic_and_normalised():
+    pairs = [(0, 1), (1, 2), (2, 3)]
+    a, b = graph_view.layout(4, pairs), graph_view.layout(4, pairs)
+    assert np.allclose(a, b)
+    assert a.min() >= 0 and a.max() <= 1 and a.shape == (4, 2)
+
+
+def test_pyvis_is_offline_and_escaped():
+    pic = _picture().with_explanation([True, True, False, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
+    page = graph_view.pyvis_html(pic, 300)
+    assert "https://cdn" not in page and "bootstrap" not in page.lower()
+    assert "<b>top</b>" not in page and "&lt;b&gt;top&lt;/b&gt;" in page
+    assert "explanation edge" in page  # legend
+
+
+def test_strip_cdn_removes_network_tags():
+    html = ('<head><link rel="stylesheet" href="https://cdn.jsdelivr.net/x.css" />'
+            '<script src="https://cdn.jsdelivr.net/x.js"></script><script>var a=1;</script></head>')
+    out = graph_view.strip_cdn(html)
+    assert "jsdelivr" not in out and "var a=1;" in out
+
+
+def test_static_svg_and_png():
+    pic = _picture().with_explanation([True, False, True, False], [1.0, 0.2, 0.6, 0.1], "#1f77b4")
+    svg = graph_view.to_svg(pic, title="A <title>")
+    root = ET.fromstring(svg)  # well-formed XML, names escaped
+    assert root.tag.endswith("svg")
+    assert "A &lt;title&gt;" in svg
+    png = graph_view.to_png(pic, title="x")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_molecule_png():
+    from rdkit import Chem
+
+    from components import molecule_view
+
+    mol = Chem.AddHs(Chem.MolFromSmiles("O=[N+]([O-])c1ccccc1"))
+    png = molecule_view.molecule_png(mol, [(0, 1), (1, 2)])
+    assert png[:4] == b"\x89PNG"
+    svg = molecule_view.molecule_svg(mol, [(0, 1)], [1.0])
+    assert svg.lstrip().startswith("<?xml") or "<svg" in svg
+
+
+def test_charts_use_method_colours():
+    from components import charts
+    from gem_core.pipeline import METHOD_COLORS
+
+    result = {"dataset": "ba_shapes", "log_odds_k": 7,
+              "methods": {"gem": {"accuracy_at_k": {"5": 0.9, "6": 0.95}, "log_odds": [0.1, 0.2],
+                                  "ms_per_instance": 0.4},
+                          "random": {"accuracy_at_k": {"5": 0.3, "6": 0.4}, "log_odds": [3.0],
+                                     "ms_per_instance": 0.01}},
+              "distillation": {"accuracy_at_k": {"5": 0.97}}}
+    fig = charts.accuracy_sweep(result, ["gem", "random"])
+    ours = [t for t in fig.data if t.name.endswith("(ours)")]
+    paper = [t for t in fig.data if t.name.endswith("(paper)")]
+    assert {t.line.color for t in ours} == {METHOD_COLORS["gem"], METHOD_COLORS["random"]}
+    assert paper and all(t.line.dash == "dash" for t in paper)
+    assert paper[0].line.color == METHOD_COLORS["gem"]
+    assert charts.timing_chart(result, ["gem", "random"]).layout.yaxis.type == "log"
+    assert len(charts.log_odds_histogram(result, ["gem", "random"]).data) == 2
+
+
+def test_teaching_trace_matches_the_reference():
+    from gem_core.distill_reference import reference_distill_one
+    from gem_core.pipeline import workbench
+    from teaching import greedy_trace
+
+    wb = workbench("ba_shapes", "cpu")
+    inst = next(i for i in wb.instances("test") if 6 <= i.num_pairs <= 20)
+    trace = greedy_trace(inst, wb.black_box, wb.spec.connected)
+    ref = reference_distill_one(inst, wb.black_box, wb.spec.connected)
+    assert torch.allclose(trace.delta, ref.delta)
+    assert torch.allclose(trace.weights, ref.weights)
+    assert torch.equal(trace.kept, ref.kept)
+    assert trace.steps and trace.steps[-1].mask.equal(ref.kept)
+    # each accepted step never raises the loss by more than the tolerance
+    for s in trace.steps:
+        if s.accepted:
+            assert s.loss_after <= s.loss_before + 1e-6
+        else:
+            assert s.weight == pytest.approx(s.loss_after - s.loss_before)

@@ -1,0 +1,167 @@
+"""Router, shared sidebar and the Explore page (BA-shapes / Tree-cycles: small and fast)."""
+from __future__ import annotations
+
+from gem_core.config import get_spec
+from gem_core.pipeline import METHODS, Workbench
+
+from .conftest import iframes, make_app, no_exception, texts
+
+
+def _slider(at, key):
+    return at.slider(key=key)
+
+
+def test_default_page_and_sidebar():
+    at = make_app()
+    no_exception(at)
+    assert texts(at.header) == ["Explore explanations"]
+    ds = at.sidebar.selectbox(key="sb_dataset")
+    assert ds.value == "ba_shapes"
+    assert list(ds.proto.options) == ["BA-shapes", "Tree-cycles", "Mutagenicity", "NCI1"]
+    dev = at.sidebar.selectbox(key="sb_device")
+    assert dev.value == "auto" and "CPU" in list(dev.proto.options)
+    spec = get_spec("ba_shapes")
+    k = _slider(at, "sb_k_ba_shapes")
+    assert (k.proto.min, k.proto.max, k.value) == (min(spec.k_grid), max(spec.k_grid),
+                                                  spec.default_k)
+    ms = at.sidebar.multiselect(key="sb_methods")
+    assert len(ms.proto.options) == len(METHODS)
+    assert ms.value == ["random", "gnnexplainer"]
+
+
+def test_explore_panels_probabilities_and_offline_graphs():
+    at = make_app(methods=("gnnexplainer", "random"))
+    no_exception(at)
+    assert not at.error
+    assert texts(at.subheader) == ["Original", "GNNExplainer", "Random"]
+    md = texts(at.markdown)
+    assert any(m.startswith("**Test instance #0**") for m in md)
+    assert sum("on the explanation" in m for m in md) == 2
+    assert any("on the whole computation graph" in m for m in md)
+    caps = texts(at.caption)
+    assert sum("explain time" in c and "ms" in c for c in caps) == 2
+    pages = iframes(at)
+    assert len(pages) == 3
+    for page in pages:
+        assert "cdn.jsdelivr" not in page and "bootstrap" not in page.lower()
+        assert "vis-network" in page or "vis.DataSet" in page
+        assert "explained node" in page  # legend
+    keys = {b.key for b in at.download_button}
+    assert {"ex_download_json", "ex_svg_ba_shapes-0-original", "ex_png_ba_shapes-0-original"} <= keys
+    # the edge-score table lists every edge with each method's score
+    df = at.dataframe[0].value
+    assert {"edge", "GNNExplainer score", "Random score", "Random top-K"} <= set(df.columns)
+    assert int(df["Random top-K"].sum()) == min(get_spec("ba_shapes").default_k, len(df))
+
+
+def test_k_change_rethresholds_cached_scores(monkeypatch):
+    calls = []
+    original = Workbench.explain
+
+    def counting(self, method, instances, progress=None):
+        calls.append(method)
+        return original(self, method, instances, progress)
+
+    monkeypatch.setattr(Workbench, "explain", counting)
+    at = make_app(methods=("random",), ex_index_ba_shapes=5)
+    no_exception(at)
+    assert any(m.startswith("**Test instance #5**") for m in texts(at.markdown))
+    first = len(calls)
+    assert first <= 1
+    before = [c for c in texts(at.caption) if "explain time" in c]
+    _slider(at, "sb_k_ba_shapes").set_value(5).run()
+    no_exception(at)
+    assert len(calls) == first  # no new explanation: only re-thresholded
+    after = [c for c in texts(at.caption) if "explain time" in c]
+    assert any("· 5 edges ·" in c for c in after), after
+    assert before != after
+    df = at.dataframe[0].value
+    assert int(df["Random top-K"].sum()) == 5
+
+
+def test_instance_pickers():
+    at = make_app(methods=("random",))
+    at.number_input(key="ex_index_ba_shapes").set_value(3).run()
+    assert any(m.startswith("**Test instance #3**") for m in texts(at.markdown))
+
+    at.radio(key="ex_mode").set_value("Class").run()
+    no_exception(at)
+    at.selectbox(key="ex_class_ba_shapes").set_value(3).run()  # class "bottom"
+    pick = at.selectbox(key="ex_pick_ba_shapes_Class")
+    assert all("bottom" in str(pick.format_func(o)) for o in pick.proto.options) or all(
+        "bottom" in o for o in pick.proto.options)
+    assert any("true class **bottom**" in m for m in texts(at.markdown))
+
+    at.radio(key="ex_mode").set_value("Model right / wrong").run()
+    no_exception(at)
+    md = " ".join(texts(at.markdown))
+    assert "(✓ right)" in md
+    at.radio(key="ex_outcome_ba_shapes").set_value("wrong").run()
+    no_exception(at)
+    md = " ".join(texts(at.markdown)) + " ".join(texts(at.info))
+    assert "(✗ wrong)" in md or "never wrong" in md
+
+    at.radio(key="ex_mode").set_value("Random").run()
+    no_exception(at)
+    assert any(m.startswith("Random pick:") for m in texts(at.markdown))
+    at.button(key="ex_random_button").click().run()
+    no_exception(at)
+    assert any(m.startswith("Random pick:") for m in texts(at.markdown))
+
+
+def test_dataset_switch_and_state_survives_page_switch():
+    at = make_app(methods=("random",))
+    at.sidebar.selectbox(key="sb_dataset").set_value("tree_cycles").run()
+    no_exception(at)
+    spec = get_spec("tree_cycles")
+    k = _slider(at, "sb_k_tree_cycles")
+    assert (k.proto.min, k.proto.max, k.value) == (min(spec.k_grid), max(spec.k_grid),
+                                                  spec.default_k)
+    assert any(c.startswith("Tree-cycles · K = 8") for c in texts(at.caption))
+    assert any("true class" in m for m in texts(at.markdown))
+    k.set_value(10).run()
+    at.switch_page("views/benchmarks.py").run()
+    no_exception(at)
+    assert texts(at.header) == ["Benchmarks"]
+    at.switch_page("views/explore.py").run()
+    no_exception(at)
+    assert at.sidebar.selectbox(key="sb_dataset").value == "tree_cycles"
+    assert _slider(at, "sb_k_tree_cycles").value == 10
+    assert at.sidebar.multiselect(key="sb_methods").value == ["random"]
+    assert any(c.startswith("Tree-cycles · K = 10") for c in texts(at.caption))
+
+
+def test_gem_panel_is_explained_or_offers_a_fit():
+    at = make_app(methods=("gem",))
+    no_exception(at)
+    assert "Gem" in texts(at.subheader)
+    wb = Workbench("ba_shapes")
+    fitted = wb.gem_cache_path().exists() or wb.shipped_gem_path().exists()
+    if fitted:
+        assert any("on the explanation" in m for m in texts(at.markdown))
+    else:
+        assert any("Gem has not been fitted for BA-shapes" in i for i in texts(at.info))
+        assert at.button(key="ex_fit_gem").label == "Fit Gem now"
+
+
+def test_explore_explains_missing_data(monkeypatch):
+    import streamlit as st
+
+    import gem_core.pipeline as pipeline
+    from gem_core.datasets import DataUnavailableError
+
+    def missing(name, *args, **kwargs):
+        raise DataUnavailableError(f"Dataset {name} not found (test)")
+
+    monkeypatch.setattr(pipeline, "load_dataset", missing)
+    monkeypatch.setattr(pipeline, "_WORKBENCHES", {})
+    st.cache_resource.clear()
+    try:
+        at = make_app(methods=("random",), sb_dataset="mutagenicity")
+        no_exception(at)
+        warn = " ".join(texts(at.warning))
+        assert "Mutagenicity data is not available" in warn and "GEM_DATA_ROOT" in warn
+        assert any("Molecule page still works" in i for i in texts(at.info))
+        assert not at.error
+    finally:
+        st.cache_resource.clear()

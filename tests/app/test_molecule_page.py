@@ -1,0 +1,104 @@
+"""The Molecule page: SMILES submit (good and each bad-input case) and file uploads."""
+from __future__ import annotations
+
+import pytest
+
+from gem_core.chem import MoleculeError, smiles_to_instance
+
+from .conftest import make_app, no_exception, texts
+
+BAD = {
+    "empty": "",
+    "parse": "C1CC(",
+    "element": "C[Se]C",
+    "fragments": "CC(=O)[O-].[Na+]",
+    "too_large": "C" * 80,
+}
+
+
+def _molecule_page(methods=("random",)):
+    at = make_app(methods=methods)
+    at.switch_page("views/molecule.py").run()
+    no_exception(at)
+    assert texts(at.header) == ["Explain a molecule"]
+    return at
+
+
+def _submit(at, smiles):
+    at.text_input(key="mol_smiles").input(smiles)
+    at.button(key="mol_explain").click().run()
+    no_exception(at)
+    return at
+
+
+def test_each_bad_input_gets_its_own_message():
+    at = _molecule_page()
+    for kind, smiles in BAD.items():
+        with pytest.raises(MoleculeError) as info:
+            smiles_to_instance(smiles)
+        assert info.value.kind == kind
+        _submit(at, smiles)
+        errors = texts(at.error)
+        assert errors == [str(info.value)], (kind, errors)
+        assert not at.metric  # no prediction shown
+
+
+def test_salt_accepted_on_request(needs_mutagenicity_model):
+    at = _molecule_page()
+    at.toggle(key="mol_largest").set_value(True).run()
+    _submit(at, BAD["fragments"])
+    assert not at.error
+    assert any("largest of 2 fragments" in w for w in texts(at.warning))
+    assert {m.label for m in at.metric} >= {"Prediction"}
+
+
+def test_example_smiles_is_predicted_and_explained(needs_mutagenicity_model):
+    at = _molecule_page(methods=("random", "gnnexplainer"))
+    at.button(key="mol_example_nitrobenzene").click().run()
+    no_exception(at)
+    assert at.text_input(key="mol_smiles").value == "O=[N+]([O-])c1ccccc1"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Prediction"] in ("mutagen", "nonmutagen")
+    p = float(metrics[f"P({metrics['Prediction']})"])
+    assert 0.5 <= p <= 1.0
+    assert metrics["Atoms (with H) / bonds"] == "14 / 14"
+    assert texts(at.subheader) == ["GNNExplainer", "Random"]  # the sidebar's order
+    assert len(at.image) == 2
+    md = texts(at.markdown)
+    assert sum("explanation bonds" in m for m in md) == 2
+    assert any(c.startswith("Fragment: `") for c in texts(at.caption))
+    assert at.download_button(key="mol_download_json").label == "Download explanation (JSON)"
+    # K change re-thresholds the cached scores
+    at.slider(key="mol_k").set_value(3).run()
+    no_exception(at)
+    assert sum("on the 3 explanation bonds" in m for m in texts(at.markdown)) == 2
+
+
+def test_typed_smiles(needs_mutagenicity_model):
+    at = _molecule_page()
+    _submit(at, "Nc1ccc2cc3ccccc3cc2c1 aminoanthracene")
+    assert not at.error
+    assert any("aminoanthracene" in c for c in texts(at.caption))
+    assert {m.label for m in at.metric} >= {"Prediction"}
+
+
+def test_batch_file_gives_a_table(needs_mutagenicity_model):
+    at = _molecule_page()
+    data = b"O=[N+]([O-])c1ccccc1 nitrobenzene\nC1CC( broken\nNc1ccccc1 aniline\n"
+    at.file_uploader(key="mol_file").upload("mols.smi", data, "text/plain").run()
+    no_exception(at)
+    assert any("2 of 3 molecules explained" in m for m in texts(at.markdown))
+    df = at.dataframe[-1].value
+    assert list(df["name"]) == ["nitrobenzene", "broken", "aniline"]
+    assert list(df["status"]) == ["ok", "error", "ok"]
+    assert "Could not parse" in df["message"][1]
+    assert set(df["prediction"].dropna()) <= {"mutagen", "nonmutagen"}
+    assert all("-" in b for b in df["bonds"].dropna())
+    assert at.download_button(key="mol_batch_csv").label == "Download table (CSV)"
+
+
+def test_empty_file_is_refused():
+    at = _molecule_page()
+    at.file_uploader(key="mol_file").upload("empty.csv", b"\n# nothing\n", "text/csv").run()
+    no_exception(at)
+    assert any("The file is empty" in e for e in texts(at.error))
