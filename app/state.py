@@ -7,10 +7,11 @@ lives only in this module (``st.cache_resource`` for shared, thread-safe engine 
 from __future__ import annotations
 
 import html
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import streamlit as st
 import torch
@@ -106,16 +107,33 @@ def get_workbench(dataset: str, device: str) -> Workbench:
     return workbench(dataset, device)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _gem_checkpoint_matches(path: str, mtime: float, dataset: str, digest: str) -> bool:
+    """Whether a Gem checkpoint was fitted for this dataset and target (read once per file)."""
+    from gem_core.pipeline import EXPLAINER_KIND
+    from gem_core.store import ArtifactError, load_torch
+
+    try:
+        meta = load_torch(path, kind=EXPLAINER_KIND).get("meta", {})
+    except ArtifactError:
+        return False
+    return meta.get("dataset") == dataset and meta.get("target") == digest
+
+
 def method_ready(wb: Workbench, method: str) -> bool:
     """Whether ``method`` explains without a slow fit right now.
 
-    Needs the engine's in-memory explainer table; see the module notes in the final report
-    (``Workbench.is_fitted`` would be the clean API).
+    Reads the workbench's in-memory explainer table (``Workbench.is_fitted(method)`` would be
+    the clean engine API) and checks Gem checkpoints against the current target.
     """
     if method in NO_FIT_METHODS or method in getattr(wb, "_explainers", {}):
         return True
     if method == "gem":
-        return wb.gem_cache_path().exists() or wb.shipped_gem_path().exists()
+        digest = wb.target().digest
+        for path in (wb.gem_cache_path(), wb.shipped_gem_path()):
+            if path.exists() and _gem_checkpoint_matches(str(path), path.stat().st_mtime,
+                                                         wb.name, digest):
+                return True
     return False
 
 
@@ -179,6 +197,19 @@ def method_badge(method: str) -> str:
 
 
 def show_error(exc: BaseException, what: str = "") -> None:
-    """An engine error as a message box (never a traceback)."""
+    """An engine error as a message box (never a traceback; that goes to the server log)."""
+    logging.getLogger("gem_app").warning("%s", what or "error", exc_info=exc)
     prefix = f"{what}: " if what else ""
     st.error(f"{prefix}{exc}", icon=":material/error:")
+
+
+def run_page(render: Callable[[], None]) -> None:
+    """Run a page; an unexpected error becomes a message box instead of a traceback.
+
+    Streamlit's own control flow (``st.rerun``, ``st.stop``) derives from BaseException and
+    passes through.
+    """
+    try:
+        render()
+    except Exception as exc:
+        show_error(exc, "This page stopped on an unexpected error")

@@ -301,7 +301,7 @@ def forget_explainer(method: Optional[str] = None) -> None:
 # ----------------------------------------------------------------------------- explanations
 
 def ranked_bonds(pairs: Tensor, scores: Tensor, k: int) -> tuple[list[list[int]], list[float]]:
-    """The top-``k`` pairs as ``[[i, j], ...]`` best first (ties: lower pair index) + their scores."""
+    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores."""
     k = check_k(int(k))
     s = torch.as_tensor(scores).detach().double().cpu()
     mask = topk_mask(s, k)

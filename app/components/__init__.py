@@ -1,1 +1,1 @@
-"""Small drawing helpers of the app: graphs (pyvis / SVG / PNG), molecules (RDKit), charts (Plotly)."""
+"""Drawing helpers of the app: graphs (pyvis, SVG, PNG), molecules (RDKit), charts (Plotly)."""

@@ -178,11 +178,15 @@ def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
 
 # ----------------------------------------------------------------------------- static pictures
 
-def _canvas_coords(pic: GraphPicture, width: int, height: int, legend_h: int) -> np.ndarray:
-    pad = 26
-    w, h = width - 2 * pad, height - legend_h - 2 * pad
+def _canvas_coords(pic: GraphPicture, width: float, height: float, legend_h: float,
+                   scale: float = 1.0) -> np.ndarray:
+    """Node centres on the canvas below the legend, leaving room for node labels."""
+    left, right, top, bottom = 18 * scale, 36 * scale, 22 * scale, 16 * scale
+    w, h = width - left - right, height - legend_h - top - bottom
     pos = pic.positions if len(pic.positions) else np.zeros((0, 2))
-    return np.stack([pad + pos[:, 0] * w, pad + pos[:, 1] * h], axis=1) if len(pos) else pos
+    if not len(pos):
+        return pos
+    return np.stack([left + pos[:, 0] * w, top + pos[:, 1] * h], axis=1)
 
 
 def _legend_rows(pic: GraphPicture, width: int) -> list[list[tuple[str, str, str]]]:
@@ -274,15 +278,20 @@ def _rgb(colour: str) -> tuple[int, int, int, int]:
 
 def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = "") -> bytes:
     """A static PNG of the picture (Pillow; same layout and styles)."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     scale = width / 480.0
+    try:
+        font = ImageFont.load_default(size=max(8, int(round(11 * scale))))
+        small = ImageFont.load_default(size=max(7, int(round(9 * scale))))
+    except TypeError:  # old Pillow: one fixed-size bitmap font
+        font = small = ImageFont.load_default()
     img = Image.new("RGBA", (width, height), (255, 255, 255, 255))
     layer = Image.new("RGBA", (width, height), (255, 255, 255, 0))
     draw = ImageDraw.Draw(layer)
     rows = _legend_rows(pic, int(width / scale))
     legend_h = int((18 * len(rows) + (22 if title else 0) + 6) * scale)
-    xy = _canvas_coords(pic, width, height, legend_h)
+    xy = _canvas_coords(pic, width, height, legend_h, scale)
     order = sorted(range(len(pic.pairs)), key=lambda j: _edge_style(pic, j)[2])
     for j in order:
         u, v = pic.pairs[j]
@@ -299,10 +308,11 @@ def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = 
                      outline=(17, 17, 17, 255) if is_target else (255, 255, 255, 255),
                      width=int(3 * scale) if is_target else 1)
         if pic.num_nodes <= 60 or is_target:
-            draw.text((cx + r + 1, cy - r - 10 * scale), pic.node_labels[i], fill=(34, 34, 34, 255))
+            draw.text((cx + r + 1, cy - r - 10 * scale), pic.node_labels[i], fill=(34, 34, 34, 255),
+                      font=small)
     y = 6 * scale
     if title:
-        draw.text((8 * scale, y), title, fill=(0, 0, 0, 255))
+        draw.text((8 * scale, y), title, fill=(0, 0, 0, 255), font=font)
         y += 22 * scale
     for r_i, row in enumerate(rows):
         x = 8 * scale
@@ -315,7 +325,7 @@ def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = 
                 draw.ellipse([x, yy - 2, x + 12 * scale, yy - 2 + 12 * scale],
                              fill=_rgb(colour) if kind != "target" else (255, 255, 255, 255),
                              outline=_rgb(colour), width=int(2 * scale))
-            draw.text((x + 22 * scale, yy), text, fill=(51, 51, 51, 255))
+            draw.text((x + 22 * scale, yy - 2 * scale), text, fill=(51, 51, 51, 255), font=font)
             x += (26 + 6.5 * len(text)) * scale
     buf = io.BytesIO()
     img.convert("RGB").save(buf, format="PNG")

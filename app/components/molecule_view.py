@@ -1,4 +1,4 @@
-"""Drawing molecules with an explanation: RDKit 2-D depictions, SVG for the page, PNG to download."""
+"""Drawing molecules with an explanation: RDKit 2-D depictions: SVG to show, PNG to download."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -18,7 +18,7 @@ from components import charts
 from gem_core import paper
 from gem_core.pipeline import METHOD_TITLES, METHODS
 from gem_core.store import PROJECT_ROOT
-from state import progress_bar, selection, show_error
+from state import progress_bar, run_page, selection, show_error
 
 
 def _results_path(dataset: str) -> Path:
@@ -187,4 +187,4 @@ def render() -> None:
     _recompute(sel)
 
 
-render()
+run_page(render)

@@ -20,7 +20,8 @@ from gem_core.evaluate import topk_mask
 from gem_core.instances import Instance
 from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, Workbench
 from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, get_workbench,
-                   method_ready, progress_bar, selection, show_error, test_predictions)
+                   method_ready, progress_bar, run_page, selection, show_error,
+                   test_predictions)
 
 PANEL_HEIGHT = 330
 PER_ROW = 3
@@ -259,7 +260,7 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
         def png() -> bytes:
             return molecule_view.molecule_png(mol, top, legend=title)
     else:
-        st.iframe(graph_view.pyvis_html(pic, PANEL_HEIGHT), height=PANEL_HEIGHT + 48)
+        st.iframe(graph_view.pyvis_html(pic, PANEL_HEIGHT), height=PANEL_HEIGHT + 72)
         svg = graph_view.to_svg(pic, title=title)
 
         def png() -> bytes:
@@ -306,4 +307,4 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
             "prediction": ds.class_names[sub_pred], "ms": ms}
 
 
-render()
+run_page(render)

@@ -19,7 +19,7 @@ from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, Mol
                                 explain_molecules, molecule_model,
                                 target_checkpoint_available)
 from gem_core.pipeline import METHOD_TITLES
-from state import DATA_HELP, progress_bar, selection, show_error
+from state import DATA_HELP, progress_bar, run_page, selection, show_error
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -72,7 +72,8 @@ def _fit_offer(model: MoleculeModel, waiting: list[str]) -> None:
     for m in waiting:
         title = METHOD_TITLES[m]
         st.info(f"{title} is not fitted for the Mutagenicity model yet (a one-off fit on the "
-                f"training molecules, several minutes on a CPU).", icon=":material/hourglass_empty:")
+                f"training molecules, several minutes on a CPU).",
+                icon=":material/hourglass_empty:")
         if st.button(f"Fit {title} now", key=f"mol_fit_{m}", icon=":material/play_arrow:"):
             try:
                 with st.status(f"Fitting {title}…", expanded=True):
@@ -306,4 +307,4 @@ def render() -> None:
         _batch(sel, k)
 
 
-render()
+run_page(render)

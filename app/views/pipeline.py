@@ -13,8 +13,8 @@ import streamlit as st
 
 from gem_core.datasets import DataUnavailableError
 from gem_core.pipeline import METHOD_TITLES
-from state import (DATA_HELP, get_workbench, progress_bar, register_explainer, selection,
-                   show_error)
+from state import (DATA_HELP, get_workbench, progress_bar, register_explainer, run_page,
+                   selection, show_error)
 
 QUICK_LIMIT = 20
 EVAL_MODES = (f"Quick: first {QUICK_LIMIT} test instances (not saved)",
@@ -105,11 +105,12 @@ def _show(summary: dict) -> None:
         c3.metric("Target test accuracy", f"{100 * t['test']:.1f} %")
         d = summary.get("distillation")
         if d:
-            c4.metric(f"Distillation accuracy (train, K = {d['k']})", f"{100 * d['accuracy']:.1f} %")
+            c4.metric(f"Distillation accuracy (train, K = {d['k']})",
+                      f"{100 * d['accuracy']:.1f} %")
     g = summary.get("gem")
     if g:
-        st.caption(f"Gem: fitted in {g['fit_seconds']:.1f} s"
-                   + (f", best epoch {g['best_epoch']} of {g['epochs']}" if g.get("epochs") else ""))
+        epochs = f", best epoch {g['best_epoch']} of {g['epochs']}" if g.get("epochs") else ""
+        st.caption(f"Gem: fitted in {g['fit_seconds']:.1f} s{epochs}")
     result = summary.get("result")
     if result:
         ks = [str(k) for k in result.get("k_grid", [])]
@@ -159,4 +160,4 @@ def render() -> None:
         st.caption("Nothing run yet in this session.")
 
 
-render()
+run_page(render)
