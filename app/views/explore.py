@@ -199,6 +199,8 @@ def render() -> None:
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
     base = _base_picture(ds, inst, _positions(sel.dataset, pos, inst.num_nodes, pairs))
 
+    if not sel.methods:
+        st.info("Pick one or more explainers in the sidebar to compare their explanations.")
     results: dict[str, dict] = {}
     panels = ["original", *sel.methods]
     for start in range(0, len(panels), PER_ROW):

@@ -102,3 +102,29 @@ def test_empty_file_is_refused():
     at.file_uploader(key="mol_file").upload("empty.csv", b"\n# nothing\n", "text/csv").run()
     no_exception(at)
     assert any("The file is empty" in e for e in texts(at.error))
+
+
+def test_missing_model_and_data_is_a_message(monkeypatch):
+    import streamlit as st
+
+    import gem_core.molecules as molecules
+    import gem_core.pipeline as pipeline
+    from gem_core.datasets import DataUnavailableError
+
+    def missing(name, *args, **kwargs):
+        raise DataUnavailableError(f"Dataset {name} not found (test)")
+
+    monkeypatch.setattr(molecules, "_MODELS", {})
+    monkeypatch.setattr(molecules, "_load_target_checkpoint", lambda: None)
+    monkeypatch.setattr(molecules, "target_checkpoint_available", lambda: False)
+    monkeypatch.setattr(pipeline, "load_dataset", missing)
+    monkeypatch.setattr(pipeline, "_WORKBENCHES", {})
+    st.cache_resource.clear()
+    try:
+        at = _molecule_page()
+        _submit(at, "Nc1ccccc1")
+        errors = texts(at.error)
+        assert any("No Mutagenicity target model is available" in e for e in errors), errors
+        assert not at.metric
+    finally:
+        st.cache_resource.clear()
