@@ -220,7 +220,7 @@ def _load_target_checkpoint():
     """
     from .config import TargetConfig
     from .store import ArtifactError, file_digest, load_torch
-    from .targets import (TARGET_KIND, GraphGCN, TargetMetrics, TrainedTarget,
+    from .targets import (TARGET_KIND, TargetMetrics, TrainedTarget, build_model,
                           cached_target_path, shipped_target_path)
 
     for path in (cached_target_path(DATASET), shipped_target_path(DATASET)):
@@ -230,9 +230,12 @@ def _load_target_checkpoint():
             state = load_torch(path, kind=TARGET_KIND)
             if state.get("dataset") != DATASET:
                 continue
+            spec = get_spec(DATASET)
+            if int(state["num_classes"]) != spec.num_classes:
+                continue
             cfg = TargetConfig(**state["config"])
-            model = GraphGCN(int(state["in_channels"]), int(state["num_classes"]), cfg.hidden,
-                             cfg.num_layers)
+            # same architecture as targets.load_target, with the shapes the checkpoint records
+            model = build_model(spec, int(state["in_channels"]), cfg)
             model.load_state_dict(state["state_dict"])
             metrics = TargetMetrics(**state["metrics"])
         except (ArtifactError, KeyError, TypeError, RuntimeError):

@@ -11,6 +11,7 @@ from rdkit import Chem
 
 from gem_core.chem import MoleculeError, smiles_to_instance
 from gem_core.cli import main
+from .conftest import requires_mutagenicity
 
 NITROBENZENE = "O=[N+]([O-])c1ccccc1"
 
@@ -125,3 +126,19 @@ def test_gem_explanation_when_fitted(target_available):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
     result = explain_smiles(NITROBENZENE, k=3, method="gem", device="cpu")
     assert len(result["explanation"]["bonds"]) == 3
+
+
+@requires_mutagenicity
+def test_checkpoint_model_equals_the_workbench_target(target_available):
+    """Without data the target is rebuilt from its checkpoint alone: same file, same outputs."""
+    import torch
+
+    from gem_core.instances import collate
+    from gem_core.molecules import _load_target_checkpoint
+    from gem_core.pipeline import workbench
+
+    alone = _load_target_checkpoint()
+    full = workbench("mutagenicity", "cpu").target()
+    assert alone.digest == full.digest
+    batch = collate([smiles_to_instance(NITROBENZENE).instance])
+    assert torch.allclose(alone.black_box("cpu")(batch), full.black_box("cpu")(batch))
