@@ -120,6 +120,8 @@ class Workbench:
         self._target: Optional[TrainedTarget] = None
         self._instances: dict[str, list[Instance]] = {}
         self._explainers: dict[str, Any] = {}
+        # one lock per method: explainers (PyG's in particular) are not safe to share across threads
+        self._method_locks: dict[str, threading.Lock] = {m: threading.Lock() for m in METHODS}
 
     # ------------------------------------------------------------------ basics
     @property
@@ -186,18 +188,38 @@ class Workbench:
             raise ArtifactError(f"{path} was trained for another dataset or target model.")
         return GemExplainer.from_state(state, device=self.device)
 
+    def saved_gem(self):
+        """The Gem explainer from the cache or the shipped asset, or None when there is none."""
+        for candidate in (self.gem_cache_path(), self.shipped_gem_path()):
+            if candidate.exists():
+                try:
+                    return self._load_gem(candidate)
+                except ArtifactError:
+                    continue
+        return None
+
+    def is_fitted(self, method: str) -> bool:
+        """True when ``method`` can explain now without a long fit (fit or loaded, or nothing to fit)."""
+        method = check_method(method)
+        if method in ("random", "gnnexplainer", "distilled") or method in self._explainers:
+            return True
+        if method == "gem":
+            return self.saved_gem() is not None
+        return False
+
     def fit_gem(self, progress: Optional[ProgressFn] = None, refresh: bool = False):
-        """Distil the train and val splits, fit Gem on them, and cache the explainer."""
+        """Distil the train and val splits, fit Gem on them, and cache the explainer.
+
+        With ``refresh`` the explainer is refitted even when one is cached or shipped, and the
+        in-memory one is replaced.
+        """
         from .explainer import GemExplainer
 
         path = self.gem_cache_path()
         if not refresh:
-            for candidate in (path, self.shipped_gem_path()):
-                if candidate.exists():
-                    try:
-                        return self._load_gem(candidate)
-                    except ArtifactError:
-                        continue
+            saved = self.saved_gem()
+            if saved is not None:
+                return saved
         start = time.perf_counter()
         train = self.distillation("train", scaled(progress, 0.0, 0.45))
         val = self.distillation("val", scaled(progress, 0.45, 0.5))
@@ -212,6 +234,8 @@ class Workbench:
         state["meta"] = {"dataset": self.name, "target": self.target().digest,
                          "fit_seconds": gem.fit_seconds_, "distill_seconds": distill_seconds}
         save_torch(state, path)
+        with self._lock:
+            self._explainers["gem"] = gem
         return gem
 
     # ------------------------------------------------------------------ any method
@@ -244,11 +268,13 @@ class Workbench:
     def explain(self, method: str, instances: Sequence[Instance],
                 progress: Optional[ProgressFn] = None) -> Explained:
         """Scores (one per undirected pair) of ``method`` for ``instances``, timed."""
+        method = check_method(method)
         exp = self.explainer(method, scaled(progress, 0.0, 0.5))
         instances = list(instances)
-        start = time.perf_counter()
-        scores = exp.explain(instances)
-        ms = 1000.0 * (time.perf_counter() - start) / max(len(instances), 1)
+        with self._method_locks[method]:
+            start = time.perf_counter()
+            scores = exp.explain(instances)
+            ms = 1000.0 * (time.perf_counter() - start) / max(len(instances), 1)
         report(progress, 1.0, "explained")
         return Explained(check_method(method), list(scores), ms)
 

@@ -16,7 +16,7 @@ import torch
 
 from . import paper
 from .config import get_spec
-from .pipeline import METHOD_TITLES, Workbench, check_method
+from .pipeline import METHOD_TITLES, Workbench, check_method, workbench
 from .progress import ProgressFn, report, scaled
 from .store import ASSETS_DIR, save_json
 
@@ -39,7 +39,8 @@ def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressF
 
 def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
                   limit: Optional[int] = None, write_assets: bool = True,
-                  progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+                  progress: Optional[ProgressFn] = None,
+                  bench: Optional[Workbench] = None) -> dict[str, Any]:
     """Run the whole pipeline for ``dataset`` and return the results JSON.
 
     Args:
@@ -50,9 +51,11 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
             ``assets/results``).
         write_assets: write ``assets/results/<dataset>.json`` (full runs only).
         progress: optional ``progress(fraction, message)`` callback.
+        bench: the workbench to use (default: the process-wide shared one, so fitted
+            explainers are reused by the app and later calls).
     """
     methods = [check_method(m) for m in methods]
-    wb = Workbench(dataset, device)
+    wb = bench if bench is not None else workbench(dataset, device)
     spec = wb.spec
     start = time.perf_counter()
     report(progress, 0.0, "target model")

@@ -272,23 +272,51 @@ def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: 
     return save_torch(state, path)
 
 
-def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
-    """Load a target checkpoint for ``ds``; refuses corrupted, foreign or mismatched files."""
+def load_target_checkpoint(path: Path, dataset: Optional[str] = None) -> TrainedTarget:
+    """Load a target checkpoint on its own (no dataset needed: shapes are in the file).
+
+    Args:
+        path: the checkpoint.
+        dataset: when given, the checkpoint must be for this dataset.
+    Raises:
+        ArtifactError: corrupted, foreign, or for another dataset.
+    """
+    from .config import get_spec
     from .store import file_digest
 
+    state = load_torch(path, kind=TARGET_KIND)
+    name = state.get("dataset")
+    if dataset is not None and name != dataset:
+        raise ArtifactError(f"{path} holds a target for {name!r}, not {dataset!r}.")
+    try:
+        spec = get_spec(str(name))
+        cfg = TargetConfig(**state["config"])
+        model = build_model(spec, int(state["in_channels"]), cfg)
+        model.load_state_dict(state["state_dict"])
+        metrics = TargetMetrics(**state["metrics"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise ArtifactError(f"{path} is not a usable target checkpoint: {exc}") from exc
+    if int(state["num_classes"]) != spec.num_classes:
+        raise ArtifactError(f"{path} does not match the classes of dataset {name!r}.")
+    return TrainedTarget(model.eval(), metrics, str(name), file_digest(path), Path(path))
+
+
+def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
+    """Load a target checkpoint for ``ds``; refuses corrupted, foreign or mismatched files."""
     state = load_torch(path, kind=TARGET_KIND)
     if state.get("dataset") != ds.name:
         raise ArtifactError(f"{path} holds a target for {state.get('dataset')!r}, not {ds.name!r}.")
     if state.get("in_channels") != ds.num_features or state.get("num_classes") != ds.num_classes:
         raise ArtifactError(f"{path} does not match the shapes of dataset {ds.name!r}.")
-    cfg = TargetConfig(**state["config"])
-    model = build_model(ds.spec, ds.num_features, cfg)
-    try:
-        model.load_state_dict(state["state_dict"])
-    except RuntimeError as exc:
-        raise ArtifactError(f"{path} has incompatible weights: {exc}") from exc
-    metrics = TargetMetrics(**state["metrics"])
-    return TrainedTarget(model.eval(), metrics, ds.name, file_digest(path), Path(path))
+    return load_target_checkpoint(path, ds.name)
+
+
+def find_target_checkpoint(dataset: str) -> Optional[Path]:
+    """The checkpoint :func:`get_target` would load first (cache, then shipped), or None."""
+    for path in (cached_target_path(dataset), shipped_target_path(dataset)):
+        if path.exists():
+            return path
+    return None
 
 
 def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
