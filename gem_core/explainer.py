@@ -14,14 +14,21 @@ against the target weights (plus an optional KL term, off by default).
 One deliberate addition (``decoder_bias=True``, default): a learnable scalar offset,
 ``σ(z_u · z_v + b)``. Without it, two nodes with similar embeddings always score ≥ 0.5
 (``z·z ≥ 0``), so edges between structurally alike nodes cannot be given a low weight; with it
-the held-out MSE on BA-shapes motif targets fell from 0.17 to 0.011 (ranking AUC 0.995 → 1.000).
-``decoder_bias=False`` gives the paper's exact decoder.
+the held-out MSE on BA-shapes motif targets fell from 0.17 to 0.011 (ranking AUC 0.995 → 1.000),
+on BA-shapes distilled targets from 0.18 to 0.02. ``decoder_bias=False`` gives the paper's exact
+decoder. The KL term is off by default: a weight of 0.01 changed the validation MSE by < 3% and
+accuracy@K not at all (BA-shapes, distilled targets).
 
 Input features (see :mod:`gem_core.labeling`): ``[labels | original features]``. Node tasks:
 one-hot hop distance to the target (``num_hops + 2`` columns). Graph tasks: one active WL colour
 column per round, from a vocabulary learned on the training instances. The label block is never
 materialised as a dense matrix: the first layer's linear map of a one-hot row is a row lookup in
 its weight (exactly what ``GCNConv`` would compute on the dense one-hot input).
+
+Speed: inputs are packed into one disconnected graph (:func:`~gem_core.labeling.pack`), the GCN
+normalisation ``D^-1/2 (A+I) D^-1/2`` is built once per batch as a CSR matrix shared by all
+layers, and each layer is one fused sparse-dense ``addmm``. :meth:`GemExplainer.prepare` does
+the input side (packing, hop / WL labels) so callers can time or cache it separately.
 """
 from __future__ import annotations
 
@@ -239,7 +246,7 @@ class GemExplainer:
                  max_epochs: int = 300, patience: int = 30, kl_weight: float = 0.0,
                  weight_decay: float = 0.0, num_hops: int = 3, wl_rounds: int = 2,
                  max_colors: int = 300, decoder_bias: bool = True, seed: int = 0,
-                 device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 1_000_000):
+                 device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 500_000):
         self.lr = lr
         self.hidden = hidden
         self.batch_size = batch_size

@@ -13,6 +13,12 @@ Gem's explainer does not see the target model; it sees the structure of an insta
   ``max_colors`` most frequent colours of that round); rarer and never-seen colours share one
   "unseen" column per round. A node thus has one active column per round.
 
+  Default in the explainer: 2 rounds, 300 colours per round. On Mutagenicity's training split
+  round 1 has 253 distinct colours (all kept), round 2 has 3,870 (the top 300 cover 84% of the
+  test nodes), round 3 has 15,780 (55%). With real distilled targets 1, 2 and 3 rounds gave the
+  same accuracy@K within noise; a ring-edge proxy target favoured 3 slightly (MSE 0.018 vs
+  0.020); 2 is the middle ground (labelling 434 test molecules: ≈ 3 ms).
+
 Everything works on a :class:`PackedGraphs`, many instances concatenated into one disconnected
 graph, and is vectorised over all of them at once (no Python loop per node or per graph): BFS is
 ``num_hops`` scatter passes, WL is a 64-bit hash (splitmix64) with a scatter-sum per round.
