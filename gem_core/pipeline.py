@@ -18,6 +18,7 @@ from torch import Tensor
 from .config import DatasetSpec, check_k, get_spec
 from .datasets import GemDataset, load_dataset
 from .device import resolve_device
+from .gem_targets import explainer_targets
 from .instances import Instance, collate, split_instances
 from .progress import ProgressFn, report, scaled
 from .store import ASSETS_DIR, ArtifactError, cache_dir, config_key, load_torch, save_torch
@@ -167,11 +168,12 @@ class Workbench:
 
     # ------------------------------------------------------------------ Gem
     def gem_params(self) -> dict[str, Any]:
-        return {"lr": self.spec.explainer_lr, "num_hops": self.spec.num_hops}
+        return {"lr": self.spec.explainer_lr, "num_hops": self.spec.num_hops,
+                "max_epochs": self.spec.explainer_epochs}
 
     def _gem_key(self) -> str:
         return config_key(dataset=self.name, target=self.target().digest, params=self.gem_params(),
-                          version=GEM_VERSION)
+                          train_target=self.spec.explainer_target, version=GEM_VERSION)
 
     def gem_cache_path(self) -> Path:
         return cache_dir() / "explainers" / f"{self.name}-{self._gem_key()}.pt"
@@ -186,6 +188,8 @@ class Workbench:
         meta = state.get("meta", {})
         if meta.get("dataset") != self.name or meta.get("target") != self.target().digest:
             raise ArtifactError(f"{path} was trained for another dataset or target model.")
+        if meta.get("key") != self._gem_key():
+            raise ArtifactError(f"{path} was trained with other settings.")
         return GemExplainer.from_state(state, device=self.device)
 
     def saved_gem(self):
@@ -224,14 +228,18 @@ class Workbench:
         train = self.distillation("train", scaled(progress, 0.0, 0.45))
         val = self.distillation("val", scaled(progress, 0.45, 0.5))
         distill_seconds = time.perf_counter() - start
-        gem = GemExplainer.for_dataset(self.spec, device=self.device)
+        gem = GemExplainer(**self.gem_params(), device=self.device)
         fit_start = time.perf_counter()
-        gem.fit(self.instances("train"), train.normalized_weights(),
-                self.instances("val"), val.normalized_weights(), progress=scaled(progress, 0.5, 1.0))
+        bb = self.black_box
+        gem.fit(self.instances("train"),
+                explainer_targets(train, self.spec, instances=self.instances("train"), black_box=bb),
+                self.instances("val"),
+                explainer_targets(val, self.spec, instances=self.instances("val"), black_box=bb),
+                progress=scaled(progress, 0.5, 1.0))
         gem.fit_seconds_ = time.perf_counter() - fit_start
         gem.distill_seconds_ = distill_seconds
         state = gem.to_state()
-        state["meta"] = {"dataset": self.name, "target": self.target().digest,
+        state["meta"] = {"dataset": self.name, "target": self.target().digest, "key": self._gem_key(),
                          "fit_seconds": gem.fit_seconds_, "distill_seconds": distill_seconds}
         save_torch(state, path)
         with self._lock:

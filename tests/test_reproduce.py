@@ -1,0 +1,67 @@
+"""End-to-end: target → distillation → Gem → evaluation on BA-shapes, and the reproduce CLI."""
+import json
+
+import pytest
+
+from gem_core.cli import main
+from gem_core.evaluate import evaluate_scores
+from gem_core.gem_targets import explainer_targets
+from gem_core.pipeline import Workbench, check_method
+from gem_core.reproduce import format_tables, run_reproduce
+
+
+@pytest.fixture(scope="module")
+def ba_bench():
+    return Workbench("ba_shapes", "cpu")
+
+
+def test_gem_end_to_end_on_ba_shapes(ba_bench):
+    """Fit Gem from scratch (no shipped explainer) and reach >= 0.90 explanation accuracy at K=6."""
+    gem = ba_bench.fit_gem(refresh=True)
+    test = ba_bench.instances("test")
+    scores = gem.explain(test)
+    assert [s.numel() for s in scores] == [i.num_pairs for i in test]
+    result = evaluate_scores(ba_bench.black_box, test, scores, [6], fidelity=False)
+    assert result.accuracy_at_k[6] >= 0.90
+    assert result.edge_auc is not None and result.edge_auc > 0.9
+
+
+def test_explainer_targets_are_in_unit_interval(ba_bench):
+    dist = ba_bench.distillation("val")
+    for kind in ("weights", "graded", "mix"):
+        targets = explainer_targets(dist, ba_bench.spec, kind)
+        assert len(targets) == len(dist)
+        assert all(float(t.min(initial=0)) >= 0 and float(t.max(initial=0)) <= 1 for t in targets)
+    with pytest.raises(ValueError, match="unknown explainer target"):
+        explainer_targets(dist, ba_bench.spec, "bogus")
+
+
+def test_reproduce_json_shape_and_table(ba_bench):
+    out = run_reproduce("ba_shapes", device="cpu", methods=["gem", "random"], limit=8,
+                        bench=ba_bench, write_assets=False)
+    assert out["dataset"] == "ba_shapes"
+    assert set(out["target"]) >= {"train_accuracy", "val_accuracy", "test_accuracy"}
+    assert set(out["distillation"]) >= {"accuracy_at_k", "ms_per_instance", "instances"}
+    for method in ("gem", "random"):
+        res = out["methods"][method]
+        assert set(res["accuracy_at_k"]) == {"5", "6", "7", "8", "9"}
+        assert len(res["log_odds"]) == 8 and "edge_auc" in res
+        assert res["ms_per_instance"] > 0
+    table = format_tables(out)
+    assert "Gem" in table and "Random" in table and "K=6" in table and "(97.1)" in table
+
+
+def test_cli_reproduce_quick(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    assert main(["reproduce", "--dataset", "tree_cycles", "--methods", "random", "--limit", "5",
+                 "--no-progress", "--device", "cpu", "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert data["methods"]["random"]["accuracy_at_k"].keys() == {"6", "7", "8", "9", "10"}
+    assert "Random" in capsys.readouterr().out
+
+
+def test_unknown_method_is_a_clear_error(capsys):
+    with pytest.raises(ValueError, match="Unknown method 'foo'"):
+        check_method("foo")
+    assert main(["reproduce", "--dataset", "ba_shapes", "--methods", "foo", "--no-progress"]) == 2
+    assert "Unknown method" in capsys.readouterr().err
