@@ -190,7 +190,7 @@ def test_fit_is_reproducible():
 def test_for_dataset_uses_spec_settings():
     from gem_core.config import get_spec
 
-    assert GemExplainer.for_dataset(get_spec("ba_shapes")).lr == 0.001
+    assert GemExplainer.for_dataset(get_spec("ba_shapes")).lr == get_spec("ba_shapes").explainer_lr
     assert GemExplainer.for_dataset(get_spec("nci1"), patience=5).get_params()["patience"] == 5
 
 
