@@ -214,7 +214,11 @@ def _read_tu(spec: DatasetSpec) -> list[Data]:
         if source is not None:
             _stage_raw_files(tu_name, source, cache_root)
         try:
-            ds = TUDataset(str(cache_root), tu_name)
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()):  # PyG prints "Processing..."
+                ds = TUDataset(str(cache_root), tu_name)
         except Exception as exc:
             raise DataUnavailableError(
                 f"Dataset {tu_name} is missing from {cache_root / tu_name / 'raw'} and could not be "
