@@ -48,7 +48,7 @@ def test_reproduce_json_shape_and_table(ba_bench):
         assert len(res["log_odds"]) == 8 and "edge_auc" in res
         assert res["ms_per_instance"] > 0
     table = format_tables(out)
-    assert "Gem" in table and "Random" in table and "K=6" in table and "(97.1)" in table
+    assert "Gem" in table and "Random" in table and "K=6" in table and "( 97.1)" in table
 
 
 def test_cli_reproduce_quick(tmp_path, capsys):
