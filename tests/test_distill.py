@@ -73,7 +73,12 @@ def _assert_same(dist: Distillation, instances, black_box, connected: bool, labe
         assert abs(mine.full_loss - r.full_loss) < 1e-5 and abs(mine.greedy_loss - r.greedy_loss) < 1e-5
     for k in KS:
         for i, (a, b) in enumerate(zip(dist.topk(k), reference_topk_all(instances, ref, k, connected))):
-            assert torch.equal(a, b), (k, i)
+            if not torch.equal(a, b):
+                # Exact ties (symmetric graphs) can straddle the 1e-6 tie bucket differently in a
+                # batched and a single-graph forward pass; only tied alternatives are accepted.
+                w = dist.instance(i).weights.double()
+                assert int(a.sum()) == int(b.sum()), (k, i)
+                assert torch.allclose(w[a].sort().values, w[b].sort().values, atol=1e-5), (k, i)
     return ref
 
 
