@@ -10,8 +10,12 @@ For every instance (a computation graph) the distillation computes
    remove each one, apply the connectivity rule (see below), keep the removal when the loss does
    not rise, otherwise restore the pair and give it the weight ``new_loss − current_loss > 0``;
    pairs already dropped together with a component are skipped;
-3. top-K (a cheap post-step, :meth:`Distillation.topk`): while more than K pairs remain, remove the
-   remaining pair of lowest weight (ties: lower index), applying the connectivity rule again.
+3. top-K (a cheap post-step, :meth:`Distillation.topk`, no forward pass): while more than K pairs
+   remain, remove a remaining pair of low weight (ties: lower index), applying the connectivity
+   rule again. Appendix C removes the lowest-weight pair every time (``policy="paper"``); since a
+   removal can split off a component, that often ends well below K pairs. The default policy
+   (``"nosplit"``) removes the lowest-weight pair whose removal splits nothing off, which keeps
+   the explanation connected and uses the whole budget (see :meth:`Distillation.topk`).
 
 Connectivity rule (``DatasetSpec.connected``): after a removal only the edges of one connected
 component are kept: the component holding the target node (node tasks) or the largest component
@@ -65,11 +69,15 @@ CPU_MAX_EDGES = 65_536
 CUDA_MAX_EDGES = 2_000_000
 DISTILL_KIND = "gem-distillation"
 DISTILL_VERSION = 1
+TOPK_POLICIES: tuple[str, ...] = ("nosplit", "exact", "paper")
+# The default top-K policy: the best distillation accuracy on Mutagenicity (train, val and test
+# splits); "paper" is Appendix C taken literally. See Distillation.topk.
+DEFAULT_TOPK_POLICY = "nosplit"
 
 __all__ = [
     "Distillation", "InstanceDistillation", "distill", "distill_dataset", "load_distillation",
     "distillation_path", "topk_accuracy", "cross_entropy", "order_key", "check_label_source",
-    "TIE_TOL",
+    "TIE_TOL", "TOPK_POLICIES", "DEFAULT_TOPK_POLICY", "check_topk_policy",
 ]
 
 
@@ -101,6 +109,18 @@ def segment_arange(counts: Tensor) -> Tensor:
         return torch.zeros(0, dtype=torch.long, device=counts.device)
     starts = torch.cumsum(counts, 0) - counts
     return torch.arange(total, device=counts.device) - torch.repeat_interleave(starts, counts)
+
+
+def _np_segment_arange(counts: np.ndarray) -> np.ndarray:
+    """:func:`segment_arange` for numpy arrays."""
+    total = int(counts.sum())
+    return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _np_segment_order(keys: Tensor, owner: Tensor) -> Tensor:
+    """:func:`_segment_order` computed by numpy (a stable lexsort; torch's sort can be very slow
+    on a busy multi-threaded CPU)."""
+    return torch.from_numpy(np.lexsort((keys.numpy(), owner.numpy())))
 
 
 def _exclusive_cumsum(counts: Tensor) -> Tensor:
@@ -227,10 +247,11 @@ class Distillation:
         out = torch.where(scale > 0, w / scale.clamp_min(1e-300), torch.zeros_like(w))
         return self._split(out.float())
 
-    def instance(self, i: int, k: Optional[int] = None) -> InstanceDistillation:
+    def instance(self, i: int, k: Optional[int] = None, policy: str = DEFAULT_TOPK_POLICY,
+                 fill: bool = False) -> InstanceDistillation:
         """The distillation of instance ``i`` (with its top-K mask when ``k`` is given)."""
         lo, hi = int(self.pair_ptr[i]), int(self.pair_ptr[i + 1])
-        topk = None if k is None else self.subset([i]).topk(k)[0]
+        topk = None if k is None else self.subset([i]).topk(k, policy, fill)[0]
         return InstanceDistillation(
             delta=self.delta[lo:hi], weights=self.weights[lo:hi], kept=self.kept[lo:hi],
             topk_mask=topk, label=int(self.labels[i]), full_loss=float(self.full_loss[i]),
@@ -251,19 +272,41 @@ class Distillation:
             seconds=self.seconds, **per_inst)
 
     # ---- top-K
-    def topk(self, k: int) -> list[Tensor]:
+    def topk(self, k: int, policy: str = DEFAULT_TOPK_POLICY, fill: bool = False) -> list[Tensor]:
         """Top-K pair masks (bool ``[P]`` per instance); no forward pass.
 
-        Starting from the pairs kept by the greedy phase, while more than ``k`` remain, remove the
-        remaining pair of lowest weight (ties: lower index) and apply the connectivity rule. An
-        instance with at most ``k`` kept pairs keeps all of them. With the connectivity rule a
-        removal may split off a component, so fewer than ``k`` pairs can remain.
+        Starts from the pairs kept by the greedy phase; an instance with at most ``k`` of them
+        keeps them all. Otherwise pairs are removed in ascending (weight, index) order until at
+        most ``k`` remain, applying the connectivity rule after every removal (when it is on):
 
+        - ``"nosplit"`` (default): each removal takes the lowest-weight pair whose removal drops
+          no other pair (a cycle edge, or a pendant edge not holding the target), so the
+          explanation stays connected and ends with exactly ``k`` pairs. An explanation that is
+          not one component (a disconnected graph the greedy phase left untouched) is handled
+          as ``"exact"``.
+        - ``"exact"``: walks the pairs in ascending weight and accepts a removal only if at
+          least ``k`` pairs remain after the connectivity rule, otherwise skips (keeps) that
+          pair; repeats passes until ``k`` remain or a pass accepts nothing. If more than ``k``
+          still remain, it continues as ``"paper"``.
+        - ``"paper"``: Appendix C literally: while more than ``k`` remain, remove the lowest-weight
+          pair and apply the connectivity rule; a removal that splits off a component can leave
+          fewer than ``k`` pairs.
+
+        Without the connectivity rule all policies are the same: drop the lowest-weight pairs
+        beyond ``k``. The result never has more than ``k`` pairs.
+
+        Args:
+            k: the edge budget.
+            policy: one of :data:`TOPK_POLICIES`.
+            fill: afterwards, top explanations with fewer than ``k`` pairs up with the highest-Δ
+                missing pairs (with the connectivity rule: only pairs touching the explanation or
+                the target, one at a time). Off by default: it lowers distillation accuracy.
         Raises:
-            ValueError: if ``k`` is not an integer in [1, 1000].
+            ValueError: if ``k`` is not an integer in [1, 1000] or ``policy`` is unknown.
         """
         check_k(k)
-        return self._split(_topk_flat(self, k))
+        check_topk_policy(policy)
+        return self._split(_topk_flat(self, k, policy, bool(fill)))
 
     # ---- persistence
     def to_state(self) -> dict:
@@ -354,6 +397,41 @@ class _PrefixBatcher:
 
 # ----------------------------------------------------------------------------- connectivity
 
+def _component_labels(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """Connected-component label of each of ``n`` nodes of the undirected graph ``(u, v)``."""
+    if u.shape[0] and not bool(np.all(u[1:] >= u[:-1])):
+        order = np.argsort(u, kind="stable")
+        u, v = u[order], v[order]
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(u, minlength=n), out=indptr[1:])
+    # CSR built directly from the pairs sorted by first endpoint; float64 data is the dtype
+    # connected_components works in (no conversion copy)
+    graph = csr_matrix((np.ones(u.shape[0]), v.astype(np.int32), indptr), shape=(n, n))
+    return connected_components(graph, directed=True, connection="weak")[1]
+
+
+def _chosen_labels(labels: np.ndarray, node_ptr: np.ndarray, m: int,
+                   targets: Optional[np.ndarray]) -> np.ndarray:
+    """The component the connectivity rule keeps in each of the first ``m`` instances.
+
+    ``targets`` (global node ids) for node tasks: the target's component. Graph tasks (None): the
+    largest component by nodes; ties: the one holding the lowest node id. Every instance must
+    have at least one node.
+    """
+    if targets is not None:
+        return labels[targets[:m]]
+    # Each node scores its component's size; the first maximal node of an instance picks it.
+    n = int(node_ptr[m])
+    labels = labels[:n]
+    score = np.bincount(labels)[labels]
+    starts = node_ptr[:m]
+    seg_max = np.maximum.reduceat(score, starts)
+    seg_of_node = np.repeat(np.arange(m), np.diff(node_ptr[: m + 1]))
+    pos = np.where(score == seg_max[seg_of_node], np.arange(n), n)
+    first = np.minimum.reduceat(pos, starts)
+    return labels[first]
+
+
 class _Components:
     """Connectivity rule for many instances at once (block-diagonal graph, one scipy call).
 
@@ -365,12 +443,9 @@ class _Components:
         self.v = layout.pairs[1].numpy()
         self.owner = layout.pair_owner.numpy()
         self.node_ptr = layout.node_ptr.numpy()
-        self.pair_ptr = layout.pair_ptr.numpy()
         self.targets = None
         if layout.is_node_task:
             self.targets = (layout.node_ptr[:-1] + layout.targets).numpy()
-        # pairs sorted by their first endpoint: the CSR matrix can be built without a sort
-        self.sorted = bool(np.all(self.u[1:] >= self.u[:-1]))
 
     def apply(self, mask: np.ndarray, m: int) -> np.ndarray:
         """Keep only pairs of the selected component of each of the first ``m`` instances.
@@ -380,35 +455,11 @@ class _Components:
         Returns:
             the pruned mask (a new array).
         """
-        n = int(self.node_ptr[m])
         q = mask.shape[0]
-        u, v = self.u[:q], self.v[:q]
-        uu, vv = u[mask], v[mask]
-        ones = np.ones(uu.shape[0], dtype=np.int8)
-        if self.sorted:
-            indptr = np.zeros(n + 1, dtype=np.int32)
-            np.cumsum(np.bincount(uu, minlength=n), out=indptr[1:])
-            graph = csr_matrix((ones, vv.astype(np.int32), indptr), shape=(n, n))
-        else:
-            graph = csr_matrix((ones, (uu, vv)), shape=(n, n))
-        _, labels = connected_components(graph, directed=True, connection="weak")
-        keep = self._chosen_labels(labels, m)
+        u = self.u[:q]
+        labels = _component_labels(u[mask], self.v[:q][mask], int(self.node_ptr[m]))
+        keep = _chosen_labels(labels, self.node_ptr, m, self.targets)
         return mask & (labels[u] == keep[self.owner[:q]])
-
-    def _chosen_labels(self, labels: np.ndarray, m: int) -> np.ndarray:
-        if self.targets is not None:
-            return labels[self.targets[:m]]
-        # Largest component by nodes; ties: the one holding the lowest node id. Each node scores
-        # its component's size; the first maximal node of an instance picks the component.
-        size = np.bincount(labels)
-        score = size[labels]
-        starts = self.node_ptr[:m]
-        seg_max = np.maximum.reduceat(score, starts)
-        n = labels.shape[0]
-        seg_of_node = np.repeat(np.arange(m), np.diff(self.node_ptr[: m + 1]))
-        pos = np.where(score == seg_max[seg_of_node], np.arange(n), n)
-        first = np.minimum.reduceat(pos, starts)
-        return labels[first]
 
 
 # ----------------------------------------------------------------------------- Δ phase
@@ -577,79 +628,307 @@ def _build_from(layout: _Layout, ids: Tensor) -> _Layout:
 
 # ----------------------------------------------------------------------------- top-K
 
-def _topk_flat(dist: Distillation, k: int) -> Tensor:
+def check_topk_policy(policy: str) -> str:
+    """Validate a top-K policy name (one of :data:`TOPK_POLICIES`)."""
+    if policy not in TOPK_POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(TOPK_POLICIES)}; got {policy!r}.")
+    return policy
+
+
+# The policies a policy falls back to, in order, while an instance still has more than K pairs.
+_POLICY_CHAIN = {"nosplit": ("nosplit", "exact", "paper"), "exact": ("exact", "paper"),
+                 "paper": ("paper",)}
+
+
+def _pair_owner(dist: Distillation) -> Tensor:
+    return torch.repeat_interleave(torch.arange(len(dist)), dist.num_pairs)
+
+
+def _topk_flat(dist: Distillation, k: int, policy: str, fill: bool) -> Tensor:
     """Flat top-K mask over all pairs of ``dist`` (see :meth:`Distillation.topk`)."""
     kept = dist.kept.clone()
-    owner = torch.repeat_interleave(torch.arange(len(dist)), dist.num_pairs)
+    owner = _pair_owner(dist)
     count = torch.zeros(len(dist), dtype=torch.long).scatter_add_(0, owner, kept.long())
     over = count > k
-    if not bool(over.any()):
+    if bool(over.any()):
+        if dist.connected:
+            kept = _prune_connected(dist, kept, owner, over, k, policy)
+        else:
+            # Removals never cascade, so every policy drops the count − k lowest-weight pairs.
+            cand = torch.nonzero(kept & over[owner]).view(-1)
+            cand = cand[_np_segment_order(order_key(dist.weights[cand], dist.tol), owner[cand])]
+            cand_owner = owner[cand]
+            rank = segment_arange(torch.bincount(cand_owner, minlength=len(dist))[over])
+            kept[cand[rank < (count[cand_owner] - k)]] = False
+    if fill:
+        kept = _fill_flat(dist, kept, owner, k)
+    return kept
+
+
+# Pairs (summed over the trial copies) one step of a top-K walk may test at once.
+TRIAL_BUDGET = 32_768
+
+
+class _Walk:
+    """The remaining pairs of some instances for the top-K walks (connectivity rule on).
+
+    Pairs are grouped by instance and, within an instance, in ascending (weight, index) order:
+    the walk order. ``pos`` maps them back to the distillation's flat pairs; ``alive`` is the
+    current explanation. Node ids are local to the walk (instance ``i`` owns nodes
+    ``node_ptr[i]:node_ptr[i + 1]``). :meth:`subset` compacts the walk to the instances still
+    busy, so a step costs time proportional to the work left.
+    """
+
+    def __init__(self, pos: np.ndarray, u: np.ndarray, v: np.ndarray, owner: np.ndarray,
+                 node_counts: np.ndarray, targets: Optional[np.ndarray], alive: np.ndarray):
+        self.pos, self.u, self.v, self.owner, self.alive = pos, u, v, owner, alive
+        self.node_counts = node_counts
+        self.n = int(node_counts.shape[0])
+        self.pair_ptr = np.searchsorted(owner, np.arange(self.n + 1), side="left")
+        self.node_ptr = np.concatenate([[0], np.cumsum(node_counts)]).astype(np.int64)
+        self.targets = targets  # walk node id of each instance's target (node tasks)
+        self.count = np.bincount(owner, weights=alive, minlength=self.n).astype(np.int64)
+        # pairs by first endpoint (node ids are grouped by instance, so this groups by instance
+        # too): copies built in this order give the components call pre-sorted edges
+        self.by_u = np.argsort(u, kind="stable")
+
+    @classmethod
+    def build(cls, dist: Distillation, kept: Tensor, owner: Tensor, over: Tensor) -> "_Walk":
+        """The walk over the kept pairs of the instances ``over`` (bool ``[N]``)."""
+        cand = torch.nonzero(kept & over[owner]).view(-1)
+        cand = cand[_np_segment_order(order_key(dist.weights[cand], dist.tol), owner[cand])]
+        ids = torch.nonzero(over).view(-1)
+        nodes = dist.num_nodes[ids]
+        node_ptr = _ptr(nodes)
+        local_owner = torch.searchsorted(ids, owner[cand])
+        shift = node_ptr[:-1][local_owner]
+        u, v = dist.pairs[0, cand] + shift, dist.pairs[1, cand] + shift
+        targets = None
+        if bool((dist.targets >= 0).any()):
+            targets = (node_ptr[:-1] + dist.targets[ids]).numpy()
+        return cls(cand.numpy(), u.numpy(), v.numpy(), local_owner.numpy(), nodes.numpy(),
+                   targets, np.ones(cand.numel(), dtype=bool))
+
+    def subset(self, keep: np.ndarray) -> "_Walk":
+        """The walk restricted to the instances ``keep`` (bool ``[n]``), state included."""
+        pk = keep[self.owner]
+        node_map = np.cumsum(np.repeat(keep, self.node_counts)) - 1
+        inst_map = np.cumsum(keep) - 1
+        targets = None if self.targets is None else node_map[self.targets[keep]]
+        return _Walk(self.pos[pk], node_map[self.u[pk]], node_map[self.v[pk]],
+                     inst_map[self.owner[pk]], self.node_counts[keep], targets, self.alive[pk])
+
+    def is_ruled(self) -> np.ndarray:
+        """Per instance: its pairs already form the one component the rule keeps."""
+        ids = self.by_u[self.alive[self.by_u]]
+        labels = _component_labels(self.u[ids], self.v[ids], int(self.node_ptr[-1]))
+        chosen = _chosen_labels(labels, self.node_ptr, self.n, self.targets)
+        off = self.alive & (labels[self.u] != chosen[self.owner])
+        return np.bincount(self.owner[off], minlength=self.n) == 0
+
+    def next_alive(self) -> np.ndarray:
+        """``[M + 1]``: for position q, the first alive position ≥ q (M when none)."""
+        m = self.pos.shape[0]
+        idx = np.where(self.alive, np.arange(m), m)
+        return np.concatenate([np.minimum.accumulate(idx[::-1])[::-1], [m]])
+
+    def trials(self, removed: np.ndarray,
+               inst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Tentative removals: copy ``c`` is instance ``inst[c]`` without its pair ``removed[c]``.
+
+        All copies form one block-diagonal graph; the connectivity rule is applied in each.
+        Returns ``(src, keep, copy_of)``: for every pair of every copy (grouped by copy) the walk
+        pair it is, whether the rule keeps it, and its copy.
+        """
+        alive_ids = self.by_u[self.alive[self.by_u]]  # grouped by instance, by first endpoint
+        alive_ptr = np.concatenate([[0], np.cumsum(self.count)])
+        size = self.count[inst]
+        copy_of = np.repeat(np.arange(inst.shape[0]), size)
+        src = alive_ids[np.repeat(alive_ptr[inst], size) + _np_segment_arange(size)]
+        stay = src != removed[copy_of]
+        src, copy_of = src[stay], copy_of[stay]
+        nodes = self.node_counts[inst]
+        copy_ptr = np.concatenate([[0], np.cumsum(nodes)]).astype(np.int64)
+        shift = copy_ptr[:-1] - self.node_ptr[inst]  # walk node id -> copy node id
+        u, v = self.u[src] + shift[copy_of], self.v[src] + shift[copy_of]
+        labels = _component_labels(u, v, int(copy_ptr[-1]))
+        targets = None if self.targets is None else self.targets[inst] + shift
+        chosen = _chosen_labels(labels, copy_ptr, inst.shape[0], targets)
+        return src, labels[u] == chosen[copy_of], copy_of
+
+
+def _walk(w: _Walk, k: int, mode: str, out: np.ndarray) -> _Walk:
+    """One removal walk for every instance of ``w`` in lockstep (no forward pass).
+
+    Each instance walks its remaining pairs in ascending (weight, index) order while it has more
+    than ``k`` pairs, tentatively removing its current pair and applying the connectivity rule.
+    ``mode`` decides which removals are accepted:
+
+    - ``"paper"``: every one (Appendix C, literally);
+    - ``"exact"``: those leaving at least ``k`` pairs; the walk starts a new pass after a pass
+      that accepted something and ends after a pass that accepted nothing;
+    - ``"nosplit"``: those dropping no other pair; after an accepted removal the walk restarts
+      from the lowest-weight remaining pair (so each removal takes the lowest-weight pair whose
+      removal splits nothing off). Instances whose pairs are not the one component the rule
+      keeps (a disconnected graph the greedy phase left untouched) are left to the next policy.
+
+    A rejected trial leaves the instance unchanged, so one step tests each instance's next few
+    pairs at once (copies of the instance, within :data:`TRIAL_BUDGET` pairs per step) and takes
+    the first accepted one: the same result as trying them one by one. The result is written to
+    ``out`` (flat, at ``w.pos``); returns the walk of the instances still over budget.
+    """
+    ptr = np.zeros(w.n, dtype=np.int64)   # walk position within the instance's pairs
+    moved = np.zeros(w.n, dtype=bool)     # "exact": accepted something in the current pass
+    run = w.count > k
+    if mode == "nosplit":
+        run &= w.is_ruled()
+    while True:
+        keep = run | (w.count > k)  # busy, or needed by the next policy
+        if w.n > 64 and 2 * int(keep.sum()) < w.n:  # compact to those instances
+            out[w.pos] = w.alive
+            w = w.subset(keep)
+            ptr, moved, run = ptr[keep], moved[keep], run[keep]
+        start, end = w.pair_ptr[:-1], w.pair_ptr[1:]
+        nxt = w.next_alive()
+        first = np.minimum(nxt[np.minimum(start + ptr, end)], end)
+        at_end = run & (first >= end)
+        if mode == "exact":
+            again = at_end & moved
+            ptr[again], moved[again] = 0, False
+            first = np.where(again, np.minimum(nxt[start], end), first)
+            run &= ~(at_end & ~again)
+        else:
+            run &= ~at_end
+        if not run.any():
+            break
+        # the trials: each running instance's next `width` alive pairs from `first` on
+        width = 1 if mode == "paper" else max(1, TRIAL_BUDGET // int(w.count[run].sum()))
+        at = np.arange(w.pos.shape[0])
+        ahead = w.alive & run[w.owner] & (at >= first[w.owner])
+        rank = np.cumsum(ahead) - 1
+        rank -= np.concatenate([[0], np.cumsum(ahead)])[start][w.owner]
+        removed = np.flatnonzero(ahead & (rank < width))
+        inst = w.owner[removed]
+        src, kept, copy_of = w.trials(removed, inst)
+        after = np.bincount(copy_of, weights=kept, minlength=removed.shape[0]).astype(np.int64)
+        if mode == "paper":
+            ok = np.ones(removed.shape[0], dtype=bool)
+        elif mode == "exact":
+            ok = after >= k
+        else:
+            ok = after == w.count[inst] - 1
+        hit = np.flatnonzero(ok)
+        _, first_hit = np.unique(inst[hit], return_index=True)
+        chosen = hit[first_hit]  # the first accepted trial of each instance (copies are in order)
+        accept = np.zeros(w.n, dtype=bool)
+        accept[inst[chosen]] = True
+        # rejected everywhere: move past the last trial; accepted: past the removed pair
+        last = np.zeros(w.n, dtype=np.int64)
+        np.maximum.at(last, inst, removed)
+        last[inst[chosen]] = removed[chosen]
+        win = np.zeros(removed.shape[0], dtype=bool)
+        win[chosen] = True
+        w.alive = np.where(accept[w.owner], False, w.alive)
+        w.alive[src[kept & win[copy_of]]] = True
+        w.count[inst[chosen]] = after[chosen]
+        ptr = np.where(run, last - start + 1, ptr)
+        if mode == "nosplit" and accept.any():
+            ptr = _nosplit_rewind(w, accept, last, ptr)
+        moved |= accept
+        run &= w.count > k
+    out[w.pos] = w.alive
+    return w.subset(w.count > k)
+
+
+def _nosplit_rewind(w: _Walk, accept: np.ndarray, cand: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """Where the ``"nosplit"`` walk resumes after the removals ``cand[accept]``.
+
+    The rule is "restart from the lowest-weight remaining pair", but every remaining pair before
+    the removed one was just found to split something off, i.e. it is a bridge that is not a
+    pendant edge (in a connected graph a removal drops nothing else exactly when the pair lies
+    on a cycle or hangs off a leaf other than the target). Removals never create cycles, so such
+    a pair becomes removable only by turning into a pendant edge, which needs a removal at one
+    of its endpoints. The walk therefore resumes at the first remaining pair before the removed
+    one that shares an endpoint with it, else right after it. (The reference restarts from the
+    lowest-weight pair; the tests check that both agree.)
+    """
+    owner, start = w.owner, w.pair_ptr[:-1]
+    m = owner.shape[0]
+    a = np.full(w.n, -1, dtype=np.int64)
+    b = np.full(w.n, -1, dtype=np.int64)
+    a[accept], b[accept] = w.u[cand[accept]], w.v[cand[accept]]
+    ao, bo = a[owner], b[owner]
+    at = np.arange(m)
+    touch = (w.alive & accept[owner] & (at < cand[owner])
+             & ((w.u == ao) | (w.u == bo) | (w.v == ao) | (w.v == bo)))
+    first = np.full(w.n, m, dtype=np.int64)
+    np.minimum.at(first, owner[touch], at[touch])
+    out = ptr.copy()
+    out[accept] = np.minimum(first[accept], cand[accept] + 1) - start[accept]
+    return out
+
+
+def _prune_connected(dist: Distillation, kept: Tensor, owner: Tensor, over: Tensor, k: int,
+                     policy: str) -> Tensor:
+    """Top-K with the connectivity rule for the instances ``over`` budget (no forward pass)."""
+    out = kept.numpy().copy()
+    w = _Walk.build(dist, kept, owner, over)
+    for mode in _POLICY_CHAIN[policy]:
+        w = _walk(w, k, mode, out)
+        if w.n == 0:
+            break
+    return torch.from_numpy(out)
+
+
+def _fill_flat(dist: Distillation, kept: Tensor, owner: Tensor, k: int) -> Tensor:
+    """Fill-up: add the highest-Δ missing pairs to explanations with fewer than ``k`` pairs.
+
+    Without the connectivity rule the ``k − count`` highest-Δ missing pairs are added. With it,
+    pairs are added one at a time: the highest-Δ missing pair touching the explanation (a node of
+    its pairs, or the target node); an empty graph-task explanation starts from the highest-Δ
+    pair. Ties: lower pair index. Stops at ``k`` pairs or when no pair can be added.
+    """
+    kept = kept.clone()
+    count = torch.zeros(len(dist), dtype=torch.long).scatter_add_(0, owner, kept.long())
+    need = (count < k) & (dist.num_pairs > count)
+    if not bool(need.any()):
         return kept
-    # remaining pairs of the instances over budget, in ascending (weight, index) per instance
-    cand = torch.nonzero(kept & over[owner]).view(-1)
-    cand = cand[_segment_order(order_key(dist.weights[cand], dist.tol), owner[cand])]
+    cand = torch.nonzero(~kept & need[owner]).view(-1)
+    cand = cand[_np_segment_order(order_key(-dist.delta[cand], dist.tol), owner[cand])]
+    cand_owner = owner[cand]
     if not dist.connected:
-        # removals never cascade: drop the first count − k candidates of each instance
-        cand_owner = owner[cand]
-        rank = segment_arange(torch.bincount(cand_owner, minlength=len(dist))[over])
-        drop = rank < (count[cand_owner] - k)
-        kept[cand[drop]] = False
+        rank = segment_arange(torch.bincount(cand_owner, minlength=len(dist))[need])
+        kept[cand[rank < (k - count[cand_owner])]] = True
         return kept
-    return _topk_connected(dist, kept, cand, owner, k)
-
-
-def _structure_layout(dist: Distillation) -> _Layout:
-    """A featureless layout of the graphs in ``dist`` (enough for the connectivity rule)."""
-    owner = torch.repeat_interleave(torch.arange(len(dist)), dist.num_pairs)
     node_ptr = _ptr(dist.num_nodes)
-    return _Layout(
-        x=torch.zeros(int(node_ptr[-1]), 0), pairs=dist.pairs + node_ptr[:-1][owner],
-        local_pairs=dist.pairs, node_ptr=node_ptr, pair_ptr=dist.pair_ptr,
-        num_nodes=dist.num_nodes, num_pairs=dist.num_pairs, targets=dist.targets,
-        labels=dist.labels, pair_owner=owner)
-
-
-def _topk_connected(dist: Distillation, kept: Tensor, cand: Tensor, owner: Tensor,
-                    k: int) -> Tensor:
-    """Top-K with the connectivity rule: all over-budget instances in lockstep, no forward."""
-    ids = torch.unique(owner[cand])  # instances over budget
-    per = torch.bincount(owner[cand], minlength=len(dist))[ids]
-    sort = torch.sort(per, descending=True, stable=True).indices
-    ids, per = ids[sort], per[sort]
-    layout = _build_from(_structure_layout(dist), ids)
-    sub_ptr = layout.pair_ptr
-    flat = _gather_segments(torch.arange(kept.numel()), dist.pair_ptr, ids)
-    sub_kept = kept[flat].numpy().copy()
-    # candidates (ascending weight) as chunk pair ids, one segment per instance of ids
-    inv = torch.full((len(dist),), -1, dtype=torch.long)
-    inv[ids] = torch.arange(ids.numel())
-    cand_owner = inv[owner[cand]]
-    cand_sub = cand - dist.pair_ptr[:-1][owner[cand]] + sub_ptr[:-1][cand_owner]
-    cand_order = torch.sort(cand_owner, stable=True).indices  # group by sub owner, keep order
-    cand_sub = cand_sub[cand_order].numpy()
-    cand_ptr = _ptr(per).numpy()
-    counts_np = per.numpy()
-    owner_np = layout.pair_owner.numpy()
-    comps = _Components(layout)
-    n_sub = int(ids.numel())
-    count = np.bincount(owner_np, weights=sub_kept, minlength=n_sub).astype(np.int64)
-    active = np.searchsorted(-counts_np, -np.arange(int(counts_np[0])), side="left")
-    for s in range(int(counts_np[0])):
-        m = int(active[s])
-        c = cand_sub[cand_ptr[:m] + s]
-        act = (count[:m] > k) & sub_kept[c]
-        if not act.any():
-            if not (count[:m] > k).any():
-                break
-            continue
-        q = int(sub_ptr[m])
-        tent = sub_kept[:q].copy()
-        tent[c[act]] = False
-        tent = comps.apply(tent, m)
-        upd = act[owner_np[:q]]
-        sub_kept[:q] = np.where(upd, tent, sub_kept[:q])
-        count[:m] = np.bincount(owner_np[:q], weights=sub_kept[:q], minlength=m).astype(np.int64)
-    kept[flat] = torch.from_numpy(sub_kept)
+    node_off = node_ptr[:-1]
+    cu = (dist.pairs[0, cand] + node_off[cand_owner]).numpy()
+    cv = (dist.pairs[1, cand] + node_off[cand_owner]).numpy()
+    cown = cand_owner.numpy()
+    in_set = np.zeros(int(node_ptr[-1]), dtype=bool)
+    kept_ids = torch.nonzero(kept).view(-1)
+    kept_off = node_off[owner[kept_ids]]
+    in_set[(dist.pairs[0, kept_ids] + kept_off).numpy()] = True
+    in_set[(dist.pairs[1, kept_ids] + kept_off).numpy()] = True
+    node_task = bool((dist.targets >= 0).any())
+    if node_task:
+        in_set[(node_off + dist.targets).numpy()] = True
+    empty = (count == 0).numpy() & (not node_task)  # may start anywhere
+    missing = (k - count).numpy()
+    taken = np.zeros(cu.shape[0], dtype=bool)
+    while True:
+        ok = ~taken & (missing[cown] > 0) & (in_set[cu] | in_set[cv] | empty[cown])
+        idx = np.flatnonzero(ok)
+        if idx.size == 0:
+            break
+        _, first = np.unique(cown[idx], return_index=True)  # the best candidate per instance
+        pick = idx[first]
+        taken[pick] = True
+        in_set[cu[pick]] = True
+        in_set[cv[pick]] = True
+        empty[cown[pick]] = False
+        missing[cown[pick]] -= 1
+    kept[cand[torch.from_numpy(taken)]] = True
     return kept
 
 

@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from .config import check_k
-from .distill import TIE_TOL, check_label_source, cross_entropy
+from .distill import (DEFAULT_TOPK_POLICY, TIE_TOL, check_label_source, check_topk_policy,
+                      cross_entropy)
 from .instances import Instance, collate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,32 +112,124 @@ def reference_distill(instances: Sequence[Instance], black_box: "BlackBox", conn
             for inst in instances]
 
 
-def reference_topk(instance: Instance, result: ReferenceResult, k: int, connected: bool,
-                   tol: float = TIE_TOL) -> Tensor:
-    """Top-K mask of one instance: walk the kept pairs in ascending (weight, index) and remove
-    while more than ``k`` remain, applying the connectivity rule after each removal."""
-    check_k(k)
-    mask = result.kept.clone()
-    if int(mask.sum()) <= k:
-        return mask
-    remaining = [j for j in range(instance.num_pairs) if mask[j]]
-    remaining.sort(key=lambda j: (_key(float(result.weights[j]), tol), j))
-    for j in remaining:
+def _by_weight(mask: Tensor, result: ReferenceResult, tol: float) -> list[int]:
+    """The pairs in ``mask``, ascending by (weight, index)."""
+    pairs = [j for j in range(mask.numel()) if mask[j]]
+    return sorted(pairs, key=lambda j: (_key(float(result.weights[j]), tol), j))
+
+
+def _remove(instance: Instance, mask: Tensor, j: int, connected: bool) -> Tensor:
+    out = mask.clone()
+    out[j] = False
+    return keep_component(instance, out) if connected else out
+
+
+def _paper(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
+           tol: float) -> Tensor:
+    """Appendix C: while more than ``k`` remain, remove the lowest-weight pair (+ the rule)."""
+    for j in _by_weight(mask, result, tol):
         if int(mask.sum()) <= k:
             break
-        if not mask[j]:
-            continue
-        mask[j] = False
-        if connected:
-            mask = keep_component(instance, mask)
+        if mask[j]:
+            mask = _remove(instance, mask, j, connected)
+    return mask
+
+
+def _exact(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
+           tol: float) -> Tensor:
+    """Passes in ascending weight; accept a removal only if at least ``k`` pairs remain."""
+    accepted = True
+    while int(mask.sum()) > k and accepted:
+        accepted = False
+        for j in _by_weight(mask, result, tol):
+            if int(mask.sum()) <= k:
+                break
+            if not mask[j]:
+                continue
+            tentative = _remove(instance, mask, j, connected)
+            if int(tentative.sum()) >= k:
+                mask, accepted = tentative, True
+    return _paper(instance, result, mask, k, connected, tol)
+
+
+def _nosplit(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
+             tol: float) -> Tensor:
+    """Remove the lowest-weight pair whose removal drops no other pair, until ``k`` remain.
+
+    An explanation that is not already the one component the rule keeps (a disconnected graph
+    the greedy phase left untouched) is split already: it goes to :func:`_exact` directly.
+    """
+    if connected and not torch.equal(keep_component(instance, mask), mask):
+        return _exact(instance, result, mask, k, connected, tol)
+    while int(mask.sum()) > k:
+        for j in _by_weight(mask, result, tol):
+            tentative = _remove(instance, mask, j, connected)
+            if int(tentative.sum()) == int(mask.sum()) - 1:
+                mask = tentative
+                break
+        else:
+            break  # every removal splits something off
+    return _exact(instance, result, mask, k, connected, tol)
+
+
+_POLICIES = {"paper": _paper, "exact": _exact, "nosplit": _nosplit}
+
+
+def reference_fill(instance: Instance, result: ReferenceResult, mask: Tensor, k: int,
+                   connected: bool, tol: float = TIE_TOL) -> Tensor:
+    """Fill-up: add missing pairs in descending (Δ, then ascending index) while fewer than ``k``.
+
+    With the connectivity rule a pair is added only if it touches the explanation (an endpoint
+    of one of its pairs, or the target node); an empty graph-task explanation takes any pair.
+    """
+    mask = mask.clone()
+    order = sorted((j for j in range(instance.num_pairs) if not mask[j]),
+                   key=lambda j: (-_key(float(result.delta[j]), tol), j))
+    pairs = instance.pairs
+    nodes = {int(x) for j in range(instance.num_pairs) if mask[j] for x in pairs[:, j]}
+    if instance.target is not None:
+        nodes.add(int(instance.target))
+    while int(mask.sum()) < k:
+        for j in order:
+            u, v = int(pairs[0, j]), int(pairs[1, j])
+            if mask[j]:
+                continue
+            if not connected or not nodes or u in nodes or v in nodes:
+                mask[j] = True
+                nodes.update((u, v))
+                break
+        else:
+            break  # nothing left that can be added
+    return mask
+
+
+def reference_topk(instance: Instance, result: ReferenceResult, k: int, connected: bool,
+                   tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
+                   fill: bool = False) -> Tensor:
+    """Top-K mask of one instance (policies as in :meth:`gem_core.distill.Distillation.topk`).
+
+    Starting from the greedy phase's pairs: with at most ``k`` of them, keep them all; else
+    remove pairs by ``policy`` (falling back ``"nosplit"`` -> ``"exact"`` -> ``"paper"`` while
+    more than ``k`` remain), applying the connectivity rule after every removal. Then, with
+    ``fill``, :func:`reference_fill`.
+    """
+    check_k(k)
+    check_topk_policy(policy)
+    mask = result.kept.clone()
+    if int(mask.sum()) > k:
+        mask = _POLICIES[policy](instance, result, mask, k, connected, tol)
+    if fill:
+        mask = reference_fill(instance, result, mask, k, connected, tol)
     return mask
 
 
 def reference_topk_all(instances: Sequence[Instance], results: Sequence[ReferenceResult], k: int,
-                       connected: bool, tol: float = TIE_TOL) -> list[Tensor]:
+                       connected: bool, tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
+                       fill: bool = False) -> list[Tensor]:
     """:func:`reference_topk` for every instance."""
-    return [reference_topk(inst, res, k, connected, tol) for inst, res in zip(instances, results)]
+    return [reference_topk(inst, res, k, connected, tol, policy, fill)
+            for inst, res in zip(instances, results)]
 
 
 __all__ = ["ReferenceResult", "keep_component", "reference_distill", "reference_distill_one",
-           "reference_topk", "reference_topk_all"]
+           "reference_fill", "reference_topk", "reference_topk_all"]

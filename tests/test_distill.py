@@ -6,10 +6,11 @@ import json
 import pytest
 import torch
 
-from gem_core.distill import (Distillation, distill, distill_dataset, distillation_path,
-                              load_distillation, topk_accuracy)
-from gem_core.distill_reference import (keep_component, reference_distill, reference_topk,
-                                        reference_topk_all)
+from gem_core.distill import (DEFAULT_TOPK_POLICY, TOPK_POLICIES, Distillation, distill,
+                              distill_dataset, distillation_path, load_distillation,
+                              topk_accuracy)
+from gem_core.distill_reference import (ReferenceResult, keep_component, reference_distill,
+                                        reference_topk, reference_topk_all)
 from gem_core.instances import Instance, to_pairs
 from gem_core.store import load_torch
 from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
@@ -71,15 +72,35 @@ def _assert_same(dist: Distillation, instances, black_box, connected: bool, labe
         assert torch.equal(mine.kept, r.kept), i
         assert torch.allclose(mine.weights, r.weights, atol=1e-5), i
         assert abs(mine.full_loss - r.full_loss) < 1e-5 and abs(mine.greedy_loss - r.greedy_loss) < 1e-5
-    for k in KS:
-        for i, (a, b) in enumerate(zip(dist.topk(k), reference_topk_all(instances, ref, k, connected))):
-            if not torch.equal(a, b):
-                # Exact ties (symmetric graphs) can straddle the 1e-6 tie bucket differently in a
-                # batched and a single-graph forward pass; only tied alternatives are accepted.
-                w = dist.instance(i).weights.double()
-                assert int(a.sum()) == int(b.sum()), (k, i)
-                assert torch.allclose(w[a].sort().values, w[b].sort().values, atol=1e-5), (k, i)
+    _assert_same_topk(dist, instances, connected)
     return ref
+
+
+def _as_reference(dist: Distillation) -> list[ReferenceResult]:
+    """The batched distillation's per-instance results in the reference's format."""
+    out = []
+    for i in range(len(dist)):
+        d = dist.instance(i)
+        out.append(ReferenceResult(d.delta, d.weights, d.kept, d.label, d.full_loss, d.greedy_loss))
+    return out
+
+
+def _assert_same_topk(dist: Distillation, instances, connected: bool, ks=KS, ref=None,
+                      fills=(False, True)):
+    """Batched top-K == reference top-K for every K, policy and fill-up setting.
+
+    Top-K is a function of the structure, the kept pairs, the weights and Δ only, so both get
+    the same inputs (by default the batched ones): weights that agree up to float noise could
+    still fall on two sides of a ``round(value / tol)`` tie bucket and order differently.
+    """
+    ref = _as_reference(dist) if ref is None else ref
+    for policy in TOPK_POLICIES:
+        for fill in fills:
+            for k in ks:
+                mine = dist.topk(k, policy=policy, fill=fill)
+                theirs = reference_topk_all(instances, ref, k, connected, policy=policy, fill=fill)
+                for i, (a, b) in enumerate(zip(mine, theirs)):
+                    assert torch.equal(a, b), (policy, fill, k, i)
 
 
 # ----------------------------------------------------------------------------- batched == reference
@@ -197,6 +218,180 @@ def test_topk_accuracy_deletes_edges():
     assert topk_accuracy(instances, none, bb, "cpu") == pytest.approx(expect_none)
 
 
+# ----------------------------------------------------------------------------- top-K policies
+
+def _manual(instances, weights, kept, delta, connected: bool) -> Distillation:
+    """A distillation with chosen weights / kept pairs / Δ (no forward pass needed)."""
+    counts = torch.tensor([i.num_pairs for i in instances], dtype=torch.long)
+    n = len(instances)
+    return Distillation(
+        pairs=torch.cat([i.pairs.long() for i in instances], dim=1),
+        pair_ptr=torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)]),
+        num_nodes=torch.tensor([i.num_nodes for i in instances]),
+        targets=torch.tensor([-1 if i.target is None else i.target for i in instances]),
+        indices=torch.arange(n), labels=torch.zeros(n, dtype=torch.long),
+        full_loss=torch.zeros(n, dtype=torch.float64),
+        greedy_loss=torch.zeros(n, dtype=torch.float64),
+        delta=torch.cat(delta), weights=torch.cat(weights), kept=torch.cat(kept),
+        connected=connected, label_source="true")
+
+
+def _references(weights, kept, delta):
+    return [ReferenceResult(d, w, m, 0, 0.0, 0.0) for w, m, d in zip(weights, kept, delta)]
+
+
+def _random_structures(task: str, seed: int, count: int = 160):
+    """Random graphs (up to 16 nodes, some disconnected) with random kept sets and weights.
+
+    Weights and Δ are drawn from a few levels so that ties are common.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    instances, weights, kept, delta = [], [], [], []
+    for _ in range(count):
+        n = int(torch.randint(1, 17, (1,), generator=gen))
+        density = float(torch.rand(1, generator=gen)) * 0.4 + 0.05
+        adj = torch.rand(n, n, generator=gen) < density
+        target = int(torch.randint(0, n, (1,), generator=gen))
+        inst = _instance(adj.nonzero().tolist(), n, task, gen, x=torch.zeros(n, FEATURES),
+                         target=target)
+        p = inst.num_pairs
+        mask = torch.rand(p, generator=gen) < 0.85
+        if task == "node" or bool(torch.rand(1, generator=gen) < 0.7):
+            mask = keep_component(inst, mask)  # what the greedy phase leaves: one component
+        levels = torch.randint(1, 6, (p,), generator=gen).double() * 0.25
+        instances.append(inst)
+        weights.append(torch.where(mask, levels, torch.zeros_like(levels)))
+        kept.append(mask)
+        delta.append(torch.randint(-3, 4, (p,), generator=gen).double() * 0.1)
+    return instances, weights, kept, delta
+
+
+def _component_count(inst: Instance, mask: torch.Tensor) -> int:
+    """Connected components with at least one pair among the pairs in ``mask``."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_edges_from(inst.pairs[:, mask].t().tolist())
+    return nx.number_connected_components(g)
+
+
+@pytest.mark.parametrize("task", ["graph", "node"])
+@pytest.mark.parametrize("connected", [True, False])
+def test_topk_policies_match_reference_on_random_structures(task, connected):
+    instances, weights, kept, delta = _random_structures(task, seed=11 if connected else 12,
+                                                         count=50)
+    dist = _manual(instances, weights, kept, delta, connected)
+    _assert_same_topk(dist, instances, connected, ks=(1, 3, 6, 12),
+                      ref=_references(weights, kept, delta))
+
+
+@pytest.mark.parametrize("task", ["graph", "node"])
+def test_topk_invariants(task):
+    instances, weights, kept, delta = _random_structures(task, seed=21)
+    dist = _manual(instances, weights, kept, delta, True)
+    for k in (1, 3, 6, 10):
+        for policy in TOPK_POLICIES:
+            for fill in (False, True):
+                masks = dist.topk(k, policy=policy, fill=fill)
+                for inst, m, kp in zip(instances, masks, kept):
+                    n_kept, n = int(kp.sum()), int(m.sum())
+                    assert n <= k, (policy, fill, k)
+                    if not fill:
+                        assert bool((m <= kp).all())  # top-K only removes pairs
+                        if n_kept <= k:
+                            assert torch.equal(m, kp)  # at most K pairs: all kept
+                    if n_kept > k or (fill and n_kept < k):
+                        # something was removed (the rule was applied) or added next to it
+                        if n_kept > k or _component_count(inst, kp) <= 1:
+                            assert _component_count(inst, m) <= 1, (policy, fill, k)
+                        if task == "node" and n:
+                            touching = (inst.pairs[:, m] == inst.target).any()
+                            assert bool(touching), "the explanation must hold the target"
+                    if (n_kept > k and policy != "paper" and _component_count(inst, kp) == 1
+                            and torch.equal(keep_component(inst, kp), kp)):
+                        assert n == k, (policy, k)  # a connected explanation uses its budget
+
+
+def test_nosplit_and_exact_use_the_budget_where_paper_does_not():
+    gen = torch.Generator().manual_seed(0)
+    # path 0-1-2-3-4-5 (pairs in order); the middle pair has the lowest weight
+    path = _instance([(i, i + 1) for i in range(5)], 6, "graph", gen)
+    w = [torch.tensor([0.5, 0.6, 0.1, 0.7, 0.4], dtype=torch.float64)]
+    kept = [torch.ones(5, dtype=torch.bool)]
+    delta = [torch.zeros(5, dtype=torch.float64)]
+    dist = _manual([path], w, kept, delta, True)
+    # paper: removing (2, 3) splits the path in two halves of 3 nodes; the lowest ids win
+    assert dist.topk(4, policy="paper")[0].tolist() == [True, True, False, False, False]
+    # nosplit: remove the lowest-weight pendant pair (4, 5)
+    assert dist.topk(4, policy="nosplit")[0].tolist() == [True, True, True, True, False]
+    # exact: (2, 3) would leave 2 < 4 pairs, so it is kept; (4, 5) goes next
+    assert dist.topk(4, policy="exact")[0].tolist() == [True, True, True, True, False]
+    # K = 2: exact accepts the split (exactly 2 left); nosplit peels pendant pairs (4, 5), (0, 1)
+    # and (1, 2), never the bridge (2, 3) in the middle
+    assert dist.topk(2, policy="exact")[0].tolist() == [True, True, False, False, False]
+    assert dist.topk(2, policy="nosplit")[0].tolist() == [False, False, True, True, False]
+    assert DEFAULT_TOPK_POLICY == "nosplit"
+    assert torch.equal(dist.topk(4)[0], dist.topk(4, policy="nosplit")[0])
+
+
+def test_fill_up():
+    gen = torch.Generator().manual_seed(0)
+    # node task, target 0: 0-1, 1-2, 2-3, 0-4, 5-6 (5-6 never touches the explanation)
+    inst = _instance([(0, 1), (1, 2), (2, 3), (0, 4), (5, 6)], 7, "node", gen, target=0)
+    pairs = inst.pairs.t().tolist()
+    order = {tuple(p): j for j, p in enumerate(pairs)}
+    kept = torch.zeros(5, dtype=torch.bool)
+    delta = torch.zeros(5, dtype=torch.float64)
+    delta[order[(5, 6)]] = 9.0   # highest Δ but disconnected from the target
+    delta[order[(2, 3)]] = 5.0   # reachable only after (1, 2)
+    delta[order[(1, 2)]] = 1.0
+    delta[order[(0, 1)]] = 0.5
+    delta[order[(0, 4)]] = 0.7
+    w = torch.zeros(5, dtype=torch.float64)
+    dist = _manual([inst], [w], [kept], [delta], True)
+    picked = lambda m: {tuple(pairs[j]) for j in range(5) if m[j]}  # noqa: E731
+    assert picked(dist.topk(1, fill=True)[0]) == {(0, 4)}
+    assert picked(dist.topk(3, fill=True)[0]) == {(0, 4), (0, 1), (1, 2)}
+    assert picked(dist.topk(4, fill=True)[0]) == {(0, 4), (0, 1), (1, 2), (2, 3)}
+    assert picked(dist.topk(9, fill=True)[0]) == {(0, 4), (0, 1), (1, 2), (2, 3)}  # (5, 6) never
+    assert int(dist.topk(3)[0].sum()) == 0  # no fill-up: the empty greedy result stays
+    # without the connectivity rule: simply the highest Δ
+    free = _manual([inst], [w], [kept], [delta], False)
+    assert picked(free.topk(2, fill=True)[0]) == {(5, 6), (2, 3)}
+    # graph task with an empty explanation: start from the highest-Δ pair
+    g = _instance([(0, 1), (1, 2), (2, 3), (0, 4), (5, 6)], 7, "graph", gen)
+    gd = _manual([g], [w], [kept], [delta], True)
+    assert picked(gd.topk(1, fill=True)[0]) == {(5, 6)}
+    assert picked(gd.topk(3, fill=True)[0]) == {(5, 6)}  # nothing else touches (5, 6)
+
+
+def test_topk_policy_validation_and_edge_cases():
+    bb = _black_box("graph")
+    gen = torch.Generator().manual_seed(0)
+    lonely, small = _instance([], 3, "graph", gen), _instance([(0, 1), (1, 2)], 3, "graph", gen)
+    dist = distill([lonely, small], bb, connected=True, device="cpu")
+    for policy in TOPK_POLICIES:
+        for fill in (False, True):
+            masks = dist.topk(5, policy=policy, fill=fill)
+            assert masks[0].numel() == 0  # zero pairs
+            assert int(masks[1].sum()) == (2 if fill else int(dist.kept_masks()[1].sum()))
+    with pytest.raises(ValueError, match="policy"):
+        dist.topk(3, policy="greedy")
+    with pytest.raises(ValueError, match="policy"):
+        reference_topk(small, reference_distill([small], bb, True)[0], 3, True, policy="x")
+    assert dist.instance(1, k=1, policy="paper").topk_mask.numel() == 2
+
+
+def test_topk_compaction_many_instances():
+    """Hundreds of instances over budget (the walk compacts itself) still match the oracle."""
+    instances, weights, kept, delta = _random_structures("graph", seed=31, count=200)
+    dist = _manual(instances, weights, kept, delta, True)
+    over = sum(int(m.sum()) > 2 for m in kept)
+    assert over > 2 * 64  # enough instances over budget for the walk to compact itself
+    _assert_same_topk(dist, instances, True, ks=(2,), ref=_references(weights, kept, delta),
+                      fills=(False,))
+
+
 # ----------------------------------------------------------------------------- real data, cache, CLI
 
 @pytest.fixture(scope="module")
@@ -219,9 +414,7 @@ def test_ba_shapes_batched_matches_reference(ba_shapes):
     for i, r in enumerate(ref):
         assert torch.allclose(dist.deltas()[i], r.delta, atol=1e-5)
         assert torch.equal(dist.kept_masks()[i], r.kept)
-    for k in ds.spec.k_grid:
-        for a, b in zip(dist.topk(k), reference_topk_all(instances, ref, k, ds.spec.connected)):
-            assert torch.equal(a, b)
+    _assert_same_topk(dist, instances, ds.spec.connected, ks=ds.spec.k_grid)
 
 
 @pytest.fixture
@@ -274,13 +467,32 @@ def test_cli_distill_json_and_bad_k(private_cache, few_instances, tmp_path, caps
                  "--no-progress", "--threads", "1", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     dist = result["distillation"]
-    assert set(dist) == {"accuracy_at_k", "ms_per_instance", "instances"}
+    assert set(dist) == {"accuracy_at_k", "mean_pairs_at_k", "topk_seconds", "ms_per_instance",
+                         "instances"}
+    assert result["policy"] == DEFAULT_TOPK_POLICY and result["fill"] is False
+    assert all(0 <= dist["mean_pairs_at_k"][k] <= int(k) for k in ("5", "6"))
     assert set(dist["accuracy_at_k"]) == {"5", "6"} and dist["instances"] == 5
     assert all(0.0 <= v <= 1.0 for v in dist["accuracy_at_k"].values())
     assert dist["ms_per_instance"] > 0 and result["cached"] is False
     assert "accuracy at K=  5" in capsys.readouterr().out
     assert main(["distill", "--dataset", "ba_shapes", "--k", "0", "--no-progress"]) == 2
     assert "K must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_distill_policy_and_fill(private_cache, few_instances, tmp_path, capsys):
+    from gem_core.cli import main
+    from gem_core.commands import distill as distill_command
+
+    assert distill_command.POLICIES == TOPK_POLICIES
+    assert distill_command.DEFAULT_POLICY == DEFAULT_TOPK_POLICY
+    out = tmp_path / "p.json"
+    assert main(["distill", "--dataset", "ba_shapes", "--k", "2", "--split", "val", "--policy",
+                 "paper", "--fill", "--no-progress", "--threads", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["policy"] == "paper" and result["fill"] is True
+    assert "top-K policy paper + fill-up" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["distill", "--dataset", "ba_shapes", "--policy", "greedy", "--no-progress"])
 
 
 def test_cli_bench_distill(private_cache, few_instances, tmp_path, capsys):
