@@ -118,7 +118,7 @@ def test_dataset_switch_and_state_survives_page_switch():
     k = _slider(at, "sb_k_tree_cycles")
     assert (k.proto.min, k.proto.max, k.value) == (min(spec.k_grid), max(spec.k_grid),
                                                   spec.default_k)
-    assert any(c.startswith("Tree-cycles · K = 8") for c in texts(at.caption))
+    assert any(c.startswith(f"Tree-cycles · K = {spec.default_k}") for c in texts(at.caption))
     assert any("true class" in m for m in texts(at.markdown))
     k.set_value(10).run()
     at.switch_page("views/benchmarks.py").run()

@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from gem_core.config import get_spec
+
 from .conftest import iframes, make_app, no_exception, texts
 
 
@@ -132,7 +134,7 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     assert not at.error
     assert texts(at.success) == ["Pipeline finished."]
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Distillation accuracy (train, K = 7)"] == "90.0 %"
+    assert metrics[f"Distillation accuracy (train, K = {get_spec('ba_shapes').default_k})"] == "90.0 %"
     assert "Target test accuracy" in metrics
     assert calls == {"dataset": "ba_shapes", "methods": ["random"], "limit": 20}
     assert list(at.dataframe[0].value["method"]) == ["Gem", "GNNExplainer", "Random"]
