@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -19,6 +20,7 @@ import torch
 from gem_core.config import DATASETS, DatasetSpec, get_spec
 from gem_core.device import configure_threads
 from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, METHODS, Workbench, workbench
+from prefetch import Prefetcher
 
 DEFAULT_METHODS: tuple[str, ...] = ("gem", "gnnexplainer", "random")
 # Methods that work on any instance without a fit.
@@ -35,6 +37,20 @@ DATA_HELP = (
 def _threads() -> int:
     """Apply ``$GEM_NUM_THREADS`` once per process."""
     return configure_threads()
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+@st.cache_resource(show_spinner=False)
+def vis_assets_url() -> str | None:
+    """Where the pyvis iframes load vis-network from: the app's static folder when Streamlit
+    serves it (``server.enableStaticServing``), else None (each picture in-lines it)."""
+    from components.graph_view import publish_vis_assets
+
+    if not st.get_option("server.enableStaticServing") or not publish_vis_assets(STATIC_DIR):
+        return None
+    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    return "/" + (base + "/" if base else "") + "app/static"
 
 
 _threads()
@@ -162,14 +178,44 @@ def test_predictions(dataset: str, device: str, digest: str) -> list[list[float]
     return out
 
 
-@st.cache_data(show_spinner=False, max_entries=4000)
-def explain_test_instance(dataset: str, device: str, method: str, position: int,
-                          token: str) -> tuple[list[float], float]:
-    """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
-    wb = get_workbench(dataset, device)
+@st.cache_resource(show_spinner=False)
+def prefetcher() -> Prefetcher:
+    """The process-wide background prefetcher (one worker thread, shared results)."""
+    return Prefetcher()
+
+
+def _explain_one(dataset: str, device: str, method: str, position: int
+                 ) -> tuple[tuple[float, ...], float]:
+    wb = workbench(dataset, device)  # the same shared object as get_workbench()
     inst = wb.instances("test")[position]
     explained = wb.explain(method, [inst])
-    return [float(s) for s in explained.scores[0]], float(explained.ms_per_instance)
+    return tuple(float(s) for s in explained.scores[0]), float(explained.ms_per_instance)
+
+
+def explain_test_instance(dataset: str, device: str, method: str, position: int,
+                          token: str) -> tuple[tuple[float, ...], float]:
+    """Scores of ``method`` for one test instance and the explain time (ms); K-independent.
+
+    Memoised per (instance, explainer ``token``) for all sessions, possibly already computed
+    by :func:`prefetch_test_instances`.
+    """
+    return prefetcher().get(("scores", dataset, device, method, position, token),
+                            lambda: _explain_one(dataset, device, method, position))
+
+
+def prefetch_test_instances(wb: Workbench, device: str, methods: Iterable[str],
+                            positions: Iterable[int],
+                            extra: Iterable[tuple[Hashable, Callable[[], Any]]] = ()) -> None:
+    """Queue the explanations of ``positions`` (most wanted first) for the background thread."""
+    n = len(wb.instances("test"))
+    ready = [(m, explainer_token(wb, m)) for m in methods if method_ready(wb, m)]
+    jobs: list[tuple[Hashable, Callable[[], Any]]] = list(extra)
+    for pos in positions:
+        if 0 <= pos < n:
+            for m, token in ready:
+                jobs.append((("scores", wb.name, device, m, pos, token),
+                             lambda m=m, pos=pos: _explain_one(wb.name, device, m, pos)))
+    prefetcher().request(jobs)
 
 
 # ----------------------------------------------------------------------------- progress
@@ -210,6 +256,7 @@ def run_page(render: Callable[[], None]) -> None:
     passes through.
     """
     try:
-        render()
+        with prefetcher().foreground():
+            render()
     except Exception as exc:
         show_error(exc, "This page stopped on an unexpected error")

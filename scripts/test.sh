@@ -19,4 +19,8 @@ if [ -z "${GEM_DATA_ROOT:-}" ] && [ -d ../shared/data/TUDataset ]; then
   export GEM_DATA_ROOT="$(cd ../shared/data/TUDataset && pwd)"
 fi
 export GEM_NUM_THREADS="${GEM_NUM_THREADS:-1}"
+# With Chromium present a browser test that cannot run fails instead of being skipped.
+if command -v chromium >/dev/null 2>&1 || [ -n "${GEM_CHROMIUM:-}" ]; then
+  export GEM_REQUIRE_BROWSER="${GEM_REQUIRE_BROWSER:-1}"
+fi
 exec python3 -m pytest "$@"

@@ -9,8 +9,11 @@ from __future__ import annotations
 import html
 import io
 import json
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional, Sequence
 
 import networkx as nx
@@ -143,11 +146,85 @@ def _legend_html(pic: GraphPicture) -> str:
             "line-height:1.6'>" + "".join(items) + "</div>")
 
 
-def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
-    """A self-contained interactive HTML page of the picture (no network access needed)."""
+_TEMPLATE_ENVS: dict[str, object] = {}
+
+
+def _shared_template_env(template_dir: str):
+    """One Jinja environment per pyvis template folder, so the templates compile once.
+
+    pyvis makes a new environment per ``Network``, which re-lexes its ~600 kB inline vis.js
+    template on every call (~0.15 s per panel). Jinja environments are thread-safe.
+    """
+    env = _TEMPLATE_ENVS.get(template_dir)
+    if env is None:
+        from jinja2 import Environment, FileSystemLoader
+
+        env = _TEMPLATE_ENVS.setdefault(template_dir,
+                                        Environment(loader=FileSystemLoader(template_dir)))
+    return env
+
+
+VIS_FILES = ("vis-network.min.js", "vis-network.css")
+
+
+def _vis_dir() -> Path:
+    import pyvis
+
+    return Path(pyvis.__file__).resolve().parent / "templates" / "lib" / "vis-9.1.2"
+
+
+def publish_vis_assets(static_dir: Path) -> bool:
+    """Copy vis-network's script and stylesheet into the app's static folder (atomically).
+
+    Pictures made with ``assets_url`` then load them by URL: one ~0.7 MB download the browser
+    caches and compiles once, instead of the same bytes in-lined into every iframe on every
+    rerun. Returns False (and the app keeps in-lining) when the folder cannot be written.
+    """
+    try:
+        static_dir.mkdir(parents=True, exist_ok=True)
+        for name in VIS_FILES:
+            src, dst = _vis_dir() / name, static_dir / name
+            if dst.exists() and dst.stat().st_size == src.stat().st_size:
+                continue
+            tmp = dst.with_suffix(dst.suffix + f".{os.getpid()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        return True
+    except OSError:
+        return False
+
+
+_REMOTE_VIS = re.compile(
+    r"<(link|script)\b[^>]*(?:href|src)=\"https://[^\"]*/vis-network(?:\.min)?\.(css|js)\"[^>]*>",
+    re.IGNORECASE)
+
+
+def _link_vis(page: str, assets_url: str) -> str:
+    """Point pyvis' CDN tags for vis-network at ``assets_url`` (the rest is stripped later)."""
+    base = html.escape(assets_url.rstrip("/"), quote=True)
+
+    def local(m: re.Match) -> str:
+        if m.group(2).lower() == "css":
+            return f"<link rel='stylesheet' href='{base}/{VIS_FILES[1]}'>"
+        return f"<script src='{base}/{VIS_FILES[0]}'>"  # pyvis' own </script> follows
+
+    page, n = _REMOTE_VIS.subn(local, page)
+    if n != 2:
+        raise RuntimeError(f"pyvis template changed: expected 2 vis-network tags, found {n}")
+    return page
+
+
+def pyvis_html(pic: GraphPicture, height: int = 340, assets_url: Optional[str] = None) -> str:
+    """An interactive HTML page of the picture that needs no network access.
+
+    By default self-contained (vis-network in-lined); with ``assets_url`` the vis-network files
+    are linked from there instead (see :func:`publish_vis_assets`).
+    """
     from pyvis.network import Network
 
-    net = Network(height=f"{height}px", width="100%", cdn_resources="in_line", directed=False)
+    net = Network(height=f"{height}px", width="100%", directed=False,
+                  cdn_resources="in_line" if assets_url is None else "remote")
+    net.templateEnv = _shared_template_env(net.template_dir)
     scale = 420.0
     for i in range(pic.num_nodes):
         x, y = pic.positions[i]
@@ -171,6 +248,8 @@ def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
         "interaction": {"hover": True, "dragNodes": True, "zoomView": True},
     }))
     page = net.generate_html()
+    if assets_url is not None:
+        page = _link_vis(page, assets_url)
     page = strip_cdn(page)
     page = page.replace("<body>", "<body style='margin:0'>" + _legend_html(pic), 1)
     return page

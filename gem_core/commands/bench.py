@@ -12,6 +12,7 @@ from typing import Any
 
 from ..device import configure_threads
 from ..progress import tqdm_progress
+from .bench_app import register_app
 from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
 
 
@@ -141,4 +142,5 @@ def black_box_warmup(black_box: Any, instances: Sequence[Any]) -> None:
 
 BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...] = (
     ("distill", _register_distill),
+    ("app", register_app),
 )

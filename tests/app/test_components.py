@@ -34,6 +34,21 @@ def test_pyvis_is_offline_and_escaped():
     assert "explanation edge" in page  # legend
 
 
+def test_pyvis_links_vis_network_from_the_app_static_folder(tmp_path):
+    pic = _picture().with_explanation([True, True, False, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
+    inline = graph_view.pyvis_html(pic, 300)
+    linked = graph_view.pyvis_html(pic, 300, assets_url="/app/static")
+    assert "<script src='/app/static/vis-network.min.js'></script>" in linked
+    assert "href='/app/static/vis-network.css'" in linked
+    assert len(linked) < len(inline) // 20  # the ~0.7 MB of vis-network is no longer in-lined
+    assert "new vis.Network" in linked and "https://" not in linked
+    assert graph_view.publish_vis_assets(tmp_path / "static")
+    for name in graph_view.VIS_FILES:
+        published = (tmp_path / "static" / name).read_text(encoding="utf-8")
+        assert published.strip() and published.strip() in inline
+    assert not list((tmp_path / "static").glob("*.tmp"))
+
+
 def test_strip_cdn_removes_network_tags():
     html = ('<head><link rel="stylesheet" href="https://cdn.jsdelivr.net/x.css" />'
             '<script src="https://cdn.jsdelivr.net/x.js"></script><script>var a=1;</script></head>')

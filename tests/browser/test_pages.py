@@ -1,0 +1,126 @@
+"""Every page of the app in a real browser: Explore on a fresh cache, the other pages, charts."""
+from __future__ import annotations
+
+import json
+import pytest
+
+from gem_core.commands.bench_app import (IDLE, MAIN, explanation_panels, mark_panels_old,
+                                         panel_drawn, panel_frame, selected_methods, set_k,
+                                         slider_value,
+                                         wait_panels_drawn)
+from gem_core.pipeline import METHOD_TITLES
+
+from .conftest import (OUTPUT, PROJECT, assert_no_errors, goto_page, heading, open_app,
+                       screenshot)
+
+pytestmark = pytest.mark.browser
+
+KEY_OF_TITLE = {title: key for key, title in METHOD_TITLES.items()}
+PAGES = (  # url path, heading
+    ("molecule", "Explain a molecule"),
+    ("benchmarks", "Benchmarks"),
+    ("pipeline", "Pipeline"),
+    ("how-it-works", "How Gem works"),
+)
+
+
+def _assert_pyvis_drawn(page, panel: str) -> None:
+    frame = panel_frame(page, panel)
+    assert frame is not None, f"no pyvis iframe in {panel}"
+    assert frame.evaluate("typeof vis") == "object", f"vis is not defined in the {panel} iframe"
+    assert frame.locator("canvas").count() >= 1, f"no <canvas> in the {panel} iframe"
+    assert panel_drawn(page, panel) > 500, f"the {panel} canvas is blank"
+
+
+def test_explore_on_a_fresh_cache_shows_ba_shapes_explanations(app_server, page):
+    """The README's first command on a new machine: BA-shapes explained, nothing trained."""
+    open_app(page, app_server, "/")
+    assert heading(page) == "Explore explanations"
+    assert page.locator(".st-key-sb_dataset input[role=combobox]").input_value() == "BA-shapes"
+    main = page.locator(MAIN).inner_text()
+    assert "Test instance #0" in main and "Training the" not in main
+
+    page.locator(".st-key-sb_methods [data-tag]").first.wait_for()
+    chosen = selected_methods(page)
+    assert chosen, "no explainer selected by default"
+    drawn, to_fit = [], []
+    for title in chosen:
+        key = KEY_OF_TITLE[title]
+        if page.query_selector(f".st-key-panel_{key} iframe"):
+            _assert_pyvis_drawn(page, f"panel_{key}")
+            text = page.locator(f".st-key-panel_{key}").inner_text()
+            assert "on the explanation" in text and "edges" in text, text
+            drawn.append(key)
+        else:  # an explainer that needs a one-off fit offers the button instead
+            assert page.locator(f".st-key-ex_fit_{key} button").is_visible(), title
+            to_fit.append(key)
+    _assert_pyvis_drawn(page, "panel_original")
+    assert drawn, f"no explanation drawn for the default explainers {chosen}"
+    assert_no_errors(page)
+    # The shipped target served the page: nothing was trained into the empty cache.
+    trained = list((app_server.cache_dir / "targets").glob("*")) if app_server.cache_dir else []
+    assert not trained, trained
+    (OUTPUT / "browser-explore-defaults.json").write_text(json.dumps(
+        {"selected": chosen, "drawn": drawn, "fit_button": to_fit}, indent=2))
+    screenshot(page, "explore")
+
+    # K one step up: the caption and every explanation panel follow.
+    panels = explanation_panels(page)
+    k = slider_value(page, "ba_shapes") + 1
+    mark_panels_old(page, panels)
+    set_k(page, "ba_shapes", "ArrowRight")
+    wait_panels_drawn(page, panels, [f".st-key-ex_svg_ba_shapes-0-{p[6:]}-k{k}" for p in panels])
+    page.wait_for_selector(IDLE)
+    assert f"K = {k}" in page.locator(MAIN).inner_text()
+    for p in panels:
+        assert f"· {k} edges" in page.locator(f".st-key-{p}").inner_text()
+    assert_no_errors(page)
+
+
+def test_every_page_opens(app_server, page):
+    open_app(page, app_server, "/")
+    links = page.eval_on_selector_all("[data-testid=stSidebarNav] a",
+                                      "els => els.map(e => new URL(e.href).pathname)")
+    assert links == ["/", *(f"/{path}" for path, _ in PAGES)]
+    for path, title in PAGES:
+        goto_page(page, path, title)
+        assert heading(page) == title
+        assert_no_errors(page)
+        if path == "how-it-works":  # a live pyvis example and Plotly bar charts
+            frames = page.locator(f"{MAIN} iframe")
+            assert frames.count() >= 1
+            frame = frames.first.element_handle().content_frame()
+            frame.wait_for_function("typeof network !== 'undefined'")
+            assert frame.evaluate("typeof vis") == "object"
+            assert frame.locator("canvas").count() >= 1
+            page.locator(f"{MAIN} .js-plotly-plot .main-svg").first.wait_for()
+        screenshot(page, path)
+    # Direct links work too (a fresh session on that page).
+    open_app(page, app_server, "/how-it-works")
+    assert heading(page) == "How Gem works"
+
+
+def test_benchmarks_page_draws_plotly_charts(app_server, page):
+    results = PROJECT / "assets" / "results" / "ba_shapes.json"
+    open_app(page, app_server, "/benchmarks")
+    assert heading(page) == "Benchmarks"
+    assert_no_errors(page)
+    if not results.exists():
+        assert "No benchmark results for BA-shapes yet" in page.locator(MAIN).inner_text()
+        pytest.skip(f"{results.relative_to(PROJECT)} is not there yet (written by "
+                    f"`python -m gem_core reproduce --dataset ba_shapes`): the page shows its "
+                    f"'no results' message, so there are no charts to check")
+    charts = page.locator(f"{MAIN} .js-plotly-plot")
+    charts.first.wait_for()
+    # Plotly draws each chart asynchronously after the script run: wait for all their traces.
+    page.wait_for_function(
+        """() => { const c = document.querySelectorAll('[data-testid=stMain] .js-plotly-plot');
+                   return c.length >= 3 && [...c].every(
+                     e => e.querySelector('.scatterlayer .trace, .barlayer .trace')); }""")
+    for i in range(charts.count()):
+        assert charts.nth(i).locator(".main-svg").count() >= 1
+        # at least one trace drawn (lines, bars or points)
+        assert charts.nth(i).locator(".scatterlayer .trace, .barlayer .trace").count() >= 1
+    assert "Explanation accuracy" in page.locator(MAIN).inner_text()
+    screenshot(page, "benchmarks-charts")
+
