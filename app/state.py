@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,6 @@ import torch
 from gem_core.config import DATASETS, DatasetSpec, get_spec
 from gem_core.device import configure_threads
 from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, METHODS, Workbench, workbench
-from prefetch import Prefetcher
 
 DEFAULT_METHODS: tuple[str, ...] = ("gem", "gnnexplainer", "random")
 # Methods that work on any instance without a fit.
@@ -178,44 +177,14 @@ def test_predictions(dataset: str, device: str, digest: str) -> list[list[float]
     return out
 
 
-@st.cache_resource(show_spinner=False)
-def prefetcher() -> Prefetcher:
-    """The process-wide background prefetcher (one worker thread, shared results)."""
-    return Prefetcher()
-
-
-def _explain_one(dataset: str, device: str, method: str, position: int
-                 ) -> tuple[tuple[float, ...], float]:
-    wb = workbench(dataset, device)  # the same shared object as get_workbench()
+@st.cache_data(show_spinner=False, max_entries=4000)
+def explain_test_instance(dataset: str, device: str, method: str, position: int,
+                          token: str) -> tuple[tuple[float, ...], float]:
+    """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
+    wb = get_workbench(dataset, device)
     inst = wb.instances("test")[position]
     explained = wb.explain(method, [inst])
     return tuple(float(s) for s in explained.scores[0]), float(explained.ms_per_instance)
-
-
-def explain_test_instance(dataset: str, device: str, method: str, position: int,
-                          token: str) -> tuple[tuple[float, ...], float]:
-    """Scores of ``method`` for one test instance and the explain time (ms); K-independent.
-
-    Memoised per (instance, explainer ``token``) for all sessions, possibly already computed
-    by :func:`prefetch_test_instances`.
-    """
-    return prefetcher().get(("scores", dataset, device, method, position, token),
-                            lambda: _explain_one(dataset, device, method, position))
-
-
-def prefetch_test_instances(wb: Workbench, device: str, methods: Iterable[str],
-                            positions: Iterable[int],
-                            extra: Iterable[tuple[Hashable, Callable[[], Any]]] = ()) -> None:
-    """Queue the explanations of ``positions`` (most wanted first) for the background thread."""
-    n = len(wb.instances("test"))
-    ready = [(m, explainer_token(wb, m)) for m in methods if method_ready(wb, m)]
-    jobs: list[tuple[Hashable, Callable[[], Any]]] = list(extra)
-    for pos in positions:
-        if 0 <= pos < n:
-            for m, token in ready:
-                jobs.append((("scores", wb.name, device, m, pos, token),
-                             lambda m=m, pos=pos: _explain_one(wb.name, device, m, pos)))
-    prefetcher().request(jobs)
 
 
 # ----------------------------------------------------------------------------- progress
@@ -256,7 +225,6 @@ def run_page(render: Callable[[], None]) -> None:
     passes through.
     """
     try:
-        with prefetcher().foreground():
-            render()
+        render()
     except Exception as exc:
         show_error(exc, "This page stopped on an unexpected error")

@@ -81,7 +81,7 @@ class GraphPicture:
 # ----------------------------------------------------------------------------- layout
 
 def layout(num_nodes: int, pairs: Sequence[tuple[int, int]], seed: int = 0) -> np.ndarray:
-    """Deterministic 2-D positions in [0, 1]² (Kamada-Kawai for small graphs, spring otherwise)."""
+    """Deterministic 2-D positions in [0, 1]² (Kamada-Kawai up to 50 nodes, spring otherwise)."""
     g = nx.Graph()
     g.add_nodes_from(range(num_nodes))
     g.add_edges_from((int(u), int(v)) for u, v in pairs)
@@ -89,10 +89,11 @@ def layout(num_nodes: int, pairs: Sequence[tuple[int, int]], seed: int = 0) -> n
         return np.zeros((0, 2))
     if num_nodes == 1:
         return np.full((1, 2), 0.5)
-    if num_nodes <= 80 and nx.is_connected(g):
+    if num_nodes <= 50 and nx.is_connected(g):
         pos = nx.kamada_kawai_layout(g)
-    else:
-        pos = nx.spring_layout(g, seed=seed, iterations=200 if num_nodes <= 300 else 60)
+    else:  # from a spectral start 60 spring steps suffice (0.2 s for 217 nodes, not 0.7 s)
+        init = nx.spectral_layout(g) if num_nodes > 2 else None
+        pos = nx.spring_layout(g, pos=init, seed=seed, iterations=60)
     arr = np.array([pos[i] for i in range(num_nodes)], dtype=float)
     lo, hi = arr.min(0), arr.max(0)
     span = np.where(hi - lo > 1e-9, hi - lo, 1.0)

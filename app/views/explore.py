@@ -8,7 +8,6 @@ probability on that explanation subgraph and the method's explain time. Scores a
 from __future__ import annotations
 
 import json
-import logging
 import random
 
 import pandas as pd
@@ -22,8 +21,7 @@ from gem_core.instances import Instance
 from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, Workbench
 from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, get_workbench,
                    method_ready, progress_bar, run_page, selection, show_error,
-                   prefetch_test_instances, prefetcher, test_predictions,
-                   vis_assets_url)
+                   test_predictions, vis_assets_url)
 
 PANEL_HEIGHT = 330
 PER_ROW = 3
@@ -32,32 +30,10 @@ MODES = ("Index", "Class", "Model right / wrong", "Random")
 
 # ----------------------------------------------------------------------------- helpers
 
-PREFETCH_AHEAD = 3  # test positions after the shown one whose explanations are prefetched
-
-
-def _layout_job(ds: GemDataset, inst: Instance):
-    pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
-
-    def job():
-        pos = graph_view.layout(inst.num_nodes, pairs)
-        pos.setflags(write=False)  # shared by every session
-        return pos
-    return job
-
-
-def _positions(ds: GemDataset, position: int, inst: Instance):
-    """Drawing positions of a test instance (memoised for all sessions, maybe prefetched)."""
-    return prefetcher().get(("layout", ds.name, position), _layout_job(ds, inst))
-
-
-def _prefetch_next(sel: Selection, wb: Workbench, instances: list[Instance], pos: int) -> None:
-    """Let the background thread prepare the next few instances while this one is looked at."""
-    ahead = [p for p in range(pos + 1, pos + 1 + PREFETCH_AHEAD) if p < len(instances)]
-    layouts = [(("layout", wb.name, p), _layout_job(wb.dataset, instances[p])) for p in ahead]
-    try:
-        prefetch_test_instances(wb, sel.device, sel.methods, ahead, extra=layouts)
-    except Exception as exc:  # a convenience only: never disturb the page
-        logging.getLogger("gem_app").info("prefetch not queued: %s", exc)
+@st.cache_data(show_spinner=False, max_entries=512)
+def _positions(dataset: str, position: int, num_nodes: int,
+               pairs: tuple[tuple[int, int], ...]) -> list[list[float]]:
+    return graph_view.layout(num_nodes, pairs).tolist()
 
 
 def _load_target(wb: Workbench):
@@ -221,7 +197,7 @@ def render() -> None:
                            persist_state="session")
         mol = instance_to_mol(inst, ds.atom_symbols)
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
-    base = _base_picture(ds, inst, _positions(ds, pos, inst))
+    base = _base_picture(ds, inst, _positions(sel.dataset, pos, inst.num_nodes, pairs))
 
     if not sel.methods:
         st.info("Pick one or more explainers in the sidebar to compare their explanations.")
@@ -271,7 +247,6 @@ def render() -> None:
                        file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
                        mime="application/json", key="ex_download_json",
                        icon=":material/download:")
-    _prefetch_next(sel, wb, instances, pos)
 
 
 def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
