@@ -111,7 +111,7 @@ def segment_arange(counts: Tensor) -> Tensor:
     return torch.arange(total, device=counts.device) - torch.repeat_interleave(starts, counts)
 
 
-def _np_segment_arange(counts: np.ndarray) -> np.ndarray:
+def np_segment_arange(counts: np.ndarray) -> np.ndarray:
     """:func:`segment_arange` for numpy arrays."""
     total = int(counts.sum())
     return np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -744,7 +744,7 @@ class _Walk:
         alive_ptr = np.concatenate([[0], np.cumsum(self.count)])
         size = self.count[inst]
         copy_of = np.repeat(np.arange(inst.shape[0]), size)
-        src = alive_ids[np.repeat(alive_ptr[inst], size) + _np_segment_arange(size)]
+        src = alive_ids[np.repeat(alive_ptr[inst], size) + np_segment_arange(size)]
         stay = src != removed[copy_of]
         src, copy_of = src[stay], copy_of[stay]
         nodes = self.node_counts[inst]

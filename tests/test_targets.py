@@ -51,6 +51,8 @@ def test_shipped_targets_load(name):
 
 def test_cli_train_json(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.json"
+    # The 5-epoch target below is saved to the cache: keep it out of the session's shared cache.
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path / "cache"))
     import gem_core.config as config
     monkeypatch.setitem(config.DATASETS, "ba_shapes", config.DATASETS["ba_shapes"].__class__(
         **{**config.DATASETS["ba_shapes"].__dict__, "target": TargetConfig(max_epochs=5, patience=5)}))

@@ -1,0 +1,1 @@
+"""Runnable examples built on the engine (``python -m gem_core.examples.<name>``)."""
