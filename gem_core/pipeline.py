@@ -173,7 +173,8 @@ class Workbench:
 
     def _gem_key(self) -> str:
         return config_key(dataset=self.name, target=self.target().digest, params=self.gem_params(),
-                          train_target=self.spec.explainer_target, version=GEM_VERSION)
+                          train_target=self.spec.explainer_target,
+                          topk_policy=self.spec.explainer_topk_policy, version=GEM_VERSION)
 
     def gem_cache_path(self) -> Path:
         return cache_dir() / "explainers" / f"{self.name}-{self._gem_key()}.pt"

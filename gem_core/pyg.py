@@ -68,7 +68,7 @@ from torch_geometric.explain.config import (
 
 from .config import DatasetSpec
 from .device import resolve_device
-from .distill import Distillation, distill, np_segment_arange
+from .distill import DEFAULT_TOPK_POLICY, Distillation, distill, np_segment_arange
 from .explainer import GemExplainer as GemAutoEncoder
 from .explainer import NotFittedError, PreparedInstances
 from .gem_targets import TARGET_KINDS, explainer_targets
@@ -580,7 +580,8 @@ class GemExplainer(ExplainerAlgorithm):
                 spec = DatasetSpec(
                     name="pyg", title="PyG model", task=level, num_classes=black_box.num_classes,
                     k_grid=self.k_grid, connected=self.connected, explainer_lr=self._lr(level),
-                    explainer_target=kind, num_hops=max(hops, 1))
+                    explainer_target=kind, explainer_topk_policy=DEFAULT_TOPK_POLICY,
+                    num_hops=max(hops, 1))
                 train_ids, val_ids = self._split(len(instances))
                 report(progress, 0.5, "training targets")
                 train_dist = dist.subset(train_ids)

@@ -49,7 +49,8 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
         methods: which of gem, gnnexplainer, pgexplainer, random, distilled to evaluate.
         limit: evaluate on the first ``limit`` test instances only (quick runs; not written to
             ``assets/results``).
-        write_assets: write ``assets/results/<dataset>.json`` (full runs only).
+        write_assets: write ``assets/results/<dataset>.json`` (full runs only: every default
+            method, every test instance — a subset would drop the others' results).
         progress: optional ``progress(fraction, message)`` callback.
         bench: the workbench to use (default: the process-wide shared one, so fitted
             explainers are reused by the app and later calls).
@@ -98,7 +99,7 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
         "machine": {"device": str(wb.device), "threads": torch.get_num_threads(),
                     "cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
     }
-    if write_assets and limit is None:
+    if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
         save_json(out, results_path(spec.name))
     report(progress, 1.0, "done")
     return out

@@ -36,6 +36,15 @@ def test_explainer_targets_are_in_unit_interval(ba_bench):
         explainer_targets(dist, ba_bench.spec, "bogus")
 
 
+def test_a_subset_of_methods_never_overwrites_the_shipped_results(ba_bench, monkeypatch, tmp_path):
+    import gem_core.reproduce as reproduce
+
+    target = tmp_path / "ba_shapes.json"
+    monkeypatch.setattr(reproduce, "results_path", lambda name: target)
+    run_reproduce("ba_shapes", device="cpu", methods=["random"], bench=ba_bench)
+    assert not target.exists()  # the other methods' results would be lost
+
+
 def test_reproduce_json_shape_and_table(ba_bench):
     out = run_reproduce("ba_shapes", device="cpu", methods=["gem", "random"], limit=8,
                         bench=ba_bench, write_assets=False)
