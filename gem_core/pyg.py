@@ -68,7 +68,8 @@ from torch_geometric.explain.config import (
 
 from .config import DatasetSpec
 from .device import resolve_device
-from .distill import DEFAULT_TOPK_POLICY, Distillation, distill, np_segment_arange
+from .distill import (DEFAULT_TOPK_POLICY, Distillation, distill, np_segment_arange,
+                      segment_arange)
 from .explainer import GemExplainer as GemAutoEncoder
 from .explainer import NotFittedError, PreparedInstances
 from .gem_targets import TARGET_KINDS, explainer_targets
@@ -560,10 +561,9 @@ class GemExplainer(ExplainerAlgorithm):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             if level == "node":
-                graphs, dev = self._node_fit_instances(data, index, hops, target, phenomenon)
+                instances, dev = self._node_fit_instances(data, index, hops, target, phenomenon)
             else:
-                graphs, dev = self._graph_fit_instances(data, index, target, phenomenon)
-            instances = [inst for inst in graphs]
+                instances, dev = self._graph_fit_instances(data, index, target, phenomenon)
             black_box = PyGBlackBox(model, level, self.model_config.mode,
                                     self.model_config.return_type, dev, kwargs)
             gem_device = resolve_device(self.device if self.device is not None else dev)
@@ -782,9 +782,7 @@ class GemExplainer(ExplainerAlgorithm):
             num_edges = int(graphs.edge_pair.numel())
             counts = st.edge_ptr[ids + 1] - st.edge_ptr[ids]
             starts = torch.repeat_interleave(st.edge_ptr[ids], counts)
-            offsets = torch.arange(int(counts.sum())) - torch.repeat_interleave(
-                torch.cumsum(counts, 0) - counts, counts)
-            edges = st.edge_order[starts + offsets]
+            edges = st.edge_order[starts + segment_arange(counts)]
             rows = torch.repeat_interleave(owner, counts)
             values = torch.repeat_interleave(distinct_scores(scores, owner), counts)
             # every (row, edge) entry occurs once; left uncoalesced (no sort): .coalesce() sorts

@@ -361,11 +361,10 @@ def run_app(args: argparse.Namespace) -> int:
             result["first_explanation_s"] = first[1]
             wait_idle(page, args.timeout * 1000)
             panels = explanation_panels(page)
-            done = wait_panels_drawn(page, ["panel_original", *panels], timeout=args.timeout)
+            wait_panels_drawn(page, ["panel_original", *panels], timeout=args.timeout)
             result["all_panels_s"] = time.perf_counter() - t0
             result["panels"] = [p.removeprefix("panel_") for p in panels]
             result["methods_selected"] = selected_methods(page)
-            del done
 
             k_times, k_panels = [], []
             k = slider_value(page, dataset)
