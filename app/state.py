@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -36,21 +35,6 @@ DATA_HELP = (
 def _threads() -> int:
     """Apply ``$GEM_NUM_THREADS`` once per process."""
     return configure_threads()
-
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-
-@st.cache_resource(show_spinner=False)
-def vis_assets_url() -> str | None:
-    """Where the pyvis iframes load vis-network from: the app's static folder when Streamlit
-    serves it (``server.enableStaticServing``), else None (each picture in-lines it)."""
-    from components.graph_view import publish_vis_assets
-
-    if not st.get_option("server.enableStaticServing") or not publish_vis_assets(STATIC_DIR):
-        return None
-    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
-    return "/" + (base + "/" if base else "") + "app/static"
-
 
 _threads()
 

@@ -174,17 +174,17 @@ def _vis_dir() -> Path:
     return Path(pyvis.__file__).resolve().parent / "templates" / "lib" / "vis-9.1.2"
 
 
-def publish_vis_assets(static_dir: Path) -> bool:
-    """Copy vis-network's script and stylesheet into the app's static folder (atomically).
+def publish_vis_assets(target_dir: Path) -> bool:
+    """Copy pyvis' own vis-network script and stylesheet into ``target_dir`` (atomically).
 
-    Pictures made with ``assets_url`` then load them by URL: one ~0.7 MB download the browser
-    caches and compiles once, instead of the same bytes in-lined into every iframe on every
-    rerun. Returns False (and the app keeps in-lining) when the folder cannot be written.
+    The live network view (:mod:`components.network_view`) loads them from its folder once per
+    panel and keeps them loaded across reruns. Returns False when the folder cannot be written
+    (the app then falls back on self-contained :func:`pyvis_html` pages).
     """
     try:
-        static_dir.mkdir(parents=True, exist_ok=True)
+        target_dir.mkdir(parents=True, exist_ok=True)
         for name in VIS_FILES:
-            src, dst = _vis_dir() / name, static_dir / name
+            src, dst = _vis_dir() / name, target_dir / name
             if dst.exists() and dst.stat().st_size == src.stat().st_size:
                 continue
             tmp = dst.with_suffix(dst.suffix + f".{os.getpid()}.tmp")
@@ -195,36 +195,21 @@ def publish_vis_assets(static_dir: Path) -> bool:
         return False
 
 
-_REMOTE_VIS = re.compile(
-    r"<(link|script)\b[^>]*(?:href|src)=\"https://[^\"]*/vis-network(?:\.min)?\.(css|js)\"[^>]*>",
-    re.IGNORECASE)
+NETWORK_OPTIONS = {
+    "physics": {"enabled": False},
+    "edges": {"smooth": False, "color": {"inherit": False}},
+    "interaction": {"hover": True, "dragNodes": True, "zoomView": True},
+}
 
 
-def _link_vis(page: str, assets_url: str) -> str:
-    """Point pyvis' CDN tags for vis-network at ``assets_url`` (the rest is stripped later)."""
-    base = html.escape(assets_url.rstrip("/"), quote=True)
-
-    def local(m: re.Match) -> str:
-        if m.group(2).lower() == "css":
-            return f"<link rel='stylesheet' href='{base}/{VIS_FILES[1]}'>"
-        return f"<script src='{base}/{VIS_FILES[0]}'>"  # pyvis' own </script> follows
-
-    page, n = _REMOTE_VIS.subn(local, page)
-    if n != 2:
-        raise RuntimeError(f"pyvis template changed: expected 2 vis-network tags, found {n}")
-    return page
-
-
-def pyvis_html(pic: GraphPicture, height: int = 340, assets_url: Optional[str] = None) -> str:
-    """An interactive HTML page of the picture that needs no network access.
-
-    By default self-contained (vis-network in-lined); with ``assets_url`` the vis-network files
-    are linked from there instead (see :func:`publish_vis_assets`).
-    """
+def _pyvis_network(pic: GraphPicture, height: int, cdn_resources: str = "in_line"):
+    """The picture as a pyvis ``Network`` (fixed positions, no physics; labels escaped)."""
+    from pyvis.edge import Edge
     from pyvis.network import Network
 
-    net = Network(height=f"{height}px", width="100%", directed=False,
-                  cdn_resources="in_line" if assets_url is None else "remote")
+    if len(set(pic.pairs)) != len(pic.pairs):
+        raise ValueError("a picture's pairs must be unique")
+    net = Network(height=f"{height}px", width="100%", directed=False, cdn_resources=cdn_resources)
     net.templateEnv = _shared_template_env(net.template_dir)
     scale = 420.0
     for i in range(pic.num_nodes):
@@ -237,23 +222,32 @@ def pyvis_html(pic: GraphPicture, height: int = 340, assets_url: Optional[str] =
             shape="star" if is_target else "dot", size=22 if is_target else 11,
             borderWidth=3 if is_target else 1, x=float(x * scale), y=float(y * scale),
             physics=False, font={"size": 12})
+    # pyvis' own edge records, appended directly: Network.add_edge scans every earlier edge for
+    # a duplicate (O(E²): 50 ms for an 873-edge BA-shapes hub node), and our pairs are unique.
     for j, (u, v) in enumerate(pic.pairs):
         colour, width, _ = _edge_style(pic, j)
         title = f"{pic.node_labels[u]} – {pic.node_labels[v]}"
         if pic.scores is not None:
             title += f": score {pic.scores[j]:.4f}"
-        net.add_edge(int(u), int(v), color=colour, width=width, title=html.escape(title))
-    net.set_options(json.dumps({
-        "physics": {"enabled": False},
-        "edges": {"smooth": False, "color": {"inherit": False}},
-        "interaction": {"hover": True, "dragNodes": True, "zoomView": True},
-    }))
-    page = net.generate_html()
-    if assets_url is not None:
-        page = _link_vis(page, assets_url)
-    page = strip_cdn(page)
-    page = page.replace("<body>", "<body style='margin:0'>" + _legend_html(pic), 1)
-    return page
+        net.edges.append(Edge(int(u), int(v), directed=False, color=colour, width=width,
+                              title=html.escape(title)).options)
+    net.set_options(json.dumps(NETWORK_OPTIONS))
+    return net
+
+
+def network_data(pic: GraphPicture) -> dict:
+    """What the live network view draws: pyvis' node and edge records, the vis-network options
+    and the legend (plain text; the view escapes it), all JSON-serialisable."""
+    net = _pyvis_network(pic, 0)
+    return {"nodes": net.nodes, "edges": net.edges, "options": NETWORK_OPTIONS,
+            "legend": [list(entry) for entry in pic.legend]}
+
+
+def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
+    """A self-contained interactive HTML page of the picture (vis-network in-lined, CDN links
+    stripped): the "HTML" download, and the app's fallback when the live view is unavailable."""
+    page = strip_cdn(_pyvis_network(pic, height).generate_html())
+    return page.replace("<body>", "<body style='margin:0'>" + _legend_html(pic), 1)
 
 
 # ----------------------------------------------------------------------------- static pictures

@@ -14,14 +14,14 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from components import graph_view, molecule_view
+from components import graph_view, molecule_view, network_view
 from gem_core.datasets import DataUnavailableError, GemDataset
 from gem_core.evaluate import topk_mask
 from gem_core.instances import Instance
 from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, Workbench
 from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, get_workbench,
                    method_ready, progress_bar, run_page, selection, show_error,
-                   test_predictions, vis_assets_url)
+                   test_predictions)
 
 PANEL_HEIGHT = 330
 PER_ROW = 3
@@ -250,8 +250,12 @@ def render() -> None:
 
 
 def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
-          scores: list[float] | None, key: str, title: str) -> None:
-    """Show one picture (pyvis or RDKit) and its SVG/PNG download buttons."""
+          scores: list[float] | None, key: str, title: str, slot: str) -> None:
+    """Show one picture (pyvis or RDKit) and its SVG/PNG download buttons.
+
+    ``slot`` names the panel ("original" or a method): its live network view keeps that key, so
+    a K or instance change updates the drawn network in place instead of rebuilding it.
+    """
     if mol is not None:
         top = [pic.pairs[j] for j in ranked]
         top_scores = None if scores is None else [scores[j] for j in ranked]
@@ -262,9 +266,10 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
         def png() -> bytes:
             return molecule_view.molecule_png(mol, top, legend=title)
     else:
-        st.iframe(graph_view.pyvis_html(pic, PANEL_HEIGHT, vis_assets_url()),
-                  height=PANEL_HEIGHT + 72)
-        svg = graph_view.to_svg(pic, title=title)
+        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}")
+
+        def svg() -> str:
+            return graph_view.to_svg(pic, title=title)
 
         def png() -> bytes:
             return graph_view.to_png(pic, title=title)
@@ -277,7 +282,7 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
 
 def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos) -> None:
     st.subheader("Original", anchor=False)
-    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original")
+    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original", "original")
     st.markdown(f"P({ds.class_names[pred]}) = **{p_full[pred]:.3f}** on the whole computation "
                 f"graph")
 
@@ -301,7 +306,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
         return None
     pic = base.with_explanation(mask.tolist(), scores, METHOD_COLORS[method])
     _draw(pic, mol, hide_h, ranked, scores, f"{ds.name}-{pos}-{method}-k{sel.k}",
-          f"{title}, K = {sel.k}")
+          f"{title}, K = {sel.k}", method)
     sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)
     same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
     st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")

@@ -12,12 +12,12 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from components import charts, graph_view
+from components import charts, graph_view, network_view
 from gem_core.datasets import GemDataset
 from gem_core.evaluate import topk_mask
 from gem_core.pipeline import METHOD_COLORS
 from state import (explain_test_instance, explainer_token, get_workbench, method_ready,
-                   run_page, selection, show_error, vis_assets_url)
+                   run_page, selection, show_error)
 from teaching import Trace, greedy_trace
 
 EXAMPLE_DATASET = "ba_shapes"
@@ -123,7 +123,7 @@ def render() -> None:
                                     DELTA_COLOR)
         pic.legend = [e for e in pic.legend if e[2] != "edge"] + [
             ("Δ > 0 (width = Δ)", DELTA_COLOR, "edge"), ("Δ ≤ 0", graph_view.FADED_EDGE, "edge")]
-        st.iframe(graph_view.pyvis_html(pic, 320, vis_assets_url()), height=392)
+        network_view.show(pic, 320, key="hw_net_delta")
     with right:
         order = sorted(range(len(delta)), key=lambda j: -delta[j])
         st.plotly_chart(charts.edge_bars([names[j] for j in order],
@@ -161,7 +161,7 @@ def render() -> None:
         ("edge still in the graph", METHOD_COLORS["distilled"], "edge"),
         ("removed", graph_view.FADED_EDGE, "edge"), ("edge being tried", graph_view.FOCUS_EDGE,
                                                      "edge")]
-    st.iframe(graph_view.pyvis_html(pic, 320, vis_assets_url()), height=392)
+    network_view.show(pic, 320, key="hw_net_step")
     with st.expander("All steps", key="hw_steps"):
         st.dataframe(pd.DataFrame([{
             "step": s.number, "edge": names[s.pair], "Δ": round(delta[s.pair], 5),

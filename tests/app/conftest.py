@@ -22,14 +22,17 @@ def make_app(methods: Iterable[str] = ("random", "gnnexplainer"), **state):
     return at.run()
 
 
-def iframes(at) -> list[str]:
-    """srcdoc of every st.iframe on the page."""
-    out: list[str] = []
+def networks(at) -> list[dict]:
+    """The arguments of every live network view on the page (nodes, edges, options, legend)."""
+    import json
+
+    out: list[dict] = []
 
     def walk(node):
         for child in getattr(node, "children", {}).values():
-            if getattr(child, "type", None) == "iframe":
-                out.append(child.proto.srcdoc)
+            if getattr(child, "type", None) == "component_instance" and \
+                    child.proto.component_name.endswith("gem_vis_network"):
+                out.append(json.loads(child.proto.json_args))
             walk(child)
 
     walk(at.main)

@@ -34,19 +34,39 @@ def test_pyvis_is_offline_and_escaped():
     assert "explanation edge" in page  # legend
 
 
-def test_pyvis_links_vis_network_from_the_app_static_folder(tmp_path):
+def test_network_data_is_the_pyvis_network_as_json(tmp_path):
+    import json
+
     pic = _picture().with_explanation([True, True, False, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
+    data = json.loads(json.dumps(graph_view.network_data(pic)))  # what the live view receives
+    assert [n["id"] for n in data["nodes"]] == [0, 1, 2, 3]
+    assert [(e["from"], e["to"]) for e in data["edges"]] == pic.pairs
+    assert [e["color"] for e in data["edges"]] == ["#d62728", "#d62728", graph_view.FADED_EDGE,
+                                                    graph_view.FADED_EDGE]
+    # the stronger score draws the wider explanation edge; the target node is a star
+    assert data["edges"][0]["width"] > data["edges"][1]["width"]
+    assert [n["shape"] for n in data["nodes"]].count("star") == 1
+    assert data["options"]["physics"] == {"enabled": False}
+    assert not any("<b>" in n["label"] + n["title"] for n in data["nodes"])  # escaped
+    assert ["explanation edge (width = score)", "#d62728", "edge"] in data["legend"]
+    # vis-network itself is pyvis' copy, published next to the component, atomically
+    assert graph_view.publish_vis_assets(tmp_path / "lib")
     inline = graph_view.pyvis_html(pic, 300)
-    linked = graph_view.pyvis_html(pic, 300, assets_url="/app/static")
-    assert "<script src='/app/static/vis-network.min.js'></script>" in linked
-    assert "href='/app/static/vis-network.css'" in linked
-    assert len(linked) < len(inline) // 20  # the ~0.7 MB of vis-network is no longer in-lined
-    assert "new vis.Network" in linked and "https://" not in linked
-    assert graph_view.publish_vis_assets(tmp_path / "static")
     for name in graph_view.VIS_FILES:
-        published = (tmp_path / "static" / name).read_text(encoding="utf-8")
+        published = (tmp_path / "lib" / name).read_text(encoding="utf-8")
         assert published.strip() and published.strip() in inline
-    assert not list((tmp_path / "static").glob("*.tmp"))
+    assert not list((tmp_path / "lib").glob("*.tmp"))
+
+
+def test_live_view_page_escapes_the_legend_and_keeps_the_browser_globals():
+    from components import network_view
+
+    page = (network_view.COMPONENT_DIR / "index.html").read_text(encoding="utf-8")
+    assert "https://" not in page and "http://" not in page  # offline
+    assert "lib/vis-network.min.js" in page
+    assert "innerHTML" not in page and "createTextNode" in page  # legend text is never HTML
+    for name in ("var network", "edges", "streamlit:componentReady", "streamlit:setFrameHeight"):
+        assert name in page
 
 
 def test_strip_cdn_removes_network_tags():

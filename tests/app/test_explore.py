@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from gem_core.config import get_spec
-from gem_core.pipeline import METHODS, Workbench
+from gem_core.pipeline import METHOD_COLORS, METHODS, Workbench
 
-from .conftest import iframes, make_app, no_exception, texts
+from .conftest import make_app, networks, no_exception, texts
 
 
 def _slider(at, key):
@@ -40,12 +40,17 @@ def test_explore_panels_probabilities_and_offline_graphs():
     assert any("on the whole computation graph" in m for m in md)
     caps = texts(at.caption)
     assert sum("explain time" in c and "ms" in c for c in caps) == 2
-    pages = iframes(at)
-    assert len(pages) == 3
-    for page in pages:
-        assert "cdn.jsdelivr" not in page and "bootstrap" not in page.lower()
-        assert "vis-network" in page or "vis.DataSet" in page
-        assert "explained node" in page  # legend
+    views = networks(at)
+    assert len(views) == 3
+    inst = Workbench("ba_shapes").instances("test")[0]
+    for view in views:  # the computation graph, the target node marked, a legend
+        assert len(view["nodes"]) == inst.num_nodes and len(view["edges"]) == inst.num_pairs
+        assert sum(n["shape"] == "star" for n in view["nodes"]) == 1
+        assert any(entry[0] == "explained node" for entry in view["legend"])
+    # each explanation panel draws exactly K edges in its method's colour
+    k = get_spec("ba_shapes").default_k
+    for view, method in zip(views[1:], ("gnnexplainer", "random")):
+        assert sum(e["color"] == METHOD_COLORS[method] for e in view["edges"]) == k
     keys = {b.key for b in at.download_button}
     assert {"ex_download_json", "ex_svg_ba_shapes-0-original",
             "ex_png_ba_shapes-0-original"} <= keys

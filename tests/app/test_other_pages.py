@@ -8,7 +8,7 @@ import pytest
 
 from gem_core.config import get_spec
 
-from .conftest import iframes, make_app, no_exception, texts
+from .conftest import make_app, networks, no_exception, texts
 
 
 def _results(dataset: str = "ba_shapes") -> dict:
@@ -148,7 +148,7 @@ def test_how_it_works_steps_through_the_distillation():
     assert texts(at.header) == ["How Gem works"]
     assert not at.error
     assert any("Δ loss of each edge" in m for m in texts(at.markdown))
-    assert len(iframes(at)) == 2
+    assert len(networks(at)) == 2
     assert any(m.startswith("Step 0:") for m in texts(at.markdown))
     step = at.slider(key="hw_step")
     assert step.proto.max >= 2

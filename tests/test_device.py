@@ -1,0 +1,30 @@
+"""Device and thread selection."""
+from __future__ import annotations
+
+import pytest
+import torch
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from gem_core.device import configure_threads, resolve_device
+
+
+def test_auto_device_and_missing_cuda_message():
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            resolve_device("cuda")
+
+
+def test_thread_count_reaches_torch_and_every_blas(monkeypatch):
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=2, user_api="blas"):  # restores the BLAS pools afterwards
+        monkeypatch.setenv("GEM_NUM_THREADS", "1")
+        try:
+            assert configure_threads() == 1
+            blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+            assert blas and all(i["num_threads"] == 1 for i in blas)
+            with pytest.raises(ValueError, match=">= 1"):
+                configure_threads(0)
+        finally:
+            torch.set_num_threads(before)
