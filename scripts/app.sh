@@ -7,8 +7,7 @@ python3 -m pip install -q -r requirements.txt
 if [ -z "${GEM_DATA_ROOT:-}" ] && [ -d ../shared/data/TUDataset ]; then
   export GEM_DATA_ROOT="$(cd ../shared/data/TUDataset && pwd)"
 fi
-if [ -f app/streamlit_app.py ]; then
-  exec python3 -m streamlit run app/streamlit_app.py "$@"
-else
-  exec python3 -m gem_core train --dataset ba_shapes
-fi
+# One CPU thread per process (torch and BLAS) is fastest for these small graphs and keeps
+# concurrent sessions from fighting over the cores; set GEM_NUM_THREADS to override.
+export GEM_NUM_THREADS="${GEM_NUM_THREADS:-1}"
+exec python3 -m streamlit run app/streamlit_app.py "$@"
