@@ -66,9 +66,14 @@ class Explained:
 class DistilledExplainer:
     """The distillation itself used as an explainer (needs labels; slow, but the reference).
 
-    Scores: normalised greedy weight for pairs kept by the greedy phase (in (0, 1]); the other
-    pairs get a small score in [0, 1e-3) ranked by Δ, so a top-K beyond the kept pairs falls back
-    on the single-edge causal effects.
+    Scores follow the distillation's own top-K rule (:meth:`Distillation.topk`, default policy):
+    a pair kept by the greedy phase scores by how many budgets K it survives the pruning for,
+    then by its normalised greedy weight, so the K best-scored pairs are the distilled top-K
+    explanation (exactly so whenever the pruning removes one pair at a time, as ``nosplit`` does
+    on a connected explanation). Ranking by the raw greedy weight instead ignores the
+    connectivity rule and scored 74-80 % on BA-shapes where the distilled top-K reach 97-100 %.
+    The other pairs score below every kept pair, ranked by Δ, so a top-K beyond the kept pairs
+    falls back on the single-edge causal effects.
     """
 
     name = "distilled"
@@ -92,17 +97,30 @@ class DistilledExplainer:
         dist = distill(list(instances), self.black_box, connected=self.connected,
                        label_source=source, device=self.device, progress=progress)
         self.last_distillation_ = dist
-        scores = []
-        for w, d in zip(dist.normalized_weights(), dist.deltas()):
-            s = w.clone()
-            rest = s <= 0
-            if bool(rest.any()):
-                d_rest = d[rest].double()
-                rank = torch.argsort(torch.argsort(d_rest, stable=True), stable=True).float()
-                s[rest] = 1e-3 * (rank + 1) / (rest.sum() + 1)
-            scores.append(s.float())
+        scores = survival_scores(dist)
         self.explain_seconds_ = time.perf_counter() - start
         return scores
+
+
+def survival_scores(dist) -> list[Tensor]:
+    """Scores in [0, 1) whose top-K is the distillation's top-K (see :class:`DistilledExplainer`)."""
+    weights = dist.normalized_weights()
+    most = max((int((w > 0).sum()) for w in weights), default=0)
+    survived = [torch.zeros(w.numel()) for w in weights]
+    for k in range(1, most):  # at K = most every kept pair survives
+        for count, mask in zip(survived, dist.topk(k)):
+            count += mask.float()
+    scores = []
+    for w, d, count in zip(weights, dist.deltas(), survived):
+        kept = w > 0
+        s = torch.zeros(w.numel())
+        s[kept] = (count[kept] + 1 + 0.5 * w[kept].float()) / (most + 1)
+        rest = ~kept
+        if bool(rest.any()):
+            rank = torch.argsort(torch.argsort(d[rest].double(), stable=True), stable=True).float()
+            s[rest] = 0.5 / (most + 1) * (rank + 1) / (int(rest.sum()) + 1)
+        scores.append(s)
+    return scores
 
 
 class Workbench:

@@ -506,3 +506,28 @@ def test_cli_bench_distill(private_cache, few_instances, tmp_path, capsys):
     assert bench["batched"]["instances"] == 4 and bench["reference"]["instances"] == 2
     assert bench["reference"]["agree"] == 2 and bench["speedup"] > 0
     assert "speed-up" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", ["graph", "node"])
+@pytest.mark.parametrize("connected", [True, False])
+def test_distilled_explainer_scores_rank_the_distilled_topk(task, connected):
+    from gem_core.evaluate import topk_mask
+    from gem_core.pipeline import survival_scores
+
+    instances, weights, kept, delta = _random_structures(task, seed=31, count=60)
+    dist = _manual(instances, weights, kept, delta, connected)
+    scores = survival_scores(dist)
+    most = max(int(m.sum()) for m in kept)
+    masks = [dist.topk(k) for k in range(1, most + 1)]
+    checked = 0
+    for i, (s, m) in enumerate(zip(scores, kept)):
+        assert s.shape == m.shape and bool(((s >= 0) & (s < 1)).all())
+        if bool(m.any()) and bool((~m).any()):  # every kept pair above every other pair
+            assert float(s[m].min()) > float(s[~m].max())
+        sets = [mk[i] for mk in masks[:int(m.sum())]]
+        nested = all(bool((a <= b).all()) for a, b in zip(sets, sets[1:]))
+        if nested:  # pruning one pair at a time: the K best scores are the distilled top-K
+            for k, expected in enumerate(sets, start=1):
+                assert torch.equal(topk_mask(s, k), expected), (i, k)
+            checked += 1
+    assert checked >= len(instances) // 2
