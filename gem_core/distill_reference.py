@@ -175,6 +175,69 @@ def _nosplit(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, 
 _POLICIES = {"paper": _paper, "exact": _exact, "nosplit": _nosplit}
 
 
+def reference_refine(instance: Instance, result: ReferenceResult, ks: Sequence[int],
+                     connected: bool, black_box: "BlackBox",
+                     tol: float = TIE_TOL) -> dict[int, Tensor]:
+    """The ``"refine"`` top-K policy for every K of ``ks`` (one descent, one grow-back).
+
+    Descent, from the greedy phase's pairs while more than ``min(ks)`` remain: try every removal
+    (with the connectivity rule) and take the one of lowest loss, among the removals dropping no
+    other pair when the explanation is one component (all removals otherwise, or when none
+    qualifies); ties: lower weight, then lower index. The explanation is recorded at every K
+    the count reaches. Grow-back, from the greedy phase's pairs while fewer than ``max(ks)``:
+    the missing pair of lowest loss (ties: lower index) among those touching the explanation
+    or the target (any pair without the rule, or for an empty graph-task explanation) is added
+    if it lowers the loss by more than ``tol``, else the grow-back stops; the explanation is
+    recorded at every K it fits.
+    """
+    ks = sorted({int(k) for k in ks})
+    for k in ks:
+        check_k(k)
+    out = {k: result.kept.clone() for k in ks}
+    label = result.label
+    mask = result.kept.clone()
+    while int(mask.sum()) > ks[0]:
+        count = int(mask.sum())
+        ruled = not connected or torch.equal(keep_component(instance, mask), mask)
+        trials = []
+        for j in _by_weight(mask, result, tol):
+            tentative = _remove(instance, mask, j, connected)
+            valid = not ruled or int(tentative.sum()) == count - 1
+            loss = _loss(instance, tentative, black_box, label)
+            trials.append((valid, _key(loss, tol), tentative))
+        if not any(valid for valid, _, _ in trials):
+            trials = [(True, key, t) for _, key, t in trials]
+        # the lowest loss among the valid trials; ties: the first in (weight, index) order
+        best = min(range(len(trials)), key=lambda i: (not trials[i][0], trials[i][1], i))
+        mask = trials[best][2]
+        for k in ks:
+            if count > k >= int(mask.sum()):
+                out[k] = mask.clone()
+    mask, current = result.kept.clone(), result.greedy_loss
+    pairs = instance.pairs
+    while int(mask.sum()) < ks[-1]:
+        nodes = {int(x) for j in range(instance.num_pairs) if mask[j] for x in pairs[:, j]}
+        if instance.target is not None:
+            nodes.add(int(instance.target))
+        best = None
+        for j in range(instance.num_pairs):
+            u, v = int(pairs[0, j]), int(pairs[1, j])
+            if mask[j] or (connected and nodes and u not in nodes and v not in nodes):
+                continue
+            tentative = mask.clone()
+            tentative[j] = True
+            loss = _loss(instance, tentative, black_box, label)
+            if best is None or _key(loss, tol) < best[0]:
+                best = (_key(loss, tol), loss, tentative)
+        if best is None or not best[1] < current - tol:
+            break
+        mask, current = best[2], best[1]
+        for k in ks:
+            if int(mask.sum()) <= k:
+                out[k] = mask.clone()
+    return out
+
+
 def reference_fill(instance: Instance, result: ReferenceResult, mask: Tensor, k: int,
                    connected: bool, tol: float = TIE_TOL) -> Tensor:
     """Fill-up: add missing pairs in descending (Δ, then ascending index) while fewer than ``k``.
@@ -205,18 +268,23 @@ def reference_fill(instance: Instance, result: ReferenceResult, mask: Tensor, k:
 
 def reference_topk(instance: Instance, result: ReferenceResult, k: int, connected: bool,
                    tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
-                   fill: bool = False) -> Tensor:
+                   fill: bool = False, black_box: "BlackBox | None" = None) -> Tensor:
     """Top-K mask of one instance (policies as in :meth:`gem_core.distill.Distillation.topk`).
 
     Starting from the greedy phase's pairs: with at most ``k`` of them, keep them all; else
     remove pairs by ``policy`` (falling back ``"nosplit"`` -> ``"exact"`` -> ``"paper"`` while
     more than ``k`` remain), applying the connectivity rule after every removal. Then, with
-    ``fill``, :func:`reference_fill`.
+    ``fill``, :func:`reference_fill`. ``"refine"`` (:func:`reference_refine`) needs the
+    ``black_box``.
     """
     check_k(k)
     check_topk_policy(policy)
     mask = result.kept.clone()
-    if int(mask.sum()) > k:
+    if policy == "refine":
+        if black_box is None:
+            raise ValueError("policy 'refine' needs the black box")
+        mask = reference_refine(instance, result, [k], connected, black_box, tol)[k]
+    elif int(mask.sum()) > k:
         mask = _POLICIES[policy](instance, result, mask, k, connected, tol)
     if fill:
         mask = reference_fill(instance, result, mask, k, connected, tol)
@@ -225,11 +293,11 @@ def reference_topk(instance: Instance, result: ReferenceResult, k: int, connecte
 
 def reference_topk_all(instances: Sequence[Instance], results: Sequence[ReferenceResult], k: int,
                        connected: bool, tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
-                       fill: bool = False) -> list[Tensor]:
+                       fill: bool = False, black_box: "BlackBox | None" = None) -> list[Tensor]:
     """:func:`reference_topk` for every instance."""
-    return [reference_topk(inst, res, k, connected, tol, policy, fill)
+    return [reference_topk(inst, res, k, connected, tol, policy, fill, black_box)
             for inst, res in zip(instances, results)]
 
 
 __all__ = ["ReferenceResult", "keep_component", "reference_distill", "reference_distill_one",
-           "reference_fill", "reference_topk", "reference_topk_all"]
+           "reference_fill", "reference_refine", "reference_topk", "reference_topk_all"]

@@ -83,7 +83,9 @@ def explainer_targets(dist, spec: DatasetSpec, kind: Optional[str] = None,
         raise ValueError(f"unknown explainer target {kind!r}: use one of {', '.join(TARGET_KINDS)}")
     if kind == "weights":
         return dist.normalized_weights()
-    masks = [dist.topk(k, policy=spec.explainer_topk_policy) for k in spec.k_grid]
+    grid = dist.topk_grid(spec.k_grid, spec.explainer_topk_policy, instances=instances,
+                          black_box=black_box)  # "refine" needs the instances and the black box
+    masks = [grid[k] for k in spec.k_grid]
     graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]
     if kind == "graded":
         return graded

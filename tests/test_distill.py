@@ -6,17 +6,19 @@ import json
 import pytest
 import torch
 
-from gem_core.distill import (DEFAULT_TOPK_POLICY, TOPK_POLICIES, Distillation, distill,
-                              distill_dataset, distillation_path, load_distillation,
-                              topk_accuracy)
+from gem_core.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
+                              Distillation, distill, distill_dataset, distillation_path,
+                              load_distillation, topk_accuracy)
 from gem_core.distill_reference import (ReferenceResult, keep_component, reference_distill,
-                                        reference_topk, reference_topk_all)
+                                        reference_refine, reference_topk, reference_topk_all)
 from gem_core.instances import Instance, to_pairs
 from gem_core.store import load_torch
 from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
 
 FEATURES, CLASSES = 4, 3
 KS = (1, 2, 3, 5, 40)
+# the policies that need no forward pass ("refine" has its own tests)
+STATIC_POLICIES = tuple(p for p in TOPK_POLICIES if p != "refine")
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -94,7 +96,7 @@ def _assert_same_topk(dist: Distillation, instances, connected: bool, ks=KS, ref
     still fall on two sides of a ``round(value / tol)`` tie bucket and order differently.
     """
     ref = _as_reference(dist) if ref is None else ref
-    for policy in TOPK_POLICIES:
+    for policy in STATIC_POLICIES:
         for fill in fills:
             for k in ks:
                 mine = dist.topk(k, policy=policy, fill=fill)
@@ -290,7 +292,7 @@ def test_topk_invariants(task):
     instances, weights, kept, delta = _random_structures(task, seed=21)
     dist = _manual(instances, weights, kept, delta, True)
     for k in (1, 3, 6, 10):
-        for policy in TOPK_POLICIES:
+        for policy in STATIC_POLICIES:
             for fill in (False, True):
                 masks = dist.topk(k, policy=policy, fill=fill)
                 for inst, m, kp in zip(instances, masks, kept):
@@ -372,7 +374,7 @@ def test_topk_policy_validation_and_edge_cases():
     dist = distill([lonely, small], bb, connected=True, device="cpu")
     for policy in TOPK_POLICIES:
         for fill in (False, True):
-            masks = dist.topk(5, policy=policy, fill=fill)
+            masks = dist.topk(5, policy=policy, fill=fill, instances=[lonely, small], black_box=bb)
             assert masks[0].numel() == 0  # zero pairs
             assert int(masks[1].sum()) == (2 if fill else int(dist.kept_masks()[1].sum()))
     with pytest.raises(ValueError, match="policy"):
@@ -380,6 +382,73 @@ def test_topk_policy_validation_and_edge_cases():
     with pytest.raises(ValueError, match="policy"):
         reference_topk(small, reference_distill([small], bb, True)[0], 3, True, policy="x")
     assert dist.instance(1, k=1, policy="paper").topk_mask.numel() == 2
+
+
+# ----------------------------------------------------------------------------- top-K "refine"
+
+def _assert_refine_matches(dist: Distillation, instances, bb, connected: bool, ks):
+    """Batched "refine" (one grid descent, tiny forward chunks) == the reference, per K."""
+    grid = dist.topk_grid(ks, "refine", instances=instances, black_box=bb,
+                          max_edges_per_forward=64)
+    ref = _as_reference(dist)
+    for i, (inst, r) in enumerate(zip(instances, ref)):
+        theirs = reference_refine(inst, r, ks, connected, bb)
+        for k in ks:
+            assert torch.equal(grid[k][i], theirs[k]), (k, i)
+    return grid
+
+
+@pytest.mark.parametrize("task", ["graph", "node"])
+@pytest.mark.parametrize("connected", [True, False])
+def test_refine_matches_reference(task, connected):
+    bb = _black_box(task, seed=4)
+    gen = torch.Generator().manual_seed(17)
+    instances = _instances(task, seed=2) + [_random_instance(task, gen) for _ in range(10)]
+    dist = distill(instances, bb, connected=connected, device="cpu")
+    ks = (1, 2, 4, 7, 40)
+    grid = _assert_refine_matches(dist, instances, bb, connected, ks)
+    for k in (2, 7):  # a single K gives the same as the grid (the descent does not depend on K)
+        assert all(torch.equal(a, b) for a, b in zip(
+            dist.topk(k, "refine", instances=instances, black_box=bb), grid[k]))
+    # and the reference's single-K entry point agrees too
+    ref = _as_reference(dist)
+    single = reference_topk_all(instances, ref, 4, connected, policy="refine", black_box=bb)
+    assert all(torch.equal(a, b) for a, b in zip(single, grid[4]))
+    for k in ks:
+        for inst, kept, m in zip(instances, dist.kept_masks(), grid[k]):
+            n_kept, n = int(kept.sum()), int(m.sum())
+            assert n <= k
+            if n_kept > k:
+                assert bool((m <= kept).all())  # the descent only removes pairs
+                if connected and _component_count(inst, kept) == 1:
+                    assert n == k and _component_count(inst, m) == 1
+            else:
+                assert bool((m >= kept).all())  # the grow-back only adds pairs
+
+
+def test_refine_grow_back_and_validation():
+    bb = _black_box("graph", seed=6)
+    gen = torch.Generator().manual_seed(3)
+    instances = [_instance(_cycle(7), 7, "graph", gen), _instance([(0, 1), (1, 2), (2, 3)], 5,
+                                                                  "graph", gen)]
+    # a chosen distillation: nothing kept, so "refine" can only grow (never past a loss rise)
+    n_pairs = [i.num_pairs for i in instances]
+    zeros = [torch.zeros(p, dtype=torch.float64) for p in n_pairs]
+    empty = [torch.zeros(p, dtype=torch.bool) for p in n_pairs]
+    dist = _manual(instances, zeros, empty, zeros, True)
+    dist.labels = torch.tensor([i.y for i in instances])
+    from gem_core.instances import collate
+    dist.greedy_loss = torch.nn.functional.cross_entropy(
+        bb(collate(instances, empty)).double(), dist.labels, reduction="none")
+    grid = _assert_refine_matches(dist, instances, bb, True, (2, 5))
+    for inst, m2, m5 in zip(instances, grid[2], grid[5]):
+        assert bool((m2 <= m5).all()) and _component_count(inst, m5) <= 1  # grown connected
+    with pytest.raises(ValueError, match="refine"):
+        dist.topk(3, "refine")
+    with pytest.raises(ValueError, match="match"):
+        dist.topk(3, "refine", instances=instances[::-1], black_box=bb)
+    with pytest.raises(ValueError, match="refine"):
+        reference_topk(instances[0], _as_reference(dist)[0], 3, True, policy="refine")
 
 
 def test_topk_compaction_many_instances():
@@ -468,8 +537,8 @@ def test_cli_distill_json_and_bad_k(private_cache, few_instances, tmp_path, caps
     result = json.loads(out.read_text())
     dist = result["distillation"]
     assert set(dist) == {"accuracy_at_k", "mean_pairs_at_k", "topk_seconds", "ms_per_instance",
-                         "instances"}
-    assert result["policy"] == DEFAULT_TOPK_POLICY and result["fill"] is False
+                         "topk_ms_per_instance", "instances"}
+    assert result["policy"] == ACCURACY_TOPK_POLICY and result["fill"] is False
     assert all(0 <= dist["mean_pairs_at_k"][k] <= int(k) for k in ("5", "6"))
     assert set(dist["accuracy_at_k"]) == {"5", "6"} and dist["instances"] == 5
     assert all(0.0 <= v <= 1.0 for v in dist["accuracy_at_k"].values())
@@ -484,13 +553,19 @@ def test_cli_distill_policy_and_fill(private_cache, few_instances, tmp_path, cap
     from gem_core.commands import distill as distill_command
 
     assert distill_command.POLICIES == TOPK_POLICIES
-    assert distill_command.DEFAULT_POLICY == DEFAULT_TOPK_POLICY
+    assert distill_command.DEFAULT_POLICY == ACCURACY_TOPK_POLICY
     out = tmp_path / "p.json"
     assert main(["distill", "--dataset", "ba_shapes", "--k", "2", "--split", "val", "--policy",
                  "paper", "--fill", "--no-progress", "--threads", "1", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["policy"] == "paper" and result["fill"] is True
     assert "top-K policy paper + fill-up" in capsys.readouterr().out
+    out = tmp_path / "r.json"
+    assert main(["distill", "--dataset", "ba_shapes", "--k", "2", "6", "--split", "val",
+                 "--policy", "refine", "--no-progress", "--threads", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["policy"] == "refine" and result["distillation"]["topk_ms_per_instance"] > 0
+    assert all(0 <= v <= int(k) for k, v in result["distillation"]["mean_pairs_at_k"].items())
     with pytest.raises(SystemExit):
         main(["distill", "--dataset", "ba_shapes", "--policy", "greedy", "--no-progress"])
 
