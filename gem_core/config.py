@@ -45,6 +45,13 @@ class DatasetSpec:
     # own default (nosplit) is for reporting distillation accuracy (see distill.py)
     explainer_topk_policy: str = "paper"
     explainer_epochs: int = 300
+    # early-stopping patience (epochs without a lower validation MSE) of the Gem fit
+    explainer_patience: int = 30
+    # Gem's pair scorer: "inner" (σ(z_u · z_v + b), the paper's) or "mlp" (an MLP on
+    # [z_u * z_v, |z_u - z_v|] added to the inner product); see gem_core.explainer
+    explainer_decoder: str = "inner"
+    # append a one-hot degree bucket (degree within the instance) to Gem's input labels
+    explainer_degree_features: bool = False
     num_hops: int = 3
 
     # default K of the app and of the log-odds histograms: the motif's size on the synthetic sets
@@ -67,7 +74,12 @@ DATASETS: dict[str, DatasetSpec] = {
         explainer_lr=0.003,
         target=TargetConfig(lr=0.01, weight_decay=0.0, max_epochs=2000, patience=400),
         explainer_target="graded+add",
-        explainer_epochs=600,
+        # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs the
+        # inner product cannot tell apart (house attachment / hub spokes vs house edges)
+        explainer_epochs=1000,
+        explainer_patience=100,
+        explainer_decoder="mlp",
+        explainer_degree_features=True,
         default_k_value=6,
     ),
     "tree_cycles": DatasetSpec(

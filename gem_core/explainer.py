@@ -16,7 +16,13 @@ One deliberate addition (``decoder_bias=True``, default): a learnable scalar off
 (``z·z ≥ 0``), so edges between structurally alike nodes cannot be given a low weight; with it
 the held-out MSE on BA-shapes motif targets fell from 0.17 to 0.011 (ranking AUC 0.995 → 1.000),
 on BA-shapes distilled targets from 0.18 to 0.02. ``decoder_bias=False`` gives the paper's exact
-decoder. The KL term is off by default: a weight of 0.01 changed the validation MSE by < 3% and
+decoder. ``decoder="mlp"`` adds a small symmetric MLP on ``[z_u * z_v, |z_u - z_v|]`` to the
+inner product (its output layer and the bias share the logit); ``degree_features=True`` appends
+one more active label column per node, its degree bucket within the instance (0 … 7, then one
+per power of two up to 64+). On BA-shapes both together (1000 epochs, patience 100) raised the
+validation accuracy@K from 87/99/92/92/92 to 94/98/99/99/99 % (mean of 3 seeds): the inner
+product alone could not rank a house's attachment edge and the hub's spokes apart from the
+house's own edges. The KL term is off by default: a weight of 0.01 changed the validation MSE by < 3% and
 accuracy@K not at all (BA-shapes, distilled targets).
 
 Input features (see :mod:`gem_core.labeling`): ``[labels | original features]``. Node tasks:
@@ -55,6 +61,19 @@ from .progress import ProgressFn, report
 EXPLAINER_KIND = "gem-explainer"
 STATE_VERSION = 1
 MAX_LOGSTD = 10.0
+DECODERS = ("inner", "mlp")
+DEGREE_BUCKETS = 12  # degree one-hot: 0 … 7 exactly, then 8-15, 16-31, 32-63, 64+
+
+
+def degree_columns(pairs: Tensor, num_nodes: int) -> Tensor:
+    """Degree bucket (0 … ``DEGREE_BUCKETS - 1``) of every node of a packed graph.
+
+    Degrees are counted within each instance (its undirected pairs): exact up to 7, then one
+    bucket per power of two up to 64+.
+    """
+    deg = torch.bincount(pairs.reshape(-1).cpu(), minlength=int(num_nodes)).long()
+    big = 5 + torch.floor(torch.log2(deg.clamp(min=1).double())).long()  # 8 -> 8, 16 -> 9, ...
+    return torch.where(deg < 8, deg, big).clamp(max=DEGREE_BUCKETS - 1)
 
 __all__ = ["GemExplainer", "PreparedInstances", "GemNet", "NotFittedError", "EXPLAINER_KIND"]
 
@@ -144,11 +163,18 @@ class GemNet(nn.Module):
     """
 
     def __init__(self, label_dim: int, feat_dim: int, hidden: Sequence[int] = (32, 32, 16),
-                 decoder_bias: bool = False):
+                 decoder_bias: bool = False, decoder: str = "inner"):
         super().__init__()
         if len(hidden) < 2:
             raise ValueError("need at least two GCN layers (one hidden, one latent)")
+        if decoder not in DECODERS:
+            raise ValueError(f"unknown decoder {decoder!r}: use one of {', '.join(DECODERS)}")
         self.decoder_bias = nn.Parameter(torch.zeros(1)) if decoder_bias else None
+        latent = int(hidden[-1])
+        # "mlp": a symmetric pair scorer on [z_u * z_v, |z_u - z_v|], added to the inner product
+        self.edge_mlp = (nn.Sequential(nn.Linear(2 * latent, 2 * latent), nn.ReLU(),
+                                       nn.Linear(2 * latent, 1))
+                         if decoder == "mlp" else None)
         self.label_dim, self.feat_dim = int(label_dim), int(feat_dim)
         dims = [self.label_dim + self.feat_dim] + [int(h) for h in hidden[:-1]]
         # Normalisation is computed once per batch (normalized_adjacency), shared by all layers.
@@ -177,7 +203,11 @@ class GemNet(nn.Module):
 
     def decode(self, z: Tensor, pairs: Tensor) -> Tensor:
         """σ(z_u · z_v [+ b]) on the given pairs only."""
-        logits = (z.index_select(0, pairs[0]) * z.index_select(0, pairs[1])).sum(dim=-1)
+        zu, zv = z.index_select(0, pairs[0]), z.index_select(0, pairs[1])
+        prod = zu * zv
+        logits = prod.sum(dim=-1)
+        if self.edge_mlp is not None:
+            logits = logits + self.edge_mlp(torch.cat([prod, (zu - zv).abs()], dim=-1)).squeeze(-1)
         if self.decoder_bias is not None:
             logits = logits + self.decoder_bias
         return torch.sigmoid(logits)
@@ -228,6 +258,9 @@ class GemExplainer:
         max_colors: graph tasks: vocabulary size per WL round (most frequent training colours).
         decoder_bias: learnable offset in the decoder, ``σ(z_u · z_v + b)`` (see module notes);
             False reproduces the paper's ``σ(z_u · z_v)`` exactly.
+        decoder: ``"inner"`` (the inner product) or ``"mlp"`` (inner product plus an MLP on
+            ``[z_u * z_v, |z_u - z_v|]``).
+        degree_features: add each node's degree bucket (within its instance) to the labels.
         seed: seeds initialisation, shuffling and the reparameterisation noise.
         device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
         max_nodes_per_pass: :meth:`explain` splits a collection only when it exceeds this many
@@ -245,7 +278,8 @@ class GemExplainer:
     def __init__(self, lr: float = 0.01, hidden: Sequence[int] = (32, 32, 16), batch_size: int = 32,
                  max_epochs: int = 300, patience: int = 30, kl_weight: float = 0.0,
                  weight_decay: float = 0.0, num_hops: int = 3, wl_rounds: int = 2,
-                 max_colors: int = 300, decoder_bias: bool = True, seed: int = 0,
+                 max_colors: int = 300, decoder_bias: bool = True, decoder: str = "inner",
+                 degree_features: bool = False, seed: int = 0,
                  device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 500_000):
         self.lr = lr
         self.hidden = hidden
@@ -258,17 +292,23 @@ class GemExplainer:
         self.wl_rounds = wl_rounds
         self.max_colors = max_colors
         self.decoder_bias = decoder_bias
+        self.decoder = decoder
+        self.degree_features = degree_features
         self.seed = seed
         self.device = device
         self.max_nodes_per_pass = max_nodes_per_pass
 
     _PARAMS = ("lr", "hidden", "batch_size", "max_epochs", "patience", "kl_weight", "weight_decay",
-               "num_hops", "wl_rounds", "max_colors", "decoder_bias", "seed", "device", "max_nodes_per_pass")
+               "num_hops", "wl_rounds", "max_colors", "decoder_bias", "decoder",
+               "degree_features", "seed", "device", "max_nodes_per_pass")
 
     @classmethod
     def for_dataset(cls, spec, **overrides: Any) -> "GemExplainer":
         """An explainer with the paper's settings for a :class:`~gem_core.config.DatasetSpec`."""
-        params: dict[str, Any] = {"lr": spec.explainer_lr, "num_hops": spec.num_hops}
+        params: dict[str, Any] = {"lr": spec.explainer_lr, "num_hops": spec.num_hops,
+                                  "patience": spec.explainer_patience,
+                                  "decoder": spec.explainer_decoder,
+                                  "degree_features": spec.explainer_degree_features}
         params.update(overrides)
         return cls(**params)
 
@@ -289,8 +329,14 @@ class GemExplainer:
     def _label_columns(self, packed: PackedGraphs) -> Tensor:
         if packed.task == "node":
             dist = hop_distances(packed.pairs, packed.num_nodes, packed.targets, self.num_hops)
-            return hop_columns(dist, self.num_hops).unsqueeze(1)
-        return self.labeler_.columns(packed)
+            cols = hop_columns(dist, self.num_hops).unsqueeze(1)
+        else:
+            cols = self.labeler_.columns(packed)
+        if not self.degree_features:
+            return cols
+        base = self.label_dim_ - DEGREE_BUCKETS  # degree buckets are the last label columns
+        deg = base + degree_columns(packed.pairs, packed.num_nodes).to(cols.device, cols.dtype)
+        return torch.cat([cols, deg.unsqueeze(1)], dim=1)
 
     def prepare(self, instances: Sequence[Instance]) -> PreparedInstances:
         """Pack and label instances (WL colours / hop distances): the input side of :meth:`explain`."""
@@ -419,9 +465,12 @@ class GemExplainer:
         else:
             self.labeler_ = None
             self.label_dim_ = self.num_hops + 2
+        if self.degree_features:
+            self.label_dim_ += DEGREE_BUCKETS
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias)
+            model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias,
+                           self.decoder)
         self.device_ = dev
         self.model_ = model.to(dev)
         train = PreparedInstances(packed, self._label_columns(packed))
@@ -490,6 +539,8 @@ class GemExplainer:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.kl_weight < 0 or self.weight_decay < 0:
             raise ValueError("kl_weight and weight_decay must be non-negative")
+        if self.decoder not in DECODERS:
+            raise ValueError(f"decoder must be one of {', '.join(DECODERS)}, got {self.decoder!r}")
         if len(self.hidden) < 2 or any(int(h) < 1 for h in self.hidden):
             raise ValueError(f"hidden must list at least two positive widths, got {self.hidden!r}")
 
@@ -531,7 +582,8 @@ class GemExplainer:
         self.label_dim_ = int(state["label_dim"])
         self.labeler_ = None if state["labeler"] is None else WLLabeler.from_state(state["labeler"])
         self.device_ = resolve_device(self.device)
-        model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias)
+        model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias,
+                       self.decoder)
         model.load_state_dict(state["state_dict"])
         self.model_ = model.to(self.device_).eval()
         self.history_ = dict(state.get("history", {}))

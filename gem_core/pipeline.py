@@ -186,8 +186,17 @@ class Workbench:
 
     # ------------------------------------------------------------------ Gem
     def gem_params(self) -> dict[str, Any]:
-        return {"lr": self.spec.explainer_lr, "num_hops": self.spec.num_hops,
-                "max_epochs": self.spec.explainer_epochs}
+        params: dict[str, Any] = {"lr": self.spec.explainer_lr, "num_hops": self.spec.num_hops,
+                                  "max_epochs": self.spec.explainer_epochs}
+        # settings added later enter only when they differ from the defaults, so the cache keys
+        # (and shipped explainers) of the datasets that keep the defaults stay valid
+        for key, spec_value, default in (("patience", self.spec.explainer_patience, 30),
+                                         ("decoder", self.spec.explainer_decoder, "inner"),
+                                         ("degree_features", self.spec.explainer_degree_features,
+                                          False)):
+            if spec_value != default:
+                params[key] = spec_value
+        return params
 
     def _gem_key(self) -> str:
         return config_key(dataset=self.name, target=self.target().digest, params=self.gem_params(),

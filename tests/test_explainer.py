@@ -187,6 +187,33 @@ def test_fit_is_reproducible():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.parametrize("task", ["graph", "node"])
+def test_mlp_decoder_and_degree_features(task):
+    from gem_core.explainer import DEGREE_BUCKETS, degree_columns
+
+    ins = planted(task, count=40, seed=5)
+    w = [i.motif_mask.float() for i in ins]
+    ex = GemExplainer(lr=0.01, max_epochs=40, patience=40, decoder="mlp", degree_features=True,
+                      seed=0).fit(ins[:30], w[:30])
+    plain = GemExplainer(max_epochs=1, seed=0).fit(ins[:30], w[:30])
+    assert ex.label_dim_ == plain.label_dim_ + DEGREE_BUCKETS
+    prep = ex.prepare(ins[30:])
+    assert prep.cols.shape[1] == plain.prepare(ins[30:]).cols.shape[1] + 1
+    assert int(prep.cols.max()) < ex.label_dim_
+    s, y = torch.cat(ex.explain(ins[30:])), torch.cat([i.motif_mask.float() for i in ins[30:]])
+    assert auc(s, y) > 0.9
+    ex2 = GemExplainer.from_state(ex.to_state())
+    for a, b in zip(ex.explain(ins[30:]), ex2.explain(ins[30:])):
+        assert torch.equal(a, b)
+    # degree buckets: exact below 8, then one per power of two, capped
+    for d, bucket in [(0, 0), (1, 1), (7, 7), (8, 8), (15, 8), (16, 9), (63, 10), (64, 11),
+                      (1000, 11)]:
+        star = torch.stack([torch.zeros(d, dtype=torch.long), torch.arange(1, d + 1)])
+        assert int(degree_columns(star, d + 1)[0]) == bucket
+    with pytest.raises(ValueError, match="decoder"):
+        GemExplainer(decoder="bilinear").fit(ins[:2], w[:2])
+
+
 def test_for_dataset_uses_spec_settings():
     from gem_core.config import get_spec
 
