@@ -992,6 +992,8 @@ def _fill_flat(dist: Distillation, kept: Tensor, owner: Tensor, k: int) -> Tenso
 # Pairs (summed over all trial copies) one lockstep group of the "refine" descent holds at once;
 # the copies are evaluated in forward passes of at most ``max_edges`` directed edges each.
 REFINE_BUDGET = 262_144
+# Loss placeholder of a trial the descent does not evaluate (never chosen: see _refine_down).
+_NOT_EVALUATED = 1e6
 
 
 def _check_refine_inputs(dist: Distillation, instances: Optional[Sequence[Instance]],
@@ -1082,8 +1084,18 @@ def _refine_down(dist: Distillation, layout: _Layout, kept: Tensor, owner: Tenso
         if dist.connected:
             valid |= ~w.is_ruled()[inst]
         dist_inst = dist_owner[w.pos[w.pair_ptr[:-1]]]
-        loss = _subset_losses(layout, dist_inst[inst], w.pos[src[keep]], copy_of[keep],
-                              dist.labels, black_box, device, max_edges)
+        # A removal that drops other pairs is only a candidate for an instance without any
+        # other: those trials are not evaluated (a third to a half of the copies on molecules).
+        has_valid = np.zeros(w.n, dtype=bool)
+        has_valid[inst[valid]] = True
+        need = valid | ~has_valid[inst]
+        idx = np.flatnonzero(need)
+        renumber = np.cumsum(need) - 1
+        sel = keep & need[copy_of]
+        loss = np.full(inst.shape[0], _NOT_EVALUATED)
+        loss[idx] = _subset_losses(layout, dist_inst[inst[idx]], w.pos[src[sel]],
+                                   renumber[copy_of[sel]], dist.labels, black_box, device,
+                                   max_edges)
         chosen = _best_trial(inst, loss, valid, dist.tol)
         ci = inst[chosen]
         before = w.count.copy()
