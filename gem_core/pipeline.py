@@ -218,7 +218,11 @@ class Workbench:
             raise ArtifactError(f"{path} was trained for another dataset or target model.")
         if meta.get("key") != self._gem_key():
             raise ArtifactError(f"{path} was trained with other settings.")
-        return GemExplainer.from_state(state, device=self.device)
+        gem = GemExplainer.from_state(state, device=self.device)
+        # the time its fit took, so a loaded explainer reports what fitting it costs
+        gem.fit_seconds_ = float(meta.get("fit_seconds", 0.0))
+        gem.distill_seconds_ = float(meta.get("distill_seconds", 0.0))
+        return gem
 
     def saved_gem(self):
         """The Gem explainer from the cache or the shipped asset, or None when there is none."""
