@@ -41,8 +41,8 @@ class DatasetSpec:
     # "graded" (mean of the top-K masks over the K grid) or "mix" (the average of both)
     explainer_target: str = "graded"
     # top-K rule of the distilled masks Gem's "graded" targets are built from: the literal
-    # Appendix C rule ("paper"), which the shipped explainers were fitted with; the distillation's
-    # own default (nosplit) is for reporting distillation accuracy (see distill.py)
+    # Appendix C rule ("paper"), or the loss-driven "refine" (Mutagenicity); part of the Gem
+    # cache key. Distillation accuracy is reported with distill.ACCURACY_TOPK_POLICY.
     explainer_topk_policy: str = "paper"
     explainer_epochs: int = 300
     # early-stopping patience (epochs without a lower validation MSE) of the Gem fit
@@ -104,6 +104,9 @@ DATASETS: dict[str, DatasetSpec] = {
         connected=True,
         explainer_lr=0.01,
         target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
+        # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean over
+        # K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing (74.6 both)
+        explainer_topk_policy="refine",
     ),
     "nci1": DatasetSpec(
         name="nci1",
