@@ -202,14 +202,14 @@ NETWORK_OPTIONS = {
 }
 
 
-def _pyvis_network(pic: GraphPicture, height: int, cdn_resources: str = "in_line"):
+def _pyvis_network(pic: GraphPicture, height: int):
     """The picture as a pyvis ``Network`` (fixed positions, no physics; labels escaped)."""
     from pyvis.edge import Edge
     from pyvis.network import Network
 
     if len(set(pic.pairs)) != len(pic.pairs):
         raise ValueError("a picture's pairs must be unique")
-    net = Network(height=f"{height}px", width="100%", directed=False, cdn_resources=cdn_resources)
+    net = Network(height=f"{height}px", width="100%", directed=False, cdn_resources="in_line")
     net.templateEnv = _shared_template_env(net.template_dir)
     scale = 420.0
     for i in range(pic.num_nodes):
@@ -245,7 +245,7 @@ def network_data(pic: GraphPicture) -> dict:
 
 def pyvis_html(pic: GraphPicture, height: int = 340) -> str:
     """A self-contained interactive HTML page of the picture (vis-network in-lined, CDN links
-    stripped): the "HTML" download, and the app's fallback when the live view is unavailable."""
+    stripped): the app's fallback when the live view cannot publish its vis-network files."""
     page = strip_cdn(_pyvis_network(pic, height).generate_html())
     return page.replace("<body>", "<body style='margin:0'>" + _legend_html(pic), 1)
 

@@ -1,6 +1,8 @@
 """Router, shared sidebar and the Explore page (BA-shapes / Tree-cycles: small and fast)."""
 from __future__ import annotations
 
+import re
+
 from gem_core.config import get_spec
 from gem_core.pipeline import METHOD_COLORS, METHODS, Workbench
 
@@ -169,3 +171,35 @@ def test_explore_explains_missing_data(monkeypatch):
         assert not at.error
     finally:
         st.cache_resource.clear()
+
+
+def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
+    """When vis-network cannot be published next to the live view, panels are pyvis pages."""
+    from components import graph_view, network_view
+
+    def iframes(at) -> list[str]:
+        out: list[str] = []
+
+        def walk(node):
+            for child in getattr(node, "children", {}).values():
+                if getattr(child, "type", None) == "iframe":
+                    out.append(child.proto.srcdoc)
+                walk(child)
+
+        walk(at.main)
+        return out
+
+    monkeypatch.setattr(graph_view, "publish_vis_assets", lambda target_dir: False)
+    network_view._assets_ready.clear()
+    try:
+        at = make_app(methods=("random",))
+        no_exception(at)
+        assert networks(at) == []
+        pages = iframes(at)
+        assert len(pages) == 2  # original + Random
+        for page in pages:
+            assert "new vis.Network" in page  # vis-network in-lined, nothing loaded from the net
+            assert not re.search(r"(src|href)\s*=\s*[\"']https?://", page)
+            assert "explained node" in page
+    finally:
+        network_view._assets_ready.clear()
