@@ -286,7 +286,7 @@ class Distillation:
              instances: Optional[Sequence[Instance]] = None, black_box: Optional["BlackBox"] = None,
              device: Union[str, torch.device, None] = "cpu",
              max_edges_per_forward: Optional[int] = None) -> list[Tensor]:
-        """Top-K pair masks (bool ``[P]`` per instance); no forward pass.
+        """Top-K pair masks (bool ``[P]`` per instance); no forward pass except for ``"refine"``.
 
         Starts from the pairs kept by the greedy phase; an instance with at most ``k`` of them
         keeps them all. Otherwise pairs are removed in ascending (weight, index) order until at

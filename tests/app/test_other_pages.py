@@ -86,8 +86,9 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     class FakeDistillation(list):
         seconds = 1.5
 
-        def topk(self, k):
-            return []
+        def topk_grid(self, ks, policy, **kwargs):
+            assert policy == distill.ACCURACY_TOPK_POLICY and kwargs["instances"]
+            return {k: [] for k in ks}
 
     def fake_distillation(self, split="train", progress=None):
         if progress:
