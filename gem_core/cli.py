@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-COMMANDS = ("train", "distill", "bench", "reproduce", "explain")
+COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune")
 
 
 class UserError(Exception):

@@ -1,0 +1,249 @@
+"""Validation sweeps of Gem's settings: how each design choice of ``config.py`` was (and can be) made.
+
+A *variant* is a set of overrides of a dataset's Gem settings — explainer hyperparameters
+(``decoder=mlp``, ``hidden=64/64/32``, ``weight_decay=1e-4`` …) and what the explainer learns from
+(``target=graded``, ``topk_policy=refine``, ``label_source=predicted``, ``train_on=correct``). Every
+variant is fitted on the training split with the same seeds and scored by explanation accuracy at
+each K on the **validation** split, beside the dataset's current settings measured in the same run.
+The test split is never read, so the choice made from a sweep does not leak into the reported tables.
+
+The distillations of the train and val splits come from the cache and each distinct training
+target is computed once, so a sweep costs one Gem fit per (variant, seed).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import torch
+
+from .config import DatasetSpec
+from .progress import ProgressFn, report, scaled
+
+# Gem hyperparameters a variant may override, with the parser of a command-line value
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
+               "false": False, "0": False, "no": False, "off": False}
+
+
+def _parse_bool(text: str) -> bool:
+    try:
+        return _BOOL_WORDS[text.strip().lower()]
+    except KeyError:
+        raise ValueError(f"expected true or false, got {text!r}") from None
+
+
+def _parse_hidden(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(w) for w in text.replace(",", "/").split("/"))
+    except ValueError:
+        raise ValueError(f"hidden widths look like 32/32/16, got {text!r}") from None
+
+
+EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
+    "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
+    "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
+    "decoder_bias": _parse_bool, "decoder": str, "degree_features": _parse_bool,
+}
+# what the explainer learns from
+TARGET_KEYS: dict[str, Callable[[str], Any]] = {
+    "target": str, "topk_policy": str, "label_source": str, "train_on": str,
+}
+TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named set of overrides of a dataset's Gem settings (empty: the current settings)."""
+
+    name: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def explainer_overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in self.overrides.items() if k in EXPLAINER_KEYS}
+
+    def target_setting(self, spec: DatasetSpec) -> tuple[str, str, str, str]:
+        """(target kind, top-K policy, label source, train_on) of this variant."""
+        o = self.overrides
+        return (o.get("target", spec.explainer_target), o.get("topk_policy", spec.explainer_topk_policy),
+                o.get("label_source", "true"), o.get("train_on", "all"))
+
+
+CURRENT = "current"
+
+
+def parse_variant(text: str) -> Variant:
+    """``NAME:key=value[,key=value…]`` (or just ``NAME`` with no overrides) as a :class:`Variant`."""
+    name, _, body = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"variant {text!r} needs a name: NAME:key=value,…")
+    overrides: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in body.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq:
+            raise ValueError(f"variant {name!r}: expected key=value, got {item!r}")
+        parser = EXPLAINER_KEYS.get(key) or TARGET_KEYS.get(key)
+        if parser is None:
+            known = ", ".join(sorted(EXPLAINER_KEYS) + sorted(TARGET_KEYS))
+            raise ValueError(f"variant {name!r}: unknown setting {key!r} (known: {known})")
+        try:
+            overrides[key] = parser(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"variant {name!r}, {key}: {exc}") from None
+    return Variant(name, overrides)
+
+
+def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Variant]:
+    """The variants with the current settings first; clear errors for bad names or values."""
+    from .distill import TOPK_POLICIES, check_label_source
+    from .explainer import GemExplainer
+    from .gem_targets import TARGET_KINDS
+
+    names = [v.name for v in variants]
+    if CURRENT in names:
+        raise ValueError(f"{CURRENT!r} is the name of the dataset's own settings; pick another name")
+    if len(set(names)) != len(names):
+        raise ValueError("variant names must be unique")
+    out = [Variant(CURRENT)] + list(variants)
+    for v in out:
+        kind, policy, label_source, train_on = v.target_setting(spec)
+        if kind not in TARGET_KINDS:
+            raise ValueError(f"variant {v.name!r}: target must be one of {', '.join(TARGET_KINDS)}")
+        if policy not in TOPK_POLICIES:
+            raise ValueError(f"variant {v.name!r}: topk_policy must be one of {', '.join(TOPK_POLICIES)}")
+        check_label_source(label_source)
+        if train_on not in TRAIN_ON:
+            raise ValueError(f"variant {v.name!r}: train_on must be one of {', '.join(TRAIN_ON)}")
+        GemExplainer(**{**v.explainer_overrides(), "device": "cpu"})._validate_params()
+    return out
+
+
+def correctly_classified(black_box, instances: Sequence) -> torch.Tensor:
+    """Boolean mask: does the target predict each instance's true label on its full graph?"""
+    from .evaluate import predict_proba
+
+    y = torch.tensor([int(i.y) for i in instances])
+    return predict_proba(black_box, instances).argmax(-1) == y
+
+
+def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = (0, 1, 2),
+                     include_current: bool = True,
+                     progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+    """Fit Gem once per (variant, seed) and measure its explanation accuracy on the validation split.
+
+    Args:
+        bench: the dataset's :class:`~gem_core.pipeline.Workbench` (target, splits, device).
+        variants: the variants to compare; the dataset's current settings come first, under the
+            name ``"current"`` (unless ``include_current`` is False).
+        seeds: Gem seeds (initialisation, shuffling, noise); every variant uses the same ones.
+        include_current: measure the current settings too (the reference of every comparison).
+        progress: optional ``progress(fraction, message)`` callback.
+
+    Returns:
+        ``{"dataset", "split": "val", "k_grid", "seeds", "variants": {name: {"overrides",
+        "accuracy_at_k": {"<K>": mean over seeds}, "mean": …, "std" (of the seed means), "per_seed":
+        [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}]}}}``.
+    """
+    from .distill import distill_dataset
+    from .evaluate import predict_proba, topk_mask
+    from .explainer import GemExplainer
+    from .gem_targets import explainer_targets
+
+    spec: DatasetSpec = bench.spec
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("give at least one seed")
+    variants = check_variants(variants, spec)
+    if not include_current:
+        variants = variants[1:]
+    if not variants:
+        raise ValueError("nothing to compare: give at least one variant")
+    report(progress, 0.0, "target model")
+    target, bb = bench.target(), bench.black_box
+    train, val = bench.instances("train"), bench.instances("val")
+    y_val = torch.tensor([int(i.y) for i in val])
+    base = bench.gem_params()
+
+    distillations: dict[tuple[str, str], Any] = {}
+    targets: dict[tuple[str, str, str], tuple[list, list]] = {}
+    correct: dict[str, torch.Tensor] = {}
+
+    def training_data(v: Variant):
+        kind, policy, label_source, train_on = v.target_setting(spec)
+        key = (kind, policy, label_source)
+        if key not in targets:
+            s = replace(spec, explainer_target=kind, explainer_topk_policy=policy)
+            made = []
+            for split, insts in (("train", train), ("val", val)):
+                if (split, label_source) not in distillations:
+                    distillations[(split, label_source)] = distill_dataset(
+                        bench.dataset, target, split, label_source=label_source, device=bench.device)
+                made.append(explainer_targets(distillations[(split, label_source)], s,
+                                              instances=insts, black_box=bb))
+            targets[key] = (made[0], made[1])
+        tr_w, va_w = targets[key]
+        if train_on == "all":
+            return train, tr_w, val, va_w
+        # "correct": the authors' code fits the explainer on correctly classified instances only
+        for split, insts in (("train", train), ("val", val)):
+            if split not in correct:
+                correct[split] = correctly_classified(bb, insts)
+        pick = lambda xs, m: [x for x, keep in zip(xs, m.tolist()) if keep]  # noqa: E731
+        return (pick(train, correct["train"]), pick(tr_w, correct["train"]),
+                pick(val, correct["val"]), pick(va_w, correct["val"]))
+
+    out: dict[str, Any] = {"dataset": spec.name, "split": "val", "k_grid": list(spec.k_grid),
+                           "seeds": seeds, "val_instances": len(val), "variants": {}}
+    runs = len(variants) * len(seeds)
+    done = 0
+    for v in variants:
+        per_seed = []
+        for seed in seeds:
+            lo, hi = done / runs, (done + 1) / runs
+            report(progress, lo, f"{v.name}, seed {seed}: training targets")
+            tr, tr_w, va, va_w = training_data(v)
+            params = {**base, **v.explainer_overrides(), "seed": seed, "device": bench.device}
+            start = time.perf_counter()
+            gem = GemExplainer(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
+            fit_seconds = time.perf_counter() - start
+            scores = gem.explain(val)
+            acc = {}
+            for k in spec.k_grid:
+                pred = predict_proba(bb, val, [topk_mask(s, k) for s in scores]).argmax(-1)
+                acc[str(k)] = float((pred == y_val).double().mean())
+            per_seed.append({"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
+                             "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds})
+            done += 1
+            report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
+        means = torch.tensor([r["mean"] for r in per_seed], dtype=torch.float64)
+        out["variants"][v.name] = {
+            "overrides": {k: list(x) if isinstance(x, tuple) else x for k, x in v.overrides.items()},
+            "accuracy_at_k": {str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
+                              for k in spec.k_grid},
+            "mean": float(means.mean()),
+            # spread of the seed means: how far apart two runs of one variant land
+            "std": float(means.std()) if len(per_seed) > 1 else 0.0,
+            "per_seed": per_seed,
+        }
+    return out
+
+
+def format_sweep(result: dict[str, Any]) -> str:
+    """The sweep as a table: one row per variant, validation accuracy (%) per K, mean ± std over seeds."""
+    ks = result["k_grid"]
+    head = f"{'variant':<22}" + "".join(f"{'K=' + str(k):>8}" for k in ks) + f"{'mean':>8}{'± std':>8}{'vs current':>12}"
+    lines = [f"{result['dataset']}: Gem explanation accuracy (%) on {result['val_instances']} validation "
+             f"instances, mean over seeds {', '.join(map(str, result['seeds']))}", head, "-" * len(head)]
+    ref = result["variants"].get(CURRENT, {}).get("mean")
+    for name, r in result["variants"].items():
+        cells = "".join(f"{100 * r['accuracy_at_k'][str(k)]:>8.1f}" for k in ks)
+        delta = "" if name == CURRENT or ref is None else f"{100 * (r['mean'] - ref):>+12.1f}"
+        lines.append(f"{name:<22}{cells}{100 * r['mean']:>8.1f}{100 * r['std']:>8.1f}{delta}")
+    for name, r in result["variants"].items():
+        if r["overrides"]:
+            settings = ", ".join(f"{k}={v}" for k, v in r["overrides"].items())
+            lines.append(f"  {name}: {settings}")
+    return "\n".join(lines)

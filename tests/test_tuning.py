@@ -1,0 +1,127 @@
+"""The validation sweep of Gem settings (``python -m gem_core tune``)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gem_core.cli import main
+from gem_core.evaluate import evaluate_scores
+from gem_core.explainer import GemExplainer
+from gem_core.gem_targets import explainer_targets
+from gem_core import tuning
+from gem_core.pipeline import Workbench
+from gem_core.tuning import CURRENT, Variant, check_variants, parse_variant, validation_sweep
+
+
+def test_parse_variant_types_each_setting():
+    v = parse_variant("wide:hidden=64/64/32,decoder=mlp,degree_features=yes,lr=3e-3,patience=7")
+    assert v.name == "wide"
+    assert v.overrides == {"hidden": (64, 64, 32), "decoder": "mlp", "degree_features": True,
+                           "lr": 0.003, "patience": 7}
+    assert parse_variant("plain").overrides == {}
+    t = parse_variant("t:topk_policy=paper,target=weights,label_source=predicted,train_on=correct")
+    assert t.explainer_overrides() == {}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x:foo=1", "unknown setting 'foo'"),
+    ("x:decoder", "expected key=value"),
+    (":lr=0.1", "needs a name"),
+    ("x:degree_features=maybe", "expected true or false"),
+    ("x:hidden=a/b", "hidden widths"),
+    ("x:patience=1.5", "patience"),
+])
+def test_parse_variant_errors_are_clear(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_variant(text)
+
+
+@pytest.mark.parametrize("variants, message", [
+    ([Variant(CURRENT)], "dataset's own settings"),
+    ([Variant("a"), Variant("a")], "unique"),
+    ([Variant("a", {"target": "nope"})], "target must be one of"),
+    ([Variant("a", {"topk_policy": "nope"})], "topk_policy must be one of"),
+    ([Variant("a", {"train_on": "some"})], "train_on must be one of"),
+    ([Variant("a", {"label_source": "guess"})], "label"),
+    ([Variant("a", {"decoder": "dense"})], "decoder must be one of"),
+])
+def test_check_variants_rejects_bad_settings(variants, message):
+    with pytest.raises(ValueError, match=message):
+        check_variants(variants, Workbench("tree_cycles", "cpu").spec)
+
+
+class _NoTestSplit(Workbench):
+    """A workbench that fails loudly if anything asks for the test split."""
+
+    def instances(self, split: str = "test"):
+        assert split != "test", "the sweep read the test split"
+        return super().instances(split)
+
+
+def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
+    wb = _NoTestSplit("tree_cycles", "cpu")
+    variants = [Variant("short", {"max_epochs": 4}), Variant("inner-nobias", {"max_epochs": 4,
+                                                                              "decoder_bias": False})]
+    result = validation_sweep(wb, variants, seeds=[0, 1], include_current=False)
+    assert list(result["variants"]) == ["short", "inner-nobias"]
+    assert result["split"] == "val" and result["val_instances"] == len(wb.instances("val"))
+
+    # the same fit done by hand gives the same validation accuracy at every K
+    train, val = wb.instances("train"), wb.instances("val")
+    targets = [explainer_targets(wb.distillation(s), wb.spec, instances=i, black_box=wb.black_box)
+               for s, i in (("train", train), ("val", val))]
+    gem = GemExplainer(**{**wb.gem_params(), "max_epochs": 4, "seed": 1, "device": "cpu"})
+    gem.fit(train, targets[0], val, targets[1])
+    direct = evaluate_scores(wb.black_box, val, gem.explain(val), wb.spec.k_grid, fidelity=False)
+    swept = result["variants"]["short"]["per_seed"][1]
+    assert swept["seed"] == 1
+    for k in wb.spec.k_grid:
+        assert swept["accuracy_at_k"][str(k)] == pytest.approx(direct.accuracy_at_k[k])
+    short = result["variants"]["short"]
+    for k in wb.spec.k_grid:
+        mean = sum(r["accuracy_at_k"][str(k)] for r in short["per_seed"]) / 2
+        assert short["accuracy_at_k"][str(k)] == pytest.approx(mean)
+    # each variant keeps its own overrides and scores
+    a = [r["accuracy_at_k"] for r in result["variants"]["inner-nobias"]["per_seed"]]
+    assert result["variants"]["inner-nobias"]["overrides"] == {"max_epochs": 4, "decoder_bias": False}
+    assert all(0.0 <= x <= 1.0 for acc in a for x in acc.values())
+
+
+def test_correct_only_training_fits_on_the_correctly_classified_instances(monkeypatch):
+    wb = Workbench("tree_cycles", "cpu")
+    train, val = wb.instances("train"), wb.instances("val")
+    # the real target classifies every Tree-cycles instance correctly
+    assert bool(tuning.correctly_classified(wb.black_box, train).all())
+    # pretend it gets every third instance wrong: those must not be trained on
+    monkeypatch.setattr(tuning, "correctly_classified",
+                        lambda bb, insts: torch.arange(len(insts)) % 3 != 0)
+    seen = {}
+    real_fit = GemExplainer.fit
+
+    def spy(self, instances, weights, val_instances=None, val_weights=None, progress=None):
+        seen["train"] = [i.index for i in instances]
+        seen["val"] = [i.index for i in val_instances]
+        return real_fit(self, instances, weights, val_instances, val_weights, progress)
+
+    monkeypatch.setattr(GemExplainer, "fit", spy)
+    validation_sweep(wb, [Variant("c", {"max_epochs": 2, "train_on": "correct"})], seeds=[0],
+                     include_current=False)
+    assert seen["train"] == [i.index for n, i in enumerate(train) if n % 3 != 0]
+    assert seen["val"] == [i.index for n, i in enumerate(val) if n % 3 != 0]
+
+
+def test_cli_tune_prints_current_and_variants(capsys, tmp_path):
+    out = tmp_path / "tune.json"
+    assert main(["tune", "--dataset", "tree_cycles", "--variant", "short:max_epochs=3",
+                 "--seeds", "0", "--no-progress", "--threads", "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "validation instances" in text and "current" in text and "short" in text
+    assert "short: max_epochs=3" in text
+    import json
+    data = json.loads(out.read_text())
+    assert list(data["variants"]) == [CURRENT, "short"]
+
+
+def test_cli_tune_bad_variant_is_one_line(capsys):
+    assert main(["tune", "--dataset", "tree_cycles", "--variant", "x:nope=1", "--no-progress"]) == 2
+    assert "unknown setting 'nope'" in capsys.readouterr().err
