@@ -148,7 +148,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
         [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}]}}}``.
     """
     from .distill import distill_dataset
-    from .evaluate import predict_proba, topk_mask
+    from .evaluate import evaluate_scores
     from .explainer import GemExplainer
     from .gem_targets import explainer_targets
 
@@ -164,7 +164,6 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     report(progress, 0.0, "target model")
     target, bb = bench.target(), bench.black_box
     train, val = bench.instances("train"), bench.instances("val")
-    y_val = torch.tensor([int(i.y) for i in val])
     base = bench.gem_params()
 
     distillations: dict[tuple[str, str], Any] = {}
@@ -209,11 +208,8 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             start = time.perf_counter()
             gem = GemExplainer(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
-            scores = gem.explain(val)
-            acc = {}
-            for k in spec.k_grid:
-                pred = predict_proba(bb, val, [topk_mask(s, k) for s in scores]).argmax(-1)
-                acc[str(k)] = float((pred == y_val).double().mean())
+            measured = evaluate_scores(bb, val, gem.explain(val), spec.k_grid, fidelity=False)
+            acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
             per_seed.append({"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
                              "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds})
             done += 1
