@@ -6,23 +6,22 @@ lives only in this module (``st.cache_resource`` for shared, thread-safe engine 
 """
 from __future__ import annotations
 
-import html
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import streamlit as st
 import torch
 
 from gem_core.config import DATASETS, DatasetSpec, get_spec
 from gem_core.device import configure_threads
-from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, METHODS, Workbench, workbench
+from gem_core.explainers import METHODS, method_spec
+from gem_core.session import Workbench, workbench
+from theme import method_title
 
+# The explainers compared when a session starts: fast ones (PGExplainer first needs a fit).
 DEFAULT_METHODS: tuple[str, ...] = ("gem", "gnnexplainer", "random")
-# Methods that work on any instance without a fit.
-NO_FIT_METHODS = frozenset({"random", "gnnexplainer", "distilled"})
 
 DATA_HELP = (
     "Mutagenicity and NCI1 are read from TU Dortmund raw files. Set the environment variable "
@@ -81,9 +80,10 @@ def sidebar() -> Selection:
             help=f"The paper's grid for {spec.title}: {', '.join(map(str, spec.k_grid))}.")
         methods = st.multiselect(
             "Explainers to compare", list(METHODS), default=list(DEFAULT_METHODS),
-            format_func=METHOD_TITLES.get, key="sb_methods", persist_state="session")
-        st.caption("Gem and PGExplainer are fitted once per dataset; the others explain "
-                   "directly.")
+            format_func=method_title, key="sb_methods", persist_state="session")
+        fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
+        st.caption(f"{' and '.join(fitted)} are fitted once per dataset; the others explain "
+                   f"directly.")
     sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods))
     st.session_state["selection"] = sel
     return sel
@@ -106,48 +106,15 @@ def get_workbench(dataset: str, device: str) -> Workbench:
     return workbench(dataset, device)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _gem_checkpoint_matches(path: str, mtime: float, dataset: str, digest: str) -> bool:
-    """Whether a Gem checkpoint was fitted for this dataset and target (read once per file)."""
-    from gem_core.pipeline import EXPLAINER_KIND
-    from gem_core.store import ArtifactError, load_torch
-
-    try:
-        meta = load_torch(path, kind=EXPLAINER_KIND).get("meta", {})
-    except ArtifactError:
-        return False
-    return meta.get("dataset") == dataset and meta.get("target") == digest
-
-
 def method_ready(wb: Workbench, method: str) -> bool:
-    """Whether ``method`` explains without a slow fit right now.
-
-    Reads the workbench's in-memory explainer table (``Workbench.is_fitted(method)`` would be
-    the clean engine API) and checks Gem checkpoints against the current target.
-    """
-    if method in NO_FIT_METHODS or method in getattr(wb, "_explainers", {}):
-        return True
-    if method == "gem":
-        digest = wb.target().digest
-        for path in (wb.gem_cache_path(), wb.shipped_gem_path()):
-            if path.exists() and _gem_checkpoint_matches(str(path), path.stat().st_mtime,
-                                                         wb.name, digest):
-                return True
-    return False
+    """Whether ``method`` explains without a slow fit right now (fitted, saved or fit-free)."""
+    return wb.is_fitted(method)
 
 
 def explainer_token(wb: Workbench, method: str) -> str:
     """Identifies the explainer currently used for ``method`` (part of result cache keys)."""
     exp = wb.explainer(method)
     return f"{wb.target().digest}:{method}:{id(exp)}"
-
-
-def register_explainer(wb: Workbench, method: str, explainer: Any) -> None:
-    """Make a freshly fitted explainer the one the workbench hands out (after a refit)."""
-    table = getattr(wb, "_explainers", None)
-    if table is not None:
-        with wb._lock:
-            table[method] = explainer
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -168,7 +135,7 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
     wb = get_workbench(dataset, device)
     inst = wb.instances("test")[position]
     explained = wb.explain(method, [inst])
-    return tuple(float(s) for s in explained.scores[0]), float(explained.ms_per_instance)
+    return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)
 
 
 # ----------------------------------------------------------------------------- progress
@@ -188,11 +155,19 @@ def progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
         bar.progress(1.0, text=f"{label}: done")
 
 
-def method_badge(method: str) -> str:
-    """A small coloured label of a method (HTML, escaped)."""
-    color = METHOD_COLORS.get(method, "#444444")
-    return (f"<span style='display:inline-block;width:0.8em;height:0.8em;border-radius:50%;"
-            f"background:{color};margin-right:0.35em'></span>{html.escape(METHOD_TITLES[method])}")
+def fit_offer(wb: Workbench, method: str, message: str, key: str) -> None:
+    """Say that ``method`` needs a one-off fit and offer a button that fits it (then reruns)."""
+    title = method_title(method)
+    st.info(message, icon=":material/hourglass_empty:")
+    if st.button(f"Fit {title} now", key=key, icon=":material/play_arrow:"):
+        try:
+            with st.status(f"Fitting {title} on {wb.spec.title}…", expanded=True):
+                with progress_bar(f"fitting {title}") as progress:
+                    wb.explainer(method, progress)
+        except Exception as exc:  # engine errors -> message box
+            show_error(exc, f"Fitting {title} failed")
+            return
+        st.rerun()
 
 
 def show_error(exc: BaseException, what: str = "") -> None:

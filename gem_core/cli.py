@@ -40,9 +40,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .datasets import DataUnavailableError
     from .store import ArtifactError
 
+    from .device import configure_threads
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if hasattr(args, "threads"):
+            configure_threads(args.threads)
         return int(args.func(args) or 0)
     except (UserError, UnknownDatasetError, DataUnavailableError, ArtifactError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

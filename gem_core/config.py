@@ -5,8 +5,9 @@ paper setting lives in exactly one place.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 TaskLevel = Literal["node", "graph"]
 
@@ -48,7 +49,7 @@ class DatasetSpec:
     # early-stopping patience (epochs without a lower validation MSE) of the Gem fit
     explainer_patience: int = 30
     # Gem's pair scorer: "inner" (σ(z_u · z_v + b), the paper's) or "mlp" (an MLP on
-    # [z_u * z_v, |z_u - z_v|] added to the inner product); see gem_core.explainer
+    # [z_u * z_v, |z_u - z_v|] added to the inner product); see gem_core.explainers.gem_autoencoder
     explainer_decoder: str = "inner"
     # append a one-hot degree bucket (degree within the instance) to Gem's input labels
     explainer_degree_features: bool = False
@@ -121,6 +122,7 @@ DATASETS: dict[str, DatasetSpec] = {
 }
 
 SEED = 0
+MAX_K = 1000  # no explanation of the paper comes near; a guard against typos
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 
 
@@ -138,12 +140,17 @@ def get_spec(name: str) -> DatasetSpec:
     return DATASETS[key]
 
 
-def check_k(k: int, spec: DatasetSpec | None = None) -> int:
-    """Validate a top-K edge budget; K must be a positive integer."""
-    if isinstance(k, bool) or not isinstance(k, int):
+def check_k(k: Any) -> int:
+    """Validate a top-K edge budget (an integer from 1 to 1000; ``bool`` refused) and return it.
+
+    The one K check of the engine: CLI arguments, the app, the evaluation and the distillation
+    all call it, so a bad K gets the same message everywhere.
+    """
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise ValueError(f"K must be an integer, got {k!r}.")
+    k = int(k)
     if k < 1:
         raise ValueError(f"K must be at least 1, got {k}.")
-    if k > 1000:
-        raise ValueError(f"K must be at most 1000, got {k}.")
+    if k > MAX_K:
+        raise ValueError(f"K must be at most {MAX_K}, got {k}.")
     return k

@@ -34,7 +34,6 @@ instances, optionally chunked with ``batch_size``.
 """
 from __future__ import annotations
 
-import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .config import check_k
 from .instances import Instance, collate
 from .progress import ProgressFn, report
 
@@ -51,16 +51,6 @@ PROB_CLIP = 1e-6
 
 
 # ----------------------------------------------------------------------------- top-K
-
-def validate_k(k: Any) -> int:
-    """Check that ``k`` is a positive integer (``bool`` rejected) and return it as ``int``."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise ValueError(f"K must be a positive integer, got {k!r}.")
-    k = int(k)
-    if k < 1:
-        raise ValueError(f"K must be at least 1, got {k}.")
-    return k
-
 
 def _as_scores(scores: Any) -> Tensor:
     s = torch.as_tensor(scores).detach().cpu()
@@ -80,7 +70,7 @@ def topk_mask(scores: Tensor, k: int) -> Tensor:
     Raises:
         ValueError: ``k`` is not an integer ≥ 1.
     """
-    k = validate_k(k)
+    k = check_k(k)
     s = _as_scores(scores)
     p = s.numel()
     mask = torch.zeros(p, dtype=torch.bool)
@@ -291,11 +281,11 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
         raise ValueError(f"{len(scores)} score tensors for {len(instances)} instances")
     for inst, sc in zip(instances, scores):
         _check_len(inst, sc)
-    ks = sorted({validate_k(k) for k in k_grid})
+    ks = sorted({check_k(k) for k in k_grid})
     if not ks:
         raise ValueError("k_grid is empty")
-    lo_k = validate_k(log_odds_k) if log_odds_k is not None else list(k_grid)[len(k_grid) // 2]
-    lo_k = validate_k(lo_k)
+    lo_k = check_k(log_odds_k) if log_odds_k is not None else list(k_grid)[len(k_grid) // 2]
+    lo_k = check_k(lo_k)
     all_ks = sorted(set(ks) | {lo_k})
 
     scores = [_as_scores(s) for s in scores]

@@ -20,7 +20,7 @@ subgraph of every training node, or every whole graph), distils them with
 :func:`gem_core.distill.distill` (against the model's own prediction for ``"model"``
 explanations, the data's ``y`` or a given ``target`` for ``"phenomenon"``), derives the training
 targets with :func:`gem_core.gem_targets.explainer_targets` and fits the engine's graph
-auto-encoder, :class:`gem_core.explainer.GemExplainer`. ``forward`` then never calls the model:
+auto-encoder, :class:`gem_core.explainers.gem_autoencoder.GemAutoEncoder`. ``forward`` then never calls the model:
 it cuts the computation graphs of the requested nodes (or the graphs of the batch) and scores all
 of them in one forward pass of the auto-encoder.
 
@@ -70,8 +70,7 @@ from .config import DatasetSpec
 from .device import resolve_device
 from .distill import (DEFAULT_TOPK_POLICY, Distillation, distill, np_segment_arange,
                       segment_arange)
-from .explainer import GemExplainer as GemAutoEncoder
-from .explainer import NotFittedError, PreparedInstances
+from .explainers.gem_autoencoder import GemAutoEncoder, NotFittedError, PreparedInstances
 from .gem_targets import TARGET_KINDS, explainer_targets
 from .instances import Instance, InstanceBatch
 from .labeling import PackedGraphs, hop_columns
@@ -298,7 +297,7 @@ def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int],
     st = structure if structure is not None else GraphStructure(edge_index, n)
     if st.num_nodes != n:
         raise ValueError(f"graph structure of {st.num_nodes} nodes for x of {n} nodes")
-    lo, hi, lo_ptr = st.lo, st.hi, st.lo_ptr
+    hi, lo_ptr = st.hi, st.lo_ptr
     b = nodes_np.size
     # multi-source BFS, one row per target; `level` counts the rounds a node has been reached in,
     # so its hop distance is num_hops - level + 1
@@ -435,7 +434,7 @@ class GemExplainer(ExplainerAlgorithm):
         device: where Gem runs (default: the device of the data given to :meth:`fit`).
 
     Attributes (after :meth:`fit`):
-        gem_: the fitted :class:`gem_core.explainer.GemExplainer` auto-encoder.
+        gem_: the fitted :class:`gem_core.explainers.gem_autoencoder.GemAutoEncoder`.
         distillation_: the :class:`gem_core.distill.Distillation` of the fit instances.
         num_hops_, num_classes_, task_level_, explanation_type_, fit_seconds_, distill_seconds_.
     """

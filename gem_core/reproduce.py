@@ -17,15 +17,15 @@ import torch
 
 from . import paper
 from .config import get_spec
-from .pipeline import METHOD_TITLES, Workbench, check_method, workbench
+from .explainers import REPRODUCE_METHODS, check_method, method_spec, title
+from .session import Workbench, workbench
 from .progress import ProgressFn, report, scaled
 from .store import ASSETS_DIR, save_json
 
-DEFAULT_METHODS = ("gem", "gnnexplainer", "pgexplainer", "random")
-# methods that explain the whole test split in one batched call of a few milliseconds: their first
-# call also pays one-off costs (lazy kernels, allocations; 1.9 ms per node against 0.1 warm on
-# BA-shapes), so their time is the median of TIMING_REPEATS warm calls
-BATCHED_METHODS = ("gem", "pgexplainer", "random")
+DEFAULT_METHODS = REPRODUCE_METHODS
+# Batched methods (registry rows with ``batched``) explain the whole test split in one call of a
+# few milliseconds: their first call also pays one-off costs (lazy kernels, allocations; 1.9 ms
+# per node against 0.1 warm on BA-shapes), so their time is the median of TIMING_REPEATS warm calls
 TIMING_REPEATS = 5
 
 
@@ -58,7 +58,8 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     Args:
         dataset: dataset name.
         device: ``auto`` / ``cpu`` / ``cuda``.
-        methods: which of gem, gnnexplainer, pgexplainer, random, distilled to evaluate.
+        methods: registry names of the methods to evaluate (default: the rows measured by
+            ``reproduce``, :data:`gem_core.explainers.REPRODUCE_METHODS`).
         limit: evaluate on the first ``limit`` test instances only (quick runs; not written to
             ``assets/results``).
         write_assets: write ``assets/results/<dataset>.json`` (full runs only: every default
@@ -86,12 +87,12 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     n = len(methods)
     for i, method in enumerate(methods):
         lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
-        report(progress, lo, f"{METHOD_TITLES[method]}: fitting")
+        report(progress, lo, f"{title(method)}: fitting")
         exp = wb.explainer(method, scaled(progress, lo, lo + 0.6 * (hi - lo)))
-        report(progress, lo + 0.6 * (hi - lo), f"{METHOD_TITLES[method]}: explaining")
+        report(progress, lo + 0.6 * (hi - lo), f"{title(method)}: explaining")
         explained = wb.explain(method, test)
         ms = explained.ms_per_instance
-        if method in BATCHED_METHODS:
+        if method_spec(method).batched:
             ms = statistics.median(wb.explain(method, test).ms_per_instance
                                    for _ in range(TIMING_REPEATS))
         res = evaluate_scores(wb.black_box, test, explained.scores, spec.k_grid,
@@ -99,8 +100,8 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
                               ms_per_instance=ms,
                               fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
         results[method] = res.to_dict()
-        if method == "gem":
-            results[method]["distill_seconds"] = float(getattr(exp, "distill_seconds_", 0.0))
+        if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
+            results[method]["distill_seconds"] = float(exp.distill_seconds_)
     m = target.metrics
     out = {
         "dataset": spec.name,
@@ -146,7 +147,7 @@ def format_tables(result: dict[str, Any]) -> str:
             row = res.get(key) or {}
             cells = "".join(f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
                             for k in ks)
-            lines.append(f"{METHOD_TITLES.get(method, method):<24}{cells}")
+            lines.append(f"{title(method):<24}{cells}")
         if not mutagen_only:
             dist = result.get("distillation", {}).get("accuracy_at_k", {})
             ref = (paper.DISTILLATION_ACCURACY.get(ds) or {})
@@ -161,7 +162,7 @@ def format_tables(result: dict[str, Any]) -> str:
         lo = sorted(res.get("log_odds") or [float("nan")])
         med = lo[len(lo) // 2]
         lines.append(
-            f"{METHOD_TITLES.get(method, method):<24}{res['ms_per_instance']:>14.3f}"
+            f"{title(method):<24}{res['ms_per_instance']:>14.3f}"
             f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
             f"{'–' if fid is None else f'{100 * fid:.1f}':>14}{'–' if auc is None else f'{auc:.3f}':>10}"
             f"{med:>18.3f}")

@@ -319,6 +319,20 @@ def find_target_checkpoint(dataset: str) -> Optional[Path]:
     return None
 
 
+def load_saved_target(dataset: str) -> Optional[TrainedTarget]:
+    """The first checkpoint of ``dataset`` that loads on its own (cache, then shipped), or None.
+
+    No data needed: the checkpoint records its shapes. Corrupted or foreign files are skipped.
+    """
+    for path in (cached_target_path(dataset), shipped_target_path(dataset)):
+        if path.exists():
+            try:
+                return load_target_checkpoint(path, dataset)
+            except ArtifactError:
+                continue
+    return None
+
+
 def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
                progress: Optional[ProgressFn] = None) -> TrainedTarget:
     """The target GNN of ``ds``: from the cache, else the shipped asset, else trained now."""

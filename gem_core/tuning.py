@@ -99,7 +99,7 @@ def parse_variant(text: str) -> Variant:
 def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Variant]:
     """The variants with the current settings first; clear errors for bad names or values."""
     from .distill import TOPK_POLICIES, check_label_source
-    from .explainer import GemExplainer
+    from .explainers.gem_autoencoder import GemAutoEncoder
     from .gem_targets import TARGET_KINDS
 
     names = [v.name for v in variants]
@@ -117,7 +117,7 @@ def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Varia
         check_label_source(label_source)
         if train_on not in TRAIN_ON:
             raise ValueError(f"variant {v.name!r}: train_on must be one of {', '.join(TRAIN_ON)}")
-        GemExplainer(**{**v.explainer_overrides(), "device": "cpu"})._validate_params()
+        GemAutoEncoder(**{**v.explainer_overrides(), "device": "cpu"})._validate_params()
     return out
 
 
@@ -135,7 +135,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     """Fit Gem once per (variant, seed) and measure its explanation accuracy on the validation split.
 
     Args:
-        bench: the dataset's :class:`~gem_core.pipeline.Workbench` (target, splits, device).
+        bench: the dataset's :class:`~gem_core.session.Workbench` (target, splits, device).
         variants: the variants to compare; the dataset's current settings come first, under the
             name ``"current"`` (unless ``include_current`` is False).
         seeds: Gem seeds (initialisation, shuffling, noise); every variant uses the same ones.
@@ -149,7 +149,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     """
     from .distill import distill_dataset
     from .evaluate import evaluate_scores
-    from .explainer import GemExplainer
+    from .explainers.gem_autoencoder import GemAutoEncoder, autoencoder_settings
     from .gem_targets import explainer_targets
 
     spec: DatasetSpec = bench.spec
@@ -164,7 +164,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     report(progress, 0.0, "target model")
     target, bb = bench.target(), bench.black_box
     train, val = bench.instances("train"), bench.instances("val")
-    base = bench.gem_params()
+    base = autoencoder_settings(spec)
 
     distillations: dict[tuple[str, str], Any] = {}
     targets: dict[tuple[str, str, str], tuple[list, list]] = {}
@@ -206,7 +206,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             tr, tr_w, va, va_w = training_data(v)
             params = {**base, **v.explainer_overrides(), "seed": seed, "device": bench.device}
             start = time.perf_counter()
-            gem = GemExplainer(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
+            gem = GemAutoEncoder(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
             measured = evaluate_scores(bb, val, gem.explain(val), spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}

@@ -1,13 +1,14 @@
-"""Tests of gem_core.baselines: random, GNNExplainer and PGExplainer on node and graph instances."""
+"""Tests of the baselines (gem_core.explainers): random, GNNExplainer, PGExplainer on node and graph instances."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gem_core.baselines import (
-    EdgeExplainer, FittableExplainer, GNNExplainerBaseline, PGExplainerBaseline, RandomExplainer,
-    directed_to_pairs,
-)
+from gem_core.explainers import EdgeExplainer, FittableExplainer
+from gem_core.explainers._pyg import directed_to_pairs
+from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
+from gem_core.explainers.pgexplainer import PGExplainerBaseline
+from gem_core.explainers.random_scores import RandomExplainer
 from gem_core.evaluate import evaluate_explainer
 from gem_core.instances import Instance, to_pairs
 from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN

@@ -587,7 +587,7 @@ def test_cli_bench_distill(private_cache, few_instances, tmp_path, capsys):
 @pytest.mark.parametrize("connected", [True, False])
 def test_distilled_explainer_scores_rank_the_distilled_topk(task, connected):
     from gem_core.evaluate import topk_mask
-    from gem_core.pipeline import survival_scores
+    from gem_core.explainers.distilled import survival_scores
 
     instances, weights, kept, delta = _random_structures(task, seed=31, count=60)
     dist = _manual(instances, weights, kept, delta, connected)

@@ -11,8 +11,9 @@ import torch
 from gem_core.evaluate import (
     MethodResult, complement_subgraph, edge_auc, evaluate_explainer, evaluate_scores,
     explanation_subgraph, log_odds, log_odds_difference, predict_proba, roc_auc, time_explain,
-    topk_mask, validate_k,
+    topk_mask,
 )
+from gem_core.config import check_k
 from gem_core.instances import Instance, collate, to_pairs
 from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
 
@@ -79,7 +80,7 @@ def test_invalid_k_raises(bad):
     with pytest.raises(ValueError):
         topk_mask(torch.rand(5), bad)
     with pytest.raises(ValueError):
-        validate_k(bad)
+        check_k(bad)
 
 
 # ----------------------------------------------------------------------------- deletion

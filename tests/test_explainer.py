@@ -1,15 +1,14 @@
 """Gem explainer and its input labels: learning, batching, persistence, edge cases."""
 from __future__ import annotations
 
-import io
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
-from gem_core.explainer import (
-    EXPLAINER_KIND, GemExplainer, NotFittedError, normalized_adjacency,
+from gem_core.explainers.gem_autoencoder import (
+    EXPLAINER_KIND, GemAutoEncoder, NotFittedError, normalized_adjacency,
 )
 from gem_core.instances import Instance, to_pairs
 from gem_core.labeling import (
@@ -68,7 +67,7 @@ def fitted(request):
     """(explainer, train, val, test) fitted on the planted motif signal (60 / 10 / 20 instances)."""
     ins = planted(request.param)
     weights = [i.motif_mask.float() for i in ins]
-    ex = GemExplainer(lr=0.01, max_epochs=60, patience=60, seed=0)
+    ex = GemAutoEncoder(lr=0.01, max_epochs=60, patience=60, seed=0)
     out = ex.fit(ins[:60], weights[:60], ins[60:70], weights[60:70])
     assert out is ex
     return ex, ins[:60], ins[60:70], ins[70:]
@@ -107,7 +106,7 @@ def test_batch_invariance(fitted):
 def test_chunked_explain_matches_one_pass(fitted):
     ex, _, _, test = fitted
     state = ex.to_state()
-    small = GemExplainer.from_state(state)
+    small = GemAutoEncoder.from_state(state)
     small.max_nodes_per_pass = 40  # forces several chunks
     for a, b in zip(ex.explain(test), small.explain(test)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
@@ -120,14 +119,14 @@ def test_save_load_round_trip_identical(fitted, tmp_path):
     path = tmp_path / "gem.pt"
     torch.save(state, path)
     loaded = torch.load(path, weights_only=True)
-    ex2 = GemExplainer.from_state(loaded)
+    ex2 = GemAutoEncoder.from_state(loaded)
     for a, b in zip(ex.explain(test), ex2.explain(test)):
         assert torch.equal(a, b)
     assert ex2.get_params() == {**ex.get_params(), "hidden": tuple(ex.hidden)}
     if ex.task_ == "graph":
         assert ex2.labeler_.num_columns_ == ex.labeler_.num_columns_
     with pytest.raises(ValueError, match="gem-explainer"):
-        GemExplainer.from_state({"kind": "gem-target"})
+        GemAutoEncoder.from_state({"kind": "gem-target"})
 
 
 def test_zero_pair_and_isolated_target(fitted):
@@ -154,7 +153,7 @@ def test_explain_rejects_other_task(fitted):
 # ----------------------------------------------------------------------------- estimator contract
 
 def test_fit_returns_self_and_explain_before_fit_raises():
-    ex = GemExplainer(max_epochs=2)
+    ex = GemAutoEncoder(max_epochs=2)
     assert not hasattr(ex, "model_")  # no work in __init__
     inst = make_instance([(0, 1), (1, 2)], 3, types=[0, 1, 2])
     with pytest.raises(NotFittedError, match="fit"):
@@ -170,7 +169,7 @@ def test_fit_returns_self_and_explain_before_fit_raises():
 
 def test_fit_validates_weights():
     inst = make_instance([(0, 1), (1, 2)], 3)
-    ex = GemExplainer(max_epochs=1)
+    ex = GemAutoEncoder(max_epochs=1)
     with pytest.raises(ValueError, match="pairs"):
         ex.fit([inst], [torch.tensor([1.0])])
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -182,27 +181,27 @@ def test_fit_validates_weights():
 def test_fit_is_reproducible():
     ins = planted("graph", count=20, seed=3)
     w = [i.motif_mask.float() for i in ins]
-    a = GemExplainer(max_epochs=3, seed=7).fit(ins, w).to_state()["state_dict"]
-    b = GemExplainer(max_epochs=3, seed=7).fit(ins, w).to_state()["state_dict"]
+    a = GemAutoEncoder(max_epochs=3, seed=7).fit(ins, w).to_state()["state_dict"]
+    b = GemAutoEncoder(max_epochs=3, seed=7).fit(ins, w).to_state()["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.parametrize("task", ["graph", "node"])
 def test_mlp_decoder_and_degree_features(task):
-    from gem_core.explainer import DEGREE_BUCKETS, degree_columns
+    from gem_core.explainers.gem_autoencoder import DEGREE_BUCKETS, degree_columns
 
     ins = planted(task, count=40, seed=5)
     w = [i.motif_mask.float() for i in ins]
-    ex = GemExplainer(lr=0.01, max_epochs=40, patience=40, decoder="mlp", degree_features=True,
+    ex = GemAutoEncoder(lr=0.01, max_epochs=40, patience=40, decoder="mlp", degree_features=True,
                       seed=0).fit(ins[:30], w[:30])
-    plain = GemExplainer(max_epochs=1, seed=0).fit(ins[:30], w[:30])
+    plain = GemAutoEncoder(max_epochs=1, seed=0).fit(ins[:30], w[:30])
     assert ex.label_dim_ == plain.label_dim_ + DEGREE_BUCKETS
     prep = ex.prepare(ins[30:])
     assert prep.cols.shape[1] == plain.prepare(ins[30:]).cols.shape[1] + 1
     assert int(prep.cols.max()) < ex.label_dim_
     s, y = torch.cat(ex.explain(ins[30:])), torch.cat([i.motif_mask.float() for i in ins[30:]])
     assert auc(s, y) > 0.9
-    ex2 = GemExplainer.from_state(ex.to_state())
+    ex2 = GemAutoEncoder.from_state(ex.to_state())
     for a, b in zip(ex.explain(ins[30:]), ex2.explain(ins[30:])):
         assert torch.equal(a, b)
     # degree buckets: exact below 8, then one per power of two, capped
@@ -211,14 +210,14 @@ def test_mlp_decoder_and_degree_features(task):
         star = torch.stack([torch.zeros(d, dtype=torch.long), torch.arange(1, d + 1)])
         assert int(degree_columns(star, d + 1)[0]) == bucket
     with pytest.raises(ValueError, match="decoder"):
-        GemExplainer(decoder="bilinear").fit(ins[:2], w[:2])
+        GemAutoEncoder(decoder="bilinear").fit(ins[:2], w[:2])
 
 
 def test_for_dataset_uses_spec_settings():
     from gem_core.config import get_spec
 
-    assert GemExplainer.for_dataset(get_spec("ba_shapes")).lr == get_spec("ba_shapes").explainer_lr
-    assert GemExplainer.for_dataset(get_spec("nci1"), patience=5).get_params()["patience"] == 5
+    assert GemAutoEncoder.for_dataset(get_spec("ba_shapes")).lr == get_spec("ba_shapes").explainer_lr
+    assert GemAutoEncoder.for_dataset(get_spec("nci1"), patience=5).get_params()["patience"] == 5
 
 
 # ----------------------------------------------------------------------------- model maths
@@ -226,7 +225,7 @@ def test_for_dataset_uses_spec_settings():
 def test_encoder_equals_pyg_gcnconv_on_dense_inputs():
     """The label-lookup first layer + shared CSR normalisation = GCNConv on [one-hot | x]."""
     ins = planted("graph", count=4, seed=1)
-    ex = GemExplainer(max_epochs=1).fit(ins, [i.motif_mask.float() for i in ins])
+    ex = GemAutoEncoder(max_epochs=1).fit(ins, [i.motif_mask.float() for i in ins])
     prep = ex.prepare(ins)
     p, model = prep.packed, ex.model_
     dense = torch.zeros(p.num_nodes, model.label_dim)

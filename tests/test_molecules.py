@@ -27,9 +27,9 @@ BAD_INPUTS = {
 @pytest.fixture(scope="module")
 def target_available():
     """The Mutagenicity target must load from a checkpoint (training it takes minutes)."""
-    from gem_core.molecules import _load_target_checkpoint
+    from gem_core.targets import load_saved_target
 
-    if _load_target_checkpoint() is None:
+    if load_saved_target("mutagenicity") is None:
         pytest.skip("no Mutagenicity target checkpoint (cache or assets/targets/mutagenicity.pt)")
 
 
@@ -122,7 +122,7 @@ def test_probability_is_that_of_the_predicted_label(target_available):
 def test_gem_explanation_when_fitted(target_available):
     from gem_core.molecules import explain_smiles, molecule_model
 
-    if not molecule_model("cpu").is_ready("gem"):
+    if not molecule_model("cpu").is_fitted("gem"):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
     result = explain_smiles(NITROBENZENE, k=3, method="gem", device="cpu")
     assert len(result["explanation"]["bonds"]) == 3
@@ -134,10 +134,10 @@ def test_checkpoint_model_equals_the_workbench_target(target_available):
     import torch
 
     from gem_core.instances import collate
-    from gem_core.molecules import _load_target_checkpoint
-    from gem_core.pipeline import workbench
+    from gem_core.session import workbench
+    from gem_core.targets import load_saved_target
 
-    alone = _load_target_checkpoint()
+    alone = load_saved_target("mutagenicity")
     full = workbench("mutagenicity", "cpu").target()
     assert alone.digest == full.digest
     batch = collate([smiles_to_instance(NITROBENZENE).instance])

@@ -6,7 +6,8 @@ import pytest
 from gem_core.cli import main
 from gem_core.evaluate import evaluate_scores
 from gem_core.gem_targets import explainer_targets
-from gem_core.pipeline import Workbench, check_method
+from gem_core.explainers import Explanation, check_method
+from gem_core.session import Workbench
 from gem_core.reproduce import format_tables, run_reproduce
 
 
@@ -17,7 +18,7 @@ def ba_bench():
 
 def test_gem_end_to_end_on_ba_shapes(ba_bench):
     """Fit Gem from scratch (no shipped explainer) and reach >= 0.90 explanation accuracy at K=6."""
-    gem = ba_bench.fit_gem(refresh=True)
+    gem = ba_bench.fit("gem", refresh=True)
     test = ba_bench.instances("test")
     scores = gem.explain(test)
     assert [s.numel() for s in scores] == [i.num_pairs for i in test]
@@ -79,7 +80,6 @@ def test_unknown_method_is_a_clear_error(capsys):
 def test_batched_methods_are_timed_warm_and_gnnexplainer_once(monkeypatch):
     """The first (cold) call of a batched explainer is not its reported time; GNNExplainer runs once."""
     from gem_core import reproduce
-    from gem_core.pipeline import Explained
 
     wb = Workbench("tree_cycles", "cpu")
     real_explain = Workbench.explain
@@ -90,7 +90,7 @@ def test_batched_methods_are_timed_warm_and_gnnexplainer_once(monkeypatch):
         out = real_explain(self, method, instances, progress)
         n = calls.get(method, 0)
         calls[method] = n + 1
-        return Explained(out.method, out.scores, cold_then_warm[n] if n < len(cold_then_warm) else 0.0)
+        return Explanation(out.method, out.scores, cold_then_warm[n] if n < len(cold_then_warm) else 0.0)
 
     monkeypatch.setattr(Workbench, "explain", fake_timing)
     out = run_reproduce("tree_cycles", methods=["random", "gnnexplainer"], limit=2,

@@ -6,10 +6,10 @@ import torch
 
 from gem_core.cli import main
 from gem_core.evaluate import evaluate_scores
-from gem_core.explainer import GemExplainer
+from gem_core.explainers.gem_autoencoder import GemAutoEncoder, autoencoder_settings
 from gem_core.gem_targets import explainer_targets
 from gem_core import tuning
-from gem_core.pipeline import Workbench
+from gem_core.session import Workbench
 from gem_core.tuning import CURRENT, Variant, check_variants, parse_variant, validation_sweep
 
 
@@ -70,7 +70,7 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
     train, val = wb.instances("train"), wb.instances("val")
     targets = [explainer_targets(wb.distillation(s), wb.spec, instances=i, black_box=wb.black_box)
                for s, i in (("train", train), ("val", val))]
-    gem = GemExplainer(**{**wb.gem_params(), "max_epochs": 4, "seed": 1, "device": "cpu"})
+    gem = GemAutoEncoder(**{**autoencoder_settings(wb.spec), "max_epochs": 4, "seed": 1, "device": "cpu"})
     gem.fit(train, targets[0], val, targets[1])
     direct = evaluate_scores(wb.black_box, val, gem.explain(val), wb.spec.k_grid, fidelity=False)
     swept = result["variants"]["short"]["per_seed"][1]
@@ -96,14 +96,14 @@ def test_correct_only_training_fits_on_the_correctly_classified_instances(monkey
     monkeypatch.setattr(tuning, "correctly_classified",
                         lambda bb, insts: torch.arange(len(insts)) % 3 != 0)
     seen = {}
-    real_fit = GemExplainer.fit
+    real_fit = GemAutoEncoder.fit
 
     def spy(self, instances, weights, val_instances=None, val_weights=None, progress=None):
         seen["train"] = [i.index for i in instances]
         seen["val"] = [i.index for i in val_instances]
         return real_fit(self, instances, weights, val_instances, val_weights, progress)
 
-    monkeypatch.setattr(GemExplainer, "fit", spy)
+    monkeypatch.setattr(GemAutoEncoder, "fit", spy)
     validation_sweep(wb, [Variant("c", {"max_epochs": 2, "train_on": "correct"})], seeds=[0],
                      include_current=False)
     assert seen["train"] == [i.index for n, i in enumerate(train) if n % 3 != 0]

@@ -7,18 +7,11 @@ from typing import Any, Mapping, Optional, Sequence
 import plotly.graph_objects as go
 
 from gem_core import paper
-from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES
+from theme import method_color as _color
+from theme import method_title as _title
 
 _LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=45), legend=dict(orientation="h", y=-0.22),
                template="plotly_white", height=380)
-
-
-def _title(method: str) -> str:
-    return METHOD_TITLES.get(method, method)
-
-
-def _color(method: str) -> str:
-    return METHOD_COLORS.get(method, "#444444")
 
 
 def _sorted_k(row: Mapping[str, float]) -> tuple[list[int], list[float]]:

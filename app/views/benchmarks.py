@@ -16,9 +16,10 @@ import streamlit as st
 
 from components import charts
 from gem_core import paper
-from gem_core.pipeline import METHOD_TITLES, METHODS
+from gem_core.explainers import METHODS, REPRODUCE_METHODS
 from gem_core.store import PROJECT_ROOT
 from state import progress_bar, run_page, selection, show_error
+from theme import method_title
 
 
 def _results_path(dataset: str) -> Path:
@@ -62,7 +63,7 @@ def _table(result: dict[str, Any], methods: list[str], key: str, mutagen: bool) 
     rows = []
     for m in methods:
         res = result["methods"][m]
-        row = {"method": METHOD_TITLES.get(m, m)}
+        row = {"method": method_title(m)}
         for k in ks:
             ours = (res.get(key) or {}).get(k)
             theirs = paper.paper_accuracy(ds, m, int(k), mutagen_only=mutagen)
@@ -83,7 +84,7 @@ def _show(result: dict[str, Any], sel) -> None:
     methods = [m for m in available if m in sel.methods] or available
     if set(methods) != set(available):
         st.caption("Showing the explainers selected in the sidebar; the file also holds "
-                   + ", ".join(METHOD_TITLES[m] for m in available if m not in methods) + ".")
+                   + ", ".join(method_title(m) for m in available if m not in methods) + ".")
     target = result.get("target", {})
     dist = result.get("distillation", {})
     spec = sel.spec
@@ -136,14 +137,14 @@ def _show(result: dict[str, Any], sel) -> None:
 def _recompute(sel) -> None:
     st.subheader("Recompute", anchor=False)
     try:
-        from gem_core.reproduce import DEFAULT_METHODS, run_reproduce
+        from gem_core.reproduce import run_reproduce
     except ImportError:
         st.warning("The engine's reproduce step (gem_core.reproduce.run_reproduce) is not "
                    "available in this build, so benchmarks cannot be recomputed here.")
         return
     methods = st.multiselect("Explainers to evaluate", list(METHODS),
-                             default=[m for m in DEFAULT_METHODS if m in METHODS],
-                             format_func=METHOD_TITLES.get, key="bm_methods")
+                             default=list(REPRODUCE_METHODS),
+                             format_func=method_title, key="bm_methods")
     st.caption(f"Runs target → distillation → explainers → evaluation for {sel.spec.title} on "
                f"the selected device and rewrites the results file. Fitted models come from the "
                f"cache when present; GNNExplainer on every test instance and fitting PGExplainer "

@@ -18,9 +18,10 @@ from components import graph_view, molecule_view, network_view
 from gem_core.datasets import DataUnavailableError, GemDataset
 from gem_core.evaluate import topk_mask
 from gem_core.instances import Instance
-from gem_core.pipeline import METHOD_COLORS, METHOD_TITLES, Workbench
-from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, get_workbench,
-                   method_ready, progress_bar, run_page, selection, show_error,
+from gem_core.session import Workbench
+from theme import method_color, method_title
+from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, fit_offer,
+                   get_workbench, method_ready, progress_bar, run_page, selection, show_error,
                    test_predictions)
 
 PANEL_HEIGHT = 330
@@ -128,20 +129,10 @@ def _ranked(scores: list[float], k: int) -> list[int]:
     return sorted(chosen, key=lambda j: (-scores[j], j))
 
 
-def _fit_button(wb: Workbench, method: str, spec_title: str) -> None:
-    title = METHOD_TITLES[method]
-    st.info(f"{title} has not been fitted for {spec_title} yet. Fitting distils the training "
-            f"instances and trains the explainer once (minutes on a CPU); the result is cached.",
-            icon=":material/hourglass_empty:")
-    if st.button(f"Fit {title} now", key=f"ex_fit_{method}", icon=":material/play_arrow:"):
-        try:
-            with st.status(f"Fitting {title} on {spec_title}…", expanded=True):
-                with progress_bar(f"fitting {title}") as progress:
-                    wb.explainer(method, progress)
-        except Exception as exc:  # engine errors -> message box
-            show_error(exc, f"Fitting {title} failed")
-            return
-        st.rerun()
+def _fit_button(wb: Workbench, method: str) -> None:
+    fit_offer(wb, method, f"{method_title(method)} has not been fitted for {wb.spec.title} yet. "
+                          f"Fitting it on the training instances takes minutes on a CPU, once; "
+                          f"the result is cached.", key=f"ex_fit_{method}")
 
 
 # ----------------------------------------------------------------------------- page
@@ -222,10 +213,10 @@ def render() -> None:
             table = {"edge": names}
             for m, r in results.items():
                 chosen = set(r["ranked"])
-                table[f"{METHOD_TITLES[m]} score"] = r["scores"]
-                table[f"{METHOD_TITLES[m]} top-K"] = [j in chosen for j in range(len(names))]
+                table[f"{method_title(m)} score"] = r["scores"]
+                table[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(names))]
             df = pd.DataFrame(table)
-            first = f"{METHOD_TITLES[next(iter(results))]} score"
+            first = f"{method_title(next(iter(results)))} score"
             st.dataframe(df.sort_values(first, ascending=False), hide_index=True,
                          key="ex_edge_df")
     payload = {
@@ -288,11 +279,11 @@ def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos) -> None:
 
 
 def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
-    title = METHOD_TITLES[method]
+    title = method_title(method)
     st.subheader(title, anchor=False)
     try:
         if not method_ready(wb, method):
-            _fit_button(wb, method, sel.spec.title)
+            _fit_button(wb, method)
             return None
         with st.spinner(f"{title} is explaining…"):
             token = explainer_token(wb, method)
@@ -304,7 +295,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
     except Exception as exc:
         show_error(exc, f"{title} failed")
         return None
-    pic = base.with_explanation(mask.tolist(), scores, METHOD_COLORS[method])
+    pic = base.with_explanation(mask.tolist(), scores, method_color(method))
     _draw(pic, mol, hide_h, ranked, scores, f"{ds.name}-{pos}-{method}-k{sel.k}",
           f"{title}, K = {sel.k}", method)
     sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)

@@ -15,10 +15,10 @@ import torch
 from components import charts, graph_view, network_view
 from gem_core.datasets import GemDataset
 from gem_core.evaluate import topk_mask
-from gem_core.pipeline import METHOD_COLORS
 from state import (explain_test_instance, explainer_token, get_workbench, method_ready,
                    run_page, selection, show_error)
 from teaching import Trace, greedy_trace
+from theme import method_color
 
 EXAMPLE_DATASET = "ba_shapes"
 MAX_EXAMPLE_EDGES = 30
@@ -155,10 +155,10 @@ def render() -> None:
         st.markdown(f"Step {step} of {n_steps}: try removing edge {names[s.pair]} "
                     f"(Δ = {delta[s.pair]:.4f}); {verdict}")
     pic = base.with_explanation(mask.tolist(), [1.0] * inst.num_pairs,
-                                METHOD_COLORS["distilled"])
+                                method_color("distilled"))
     pic = replace(pic, focus=focus)
     pic.legend = [e for e in pic.legend if e[2] != "edge"] + [
-        ("edge still in the graph", METHOD_COLORS["distilled"], "edge"),
+        ("edge still in the graph", method_color("distilled"), "edge"),
         ("removed", graph_view.FADED_EDGE, "edge"), ("edge being tried", graph_view.FOCUS_EDGE,
                                                      "edge")]
     network_view.show(pic, 320, key="hw_net_step")
@@ -196,8 +196,8 @@ def render() -> None:
         [names[j] for j in order],
         {"distilled weight (normalised)": [norm[j] for j in order],
          "Gem score": [gem_scores[j] for j in order]},
-        {"distilled weight (normalised)": METHOD_COLORS["distilled"],
-         "Gem score": METHOD_COLORS["gem"]},
+        {"distilled weight (normalised)": method_color("distilled"),
+         "Gem score": method_color("gem")},
         "Distilled weights vs Gem's scores", "weight / score"), key="hw_gem_chart", theme=None)
     k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
     gem_top = set(topk_mask(torch.tensor(gem_scores), k).nonzero().view(-1).tolist())

@@ -15,11 +15,11 @@ import streamlit as st
 from components import molecule_view
 from gem_core.chem import EXAMPLE_SMILES, MoleculeError, parse_smiles_file, smiles_to_instance
 from gem_core.config import get_spec
-from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, MoleculeModel,
-                                explain_molecules, molecule_model,
-                                target_checkpoint_available)
-from gem_core.pipeline import METHOD_TITLES
-from state import DATA_HELP, progress_bar, run_page, selection, show_error
+from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
+                                molecule_model, target_checkpoint_available)
+from gem_core.session import Workbench
+from theme import method_title
+from state import DATA_HELP, fit_offer, progress_bar, run_page, selection, show_error
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -44,7 +44,7 @@ def _submit() -> None:
     st.session_state["mol_submitted"] = st.session_state.get("mol_smiles", "")
 
 
-def _model(device: str) -> MoleculeModel | None:
+def _model(device: str) -> Workbench | None:
     try:
         if target_checkpoint_available():
             with st.spinner("Loading the Mutagenicity target model…"):
@@ -61,31 +61,21 @@ def _model(device: str) -> MoleculeModel | None:
     return None
 
 
-def _ready_methods(model: MoleculeModel, methods: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str], list[str]]:
     ready, waiting = [], []
     for m in methods:
-        (ready if model.is_ready(m) else waiting).append(m)
+        (ready if model.is_fitted(m) else waiting).append(m)
     return ready, waiting
 
 
-def _fit_offer(model: MoleculeModel, waiting: list[str]) -> None:
+def _fit_offer(model: Workbench, waiting: list[str]) -> None:
     for m in waiting:
-        title = METHOD_TITLES[m]
-        st.info(f"{title} is not fitted for the Mutagenicity model yet (a one-off fit on the "
-                f"training molecules, several minutes on a CPU).",
-                icon=":material/hourglass_empty:")
-        if st.button(f"Fit {title} now", key=f"mol_fit_{m}", icon=":material/play_arrow:"):
-            try:
-                with st.status(f"Fitting {title}…", expanded=True):
-                    with progress_bar(f"fitting {title}") as progress:
-                        model.explainer(m, progress)
-            except Exception as exc:
-                show_error(exc, f"Fitting {title} failed")
-                return
-            st.rerun()
+        fit_offer(model, m, f"{method_title(m)} is not fitted for the Mutagenicity model yet (a "
+                            f"one-off fit on the training molecules, several minutes on a CPU).",
+                  key=f"mol_fit_{m}")
 
 
-def _explained(model: MoleculeModel, mol, methods: list[str]):
+def _explained(model: Workbench, mol, methods: list[str]):
     """Prediction + scores for the molecule, kept in the session (K-independent)."""
     cache = st.session_state.setdefault("mol_results", {})
     key = (mol.input_smiles, tuple(methods), id(model))
@@ -147,7 +137,7 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
     shown = [m for m in ready if m in res.scores]
     for m in ready:
         if m in res.errors:
-            st.error(f"{METHOD_TITLES[m]}: {res.errors[m]}", icon=":material/error:")
+            st.error(f"{method_title(m)}: {res.errors[m]}", icon=":material/error:")
     if not shown:
         return
     cols = st.columns(min(3, len(shown)))
@@ -165,8 +155,8 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
                        key="mol_download_json", icon=":material/download:")
 
 
-def _panel(model: MoleculeModel, res, method: str, k: int, hide_h: bool) -> dict:
-    title = METHOD_TITLES[method]
+def _panel(model: Workbench, res, method: str, k: int, hide_h: bool) -> dict:
+    title = method_title(method)
     st.subheader(title, anchor=False)
     bonds, scores = res.bonds(method, k)
     pairs = [tuple(b) for b in bonds]
@@ -206,9 +196,9 @@ def _bond_table(res, methods: list[str], k: int) -> None:
             "order": [str(mol.GetBondBetweenAtoms(u, v).GetBondType()).lower() for u, v in pairs]}
     for m in methods:
         chosen = set(int(j) for j in res.mask(m, k).nonzero().view(-1).tolist())
-        rows[f"{METHOD_TITLES[m]} score"] = [float(s) for s in res.scores[m]]
-        rows[f"{METHOD_TITLES[m]} top-K"] = [j in chosen for j in range(len(pairs))]
-    df = pd.DataFrame(rows).sort_values(f"{METHOD_TITLES[methods[0]]} score", ascending=False)
+        rows[f"{method_title(m)} score"] = [float(s) for s in res.scores[m]]
+        rows[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(pairs))]
+    df = pd.DataFrame(rows).sort_values(f"{method_title(methods[0])} score", ascending=False)
     st.dataframe(df, hide_index=True, key="mol_bond_df")
 
 
@@ -230,10 +220,10 @@ def _batch(sel, k: int) -> None:
     if model is None:
         return
     options = list(sel.methods) or ["gem"]
-    first_ready = next((i for i, m in enumerate(options) if model.is_ready(m)), 0)
+    first_ready = next((i for i, m in enumerate(options) if model.is_fitted(m)), 0)
     method = st.selectbox("Explainer for the file", options, index=first_ready,
-                          format_func=METHOD_TITLES.get, key="mol_batch_method")
-    if not model.is_ready(method):
+                          format_func=method_title, key="mol_batch_method")
+    if not model.is_fitted(method):
         _fit_offer(model, [method])
         return
     cache = st.session_state.setdefault("mol_batch", {})
@@ -274,7 +264,7 @@ def _batch(sel, k: int) -> None:
         table.append(rec)
     df = pd.DataFrame(table)
     n_ok = sum(1 for t in table if t["status"] == "ok")
-    st.markdown(f"**{n_ok} of {len(table)} molecules explained** with {METHOD_TITLES[method]} "
+    st.markdown(f"**{n_ok} of {len(table)} molecules explained** with {method_title(method)} "
                 f"(K = {k}).")
     st.dataframe(df, hide_index=True, key="mol_batch_df")
     st.download_button("Download table (CSV)", df.to_csv(index=False), file_name="gem-batch.csv",

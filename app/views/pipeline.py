@@ -12,8 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from gem_core.datasets import DataUnavailableError
-from gem_core.pipeline import METHOD_TITLES
-from state import (DATA_HELP, get_workbench, progress_bar, register_explainer, run_page,
+from gem_core.session import forget_explainer
+from theme import method_title
+from state import (DATA_HELP, get_workbench, progress_bar, run_page,
                    selection, show_error)
 
 QUICK_LIMIT = 20
@@ -65,13 +66,10 @@ def _run(sel, refit: bool, full: bool) -> dict:
 
     with _stage("3 · Fit Gem") as box:
         t0 = time.perf_counter()
+        if refit:  # every device's shared workbench then picks up the new fit
+            forget_explainer(sel.dataset, "gem")
         with progress_bar("fitting the Gem explainer") as progress:
-            gem = wb.fit_gem(progress, refresh=refit)
-        register_explainer(wb, "gem", gem)
-        if sel.dataset == "mutagenicity":
-            from gem_core.molecules import forget_explainer
-
-            forget_explainer("gem")
+            gem = wb.fit("gem", progress, refresh=refit)
         hist = getattr(gem, "history_", {}) or {}
         summary["gem"] = {"fit_seconds": float(getattr(gem, "fit_seconds_", 0.0) or 0.0),
                           "best_epoch": hist.get("best_epoch"), "epochs": hist.get("epochs"),
@@ -88,7 +86,7 @@ def _run(sel, refit: bool, full: bool) -> dict:
             box.update(label="4 · Evaluate: gem_core.reproduce is not available", state="error")
             return summary
         methods = list(sel.methods) or ["gem"]
-        with progress_bar("evaluating " + ", ".join(METHOD_TITLES[m] for m in methods)) as p:
+        with progress_bar("evaluating " + ", ".join(method_title(m) for m in methods)) as p:
             result = run_reproduce(sel.dataset, device=sel.device, methods=methods,
                                    limit=None if full else QUICK_LIMIT, progress=p)
         summary["result"] = result
@@ -119,7 +117,7 @@ def _show(summary: dict) -> None:
         ks = [str(k) for k in result.get("k_grid", [])]
         rows = []
         for m, res in result.get("methods", {}).items():
-            row = {"method": METHOD_TITLES.get(m, m)}
+            row = {"method": method_title(m)}
             for k in ks:
                 v = (res.get("accuracy_at_k") or {}).get(k)
                 row[f"acc@{k} (%)"] = None if v is None else round(100 * v, 1)
@@ -138,7 +136,7 @@ def render() -> None:
         f"Runs Gem end to end for **{spec.title}** on **{sel.device}**: (1) load or train the "
         f"target GNN, (2) distil the Granger-causal ground truth of the training and validation "
         f"instances, (3) fit the Gem explainer on it, (4) evaluate the explainers selected in the "
-        f"sidebar ({', '.join(METHOD_TITLES[m] for m in sel.methods) or 'Gem'}). Results are "
+        f"sidebar ({', '.join(method_title(m) for m in sel.methods) or 'Gem'}). Results are "
         f"cached: the other pages use them immediately.")
     c1, c2 = st.columns(2)
     refit = c1.checkbox("Refit Gem even if a fitted one is cached", key="pl_refit")

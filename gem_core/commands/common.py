@@ -1,13 +1,37 @@
-"""Helpers shared by the CLI subcommands: common options and JSON output."""
+"""The set-up every CLI subcommand shares: its parser with the common options, progress, JSON.
+
+A subcommand module has ``register(subparsers)``, which calls :func:`add_command` and adds its
+own options, and ``run(args) -> int``. :func:`gem_core.cli.main` applies ``--threads`` before
+``run`` is called and turns library errors into one line and exit status 2.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 from ..config import DATASETS
+
+DatasetArg = Union[bool, Literal["optional"]]
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
+                *, help: str, description: str, dataset: DatasetArg = True,
+                **parser_kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
+    ``--no-progress`` and ``--json``; the command's own options are added to the returned parser."""
+    p = sub.add_parser(name, help=help, description=description, **parser_kwargs)
+    if dataset:
+        add_dataset_arg(p, required=dataset is True)
+    common = p.add_argument_group("common options")
+    add_runtime_args(common)
+    add_json_arg(common)
+    p.set_defaults(func=run)
+    return p
 
 
 def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -15,16 +39,23 @@ def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> N
                         help=f"one of: {', '.join(DATASETS)}")
 
 
-def add_runtime_args(parser: argparse.ArgumentParser) -> None:
+def add_runtime_args(parser: Any) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def add_json_arg(parser: argparse.ArgumentParser) -> None:
+def add_json_arg(parser: Any) -> None:
     parser.add_argument("--json", metavar="PATH", default=None,
                         help="also write the results as JSON to PATH ('-' for stdout)")
+
+
+def progress_bar(args: argparse.Namespace, label: str, quiet: bool = False) -> AbstractContextManager:
+    """A tqdm progress bar on stderr (off with ``--no-progress`` or ``quiet``)."""
+    from ..progress import tqdm_progress
+
+    return tqdm_progress(label, enabled=not (args.no_progress or quiet))
 
 
 def write_json(obj: Any, target: str | None) -> None:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..device import configure_threads
-from ..progress import tqdm_progress
-from .common import add_json_arg, add_runtime_args, write_json
+from ..explainers import METHODS
+from .common import add_command, progress_bar, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..pipeline import METHODS
-
-    p = sub.add_parser(
-        "explain", help="predict a SMILES with the Mutagenicity model and explain it",
+    p = add_command(
+        sub, "explain", run, dataset=False,
+        help="predict a SMILES with the Mutagenicity model and explain it",
         description="Build the Mutagenicity-style graph of a SMILES (explicit hydrogens, Kekulé "
                     "bond orders), predict mutagen / nonmutagen with the target GNN and list "
                     "the K most important bonds as atom-index pairs (numbering of RDKit's "
@@ -30,9 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="number of explanation bonds (default: the paper's default K for "
                         "Mutagenicity)")
     p.add_argument("--method", default="gem", choices=METHODS, help="explainer (default: gem)")
-    add_runtime_args(p)
-    add_json_arg(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,13 +35,12 @@ def run(args: argparse.Namespace) -> int:
     from ..config import check_k
     from ..molecules import explain_smiles
 
-    configure_threads(args.threads)
     # Validate the input before any model is loaded or a progress bar is drawn.
     smiles_to_instance(args.smiles)
     if args.k is not None:
         check_k(args.k)
     quiet = args.json == "-"
-    with tqdm_progress("explain", enabled=not (args.no_progress or quiet)) as progress:
+    with progress_bar(args, "explain", quiet=quiet) as progress:
         result = explain_smiles(args.smiles, k=args.k, method=args.method, device=args.device,
                                 progress=progress)
     if not quiet:

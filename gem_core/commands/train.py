@@ -4,30 +4,23 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from ..device import configure_threads
-from ..progress import tqdm_progress
-from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
+from .common import add_command, progress_bar, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a target GNN and print train/val/test accuracy",
-                       description="Train the paper's target GNN for a dataset (Adam, early stopping "
-                                   "on validation) and store it in the cache.")
-    add_dataset_arg(p)
+    p = add_command(sub, "train", run, help="train a target GNN and print train/val/test accuracy",
+                    description="Train the paper's target GNN for a dataset (Adam, early stopping "
+                                "on validation) and store it in the cache.")
     p.add_argument("--save-asset", action="store_true",
                    help="also copy the checkpoint into assets/targets/ (regenerates the shipped model)")
-    add_runtime_args(p)
-    add_json_arg(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..datasets import load_dataset
     from ..targets import get_target, shipped_target_path
 
-    configure_threads(args.threads)
     ds = load_dataset(args.dataset)
-    with tqdm_progress(f"train {ds.name}", enabled=not args.no_progress) as progress:
+    with progress_bar(args, f"train {ds.name}") as progress:
         target = get_target(ds, retrain=True, device=args.device, progress=progress)
     m = target.metrics
     print(f"{ds.spec.title}: train {m.train_accuracy:.1%}  val {m.val_accuracy:.1%}  "

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..device import configure_threads
-from ..progress import tqdm_progress
-from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
+from .common import add_command, progress_bar, write_json
 
 EXAMPLES = """\
 examples:
@@ -24,31 +22,27 @@ settings a variant may change:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tune", help="compare Gem settings by validation accuracy (never reads the test split)",
+    p = add_command(
+        sub, "tune", run,
+        help="compare Gem settings by validation accuracy (never reads the test split)",
         description="Fit Gem with the dataset's current settings and with each --variant, for "
                     "every seed, and print the explanation accuracy per K on the validation split. "
                     "This is how the settings in gem_core/config.py were chosen.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataset_arg(p)
     p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,…",
                    help="a named set of setting overrides (repeat for several)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="SEED",
                    help="Gem seeds, the same for every variant (default: 0 1 2)")
-    add_runtime_args(p)
-    add_json_arg(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..pipeline import workbench
+    from ..session import workbench
     from ..tuning import check_variants, format_sweep, parse_variant, validation_sweep
 
-    configure_threads(args.threads)
     wb = workbench(args.dataset, args.device)
     variants = [parse_variant(v) for v in args.variant]
     check_variants(variants, wb.spec)  # bad settings fail before any fitting
-    with tqdm_progress(f"tune {wb.name}", enabled=not args.no_progress) as progress:
+    with progress_bar(args, f"tune {wb.name}") as progress:
         result = validation_sweep(wb, variants, args.seeds, progress=progress)
     print(format_sweep(result))
     write_json(result, args.json)

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from ..baselines import directed_to_pairs
+from ..explainers._pyg import directed_to_pairs
 from ..evaluate import MethodResult, evaluate_scores
 from ..instances import Instance, node_instance
 from ..progress import ProgressFn, report, scaled

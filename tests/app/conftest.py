@@ -48,9 +48,9 @@ def no_exception(at) -> None:
 
 
 def mutagenicity_target_available() -> bool:
-    from gem_core.molecules import _load_target_checkpoint
+    from gem_core.targets import load_saved_target
 
-    return _load_target_checkpoint() is not None
+    return load_saved_target("mutagenicity") is not None
 
 
 @pytest.fixture

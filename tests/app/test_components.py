@@ -100,7 +100,7 @@ def test_molecule_png():
 
 def test_charts_use_method_colours():
     from components import charts
-    from gem_core.pipeline import METHOD_COLORS
+    from theme import METHOD_COLORS
 
     result = {"dataset": "ba_shapes", "log_odds_k": 7,
               "methods": {"gem": {"accuracy_at_k": {"5": 0.9, "6": 0.95}, "log_odds": [0.1, 0.2],
@@ -120,7 +120,7 @@ def test_charts_use_method_colours():
 
 def test_teaching_trace_matches_the_reference():
     from gem_core.distill_reference import reference_distill_one
-    from gem_core.pipeline import workbench
+    from gem_core.session import workbench
     from teaching import greedy_trace
 
     wb = workbench("ba_shapes", "cpu")

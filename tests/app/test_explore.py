@@ -4,7 +4,9 @@ from __future__ import annotations
 import re
 
 from gem_core.config import get_spec
-from gem_core.pipeline import METHOD_COLORS, METHODS, Workbench
+from gem_core.explainers import METHODS
+from gem_core.session import Workbench
+from theme import METHOD_COLORS
 
 from .conftest import make_app, networks, no_exception, texts
 
@@ -153,14 +155,14 @@ def test_gem_panel_is_explained_or_offers_a_fit():
 def test_explore_explains_missing_data(monkeypatch):
     import streamlit as st
 
-    import gem_core.pipeline as pipeline
+    import gem_core.session as session
     from gem_core.datasets import DataUnavailableError
 
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
 
-    monkeypatch.setattr(pipeline, "load_dataset", missing)
-    monkeypatch.setattr(pipeline, "_WORKBENCHES", {})
+    monkeypatch.setattr(session, "load_dataset", missing)
+    monkeypatch.setattr(session, "_WORKBENCHES", {})
     st.cache_resource.clear()
     try:
         at = make_app(methods=("random",), sb_dataset="mutagenicity")

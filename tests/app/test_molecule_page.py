@@ -108,17 +108,16 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
     import streamlit as st
 
     import gem_core.molecules as molecules
-    import gem_core.pipeline as pipeline
+    import gem_core.session as session
     from gem_core.datasets import DataUnavailableError
 
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
 
-    monkeypatch.setattr(molecules, "_MODELS", {})
-    monkeypatch.setattr(molecules, "_load_target_checkpoint", lambda: None)
+    monkeypatch.setattr(session, "load_saved_target", lambda name: None)
     monkeypatch.setattr(molecules, "target_checkpoint_available", lambda: False)
-    monkeypatch.setattr(pipeline, "load_dataset", missing)
-    monkeypatch.setattr(pipeline, "_WORKBENCHES", {})
+    monkeypatch.setattr(session, "load_dataset", missing)
+    monkeypatch.setattr(session, "_WORKBENCHES", {})
     st.cache_resource.clear()
     try:
         at = _molecule_page()

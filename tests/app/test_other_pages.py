@@ -81,7 +81,7 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     """The page's plumbing with the heavy engine calls replaced by stand-ins."""
     import gem_core.distill as distill
     import gem_core.reproduce as reproduce
-    from gem_core.pipeline import Workbench
+    from gem_core.session import Workbench
 
     class FakeDistillation(list):
         seconds = 1.5
@@ -96,7 +96,7 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
             progress(1.0, "done")
         return FakeDistillation([0] * 300)
 
-    def fake_fit(self, progress=None, refresh=False):
+    def fake_fit(self, method, progress=None, refresh=False):
         if progress:
             progress(1.0, "done")
         return SimpleNamespace(fit_seconds_=2.0, history_={"best_epoch": 10, "epochs": 40},
@@ -112,10 +112,10 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
         return _results(dataset)
 
     monkeypatch.setattr(Workbench, "distillation", fake_distillation)
-    monkeypatch.setattr(Workbench, "fit_gem", fake_fit)
+    monkeypatch.setattr(Workbench, "fit", fake_fit)
     monkeypatch.setattr(distill, "topk_accuracy", lambda *a, **k: 0.9)
     monkeypatch.setattr(reproduce, "run_reproduce", fake_reproduce)
-    from gem_core.pipeline import workbench
+    from gem_core.session import workbench
 
     shared = workbench("ba_shapes", "auto")
     before = shared._explainers.get("gem")

@@ -13,7 +13,8 @@ import pytest
 from gem_core.commands.bench_app import (EDGES_JS, IDLE, MAIN, AppServer, explanation_panels,
                                          mark_panels_old, panel_frame, selected_methods,
                                          set_instance, set_k, slider_value, wait_panels_drawn)
-from gem_core.pipeline import METHOD_TITLES
+from gem_core.explainers import METHODS
+from gem_core.explainers import title as method_title
 
 from .conftest import OUTPUT, VIEWPORT, assert_no_errors
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.browser
 SESSIONS = 8
 DATASET = "ba_shapes"
 POSITIONS = [1 + i % 4 for i in range(SESSIONS)]  # two sessions per instance
-KEY_OF_TITLE = {title: key for key, title in METHOD_TITLES.items()}
+KEY_OF_TITLE = {method_title(key): key for key in METHODS}
 
 
 def _drawn_edges(page, panels: list[str]) -> dict[str, list]:

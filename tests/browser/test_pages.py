@@ -8,14 +8,15 @@ from gem_core.commands.bench_app import (IDLE, MAIN, explanation_panels, mark_pa
                                          panel_drawn, panel_frame, selected_methods, set_k,
                                          slider_value,
                                          wait_panels_drawn)
-from gem_core.pipeline import METHOD_TITLES
+from gem_core.explainers import METHODS
+from gem_core.explainers import title as method_title
 
 from .conftest import (OUTPUT, PROJECT, assert_no_errors, goto_page, heading, open_app,
                        screenshot)
 
 pytestmark = pytest.mark.browser
 
-KEY_OF_TITLE = {title: key for key, title in METHOD_TITLES.items()}
+KEY_OF_TITLE = {method_title(key): key for key in METHODS}
 PAGES = (  # url path, heading
     ("molecule", "Explain a molecule"),
     ("benchmarks", "Benchmarks"),

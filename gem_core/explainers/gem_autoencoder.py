@@ -1,6 +1,7 @@
-"""The Gem explainer: a graph auto-encoder that scores every edge of an instance (paper §3.2).
+"""Gem's generator: a graph auto-encoder that scores every edge of an instance (paper §3.2).
 
-:class:`GemExplainer` is a scikit-learn-style estimator. ``fit(instances, weights)`` learns to
+The learner behind :class:`~gem_core.explainers.gem.GemExplainer` (which distils the training
+targets and hands them to it). :class:`GemAutoEncoder` is a scikit-learn-style estimator. ``fit(instances, weights)`` learns to
 reproduce per-edge target weights (the distilled ground truth of :mod:`gem_core.distill`) from
 the structure of the instances alone; ``explain(instances)`` then scores every undirected pair of
 any new instance in one batched forward pass, without ever calling the target model.
@@ -33,7 +34,7 @@ its weight (exactly what ``GCNConv`` would compute on the dense one-hot input).
 
 Speed: inputs are packed into one disconnected graph (:func:`~gem_core.labeling.pack`), the GCN
 normalisation ``D^-1/2 (A+I) D^-1/2`` is built once per batch as a CSR matrix shared by all
-layers, and each layer is one fused sparse-dense ``addmm``. :meth:`GemExplainer.prepare` does
+layers, and each layer is one fused sparse-dense ``addmm``. :meth:`GemAutoEncoder.prepare` does
 the input side (packing, hop / WL labels) so callers can time or cache it separately.
 """
 from __future__ import annotations
@@ -51,12 +52,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv
 
-from .device import resolve_device
-from .instances import Instance
-from .labeling import (
+from ..device import resolve_device
+from ..instances import Instance
+from ..labeling import (
     PackedGraphs, WLLabeler, hop_columns, hop_distances, pack, select, select_nodes, select_pairs,
 )
-from .progress import ProgressFn, report
+from ..progress import ProgressFn, report
+from .base import NotFittedError
 
 EXPLAINER_KIND = "gem-explainer"
 STATE_VERSION = 1
@@ -75,11 +77,8 @@ def degree_columns(pairs: Tensor, num_nodes: int) -> Tensor:
     big = 5 + torch.floor(torch.log2(deg.clamp(min=1).double())).long()  # 8 -> 8, 16 -> 9, ...
     return torch.where(deg < 8, deg, big).clamp(max=DEGREE_BUCKETS - 1)
 
-__all__ = ["GemExplainer", "PreparedInstances", "GemNet", "NotFittedError", "EXPLAINER_KIND"]
-
-
-class NotFittedError(RuntimeError):
-    """``explain`` / ``prepare`` / ``to_state`` called before ``fit``."""
+__all__ = ["GemAutoEncoder", "PreparedInstances", "GemNet", "NotFittedError", "EXPLAINER_KIND",
+           "autoencoder_settings"]
 
 
 # ----------------------------------------------------------------------------- model
@@ -238,7 +237,28 @@ class PreparedInstances:
 
 # ----------------------------------------------------------------------------- estimator
 
-class GemExplainer:
+# Settings added after the first shipped explainers enter a dataset's settings only when they
+# differ from these defaults, so the cache keys of the datasets that keep them stay valid.
+_LATER_DEFAULTS = (("patience", "explainer_patience", 30), ("decoder", "explainer_decoder", "inner"),
+                   ("degree_features", "explainer_degree_features", False))
+
+
+def autoencoder_settings(spec) -> dict[str, Any]:
+    """The auto-encoder's hyperparameters for a :class:`~gem_core.config.DatasetSpec`.
+
+    The one map from the config table to Gem's settings: the session fits with it, its cache key
+    and the shipped explainers' keys are made of it, the ``tune`` command starts from it.
+    """
+    params: dict[str, Any] = {"lr": spec.explainer_lr, "num_hops": spec.num_hops,
+                              "max_epochs": spec.explainer_epochs}
+    for key, attr, default in _LATER_DEFAULTS:
+        value = getattr(spec, attr)
+        if value != default:
+            params[key] = value
+    return params
+
+
+class GemAutoEncoder:
     """Gem's explainer, a graph auto-encoder trained on distilled edge weights.
 
     Hyperparameters only are set here; nothing is computed until :meth:`fit`.
@@ -303,28 +323,23 @@ class GemExplainer:
                "degree_features", "seed", "device", "max_nodes_per_pass")
 
     @classmethod
-    def for_dataset(cls, spec, **overrides: Any) -> "GemExplainer":
-        """An explainer with the paper's settings for a :class:`~gem_core.config.DatasetSpec`."""
-        params: dict[str, Any] = {"lr": spec.explainer_lr, "num_hops": spec.num_hops,
-                                  "patience": spec.explainer_patience,
-                                  "decoder": spec.explainer_decoder,
-                                  "degree_features": spec.explainer_degree_features}
-        params.update(overrides)
-        return cls(**params)
+    def for_dataset(cls, spec, **overrides: Any) -> "GemAutoEncoder":
+        """An auto-encoder with a dataset's settings (:func:`autoencoder_settings`) and overrides."""
+        return cls(**{**autoencoder_settings(spec), **overrides})
 
     def get_params(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._PARAMS}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"GemExplainer({args})"
+        return f"GemAutoEncoder({args})"
 
     # ------------------------------------------------------------------ inputs
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
             raise NotFittedError(
-                "This GemExplainer is not fitted yet: call fit(instances, weights) or load one "
-                "with GemExplainer.from_state(state) before explaining.")
+                "This GemAutoEncoder is not fitted yet: call fit(instances, weights) or load one "
+                "with GemAutoEncoder.from_state(state) before explaining.")
 
     def _label_columns(self, packed: PackedGraphs) -> Tensor:
         if packed.task == "node":
@@ -434,7 +449,7 @@ class GemExplainer:
     def fit(self, instances: Sequence[Instance], weights: Sequence[Tensor],
             val_instances: Optional[Sequence[Instance]] = None,
             val_weights: Optional[Sequence[Tensor]] = None,
-            progress: Optional[ProgressFn] = None) -> "GemExplainer":
+            progress: Optional[ProgressFn] = None) -> "GemAutoEncoder":
         """Learn to predict ``weights`` (one ``[P]`` tensor in [0, 1] per instance) from structure.
 
         Args:
@@ -566,7 +581,7 @@ class GemExplainer:
 
     @classmethod
     def from_state(cls, state: dict[str, Any], device: Union[str, torch.device, None] = None
-                   ) -> "GemExplainer":
+                   ) -> "GemAutoEncoder":
         """Rebuild an explainer saved with :meth:`to_state` (``device`` overrides the saved one)."""
         if not isinstance(state, dict) or state.get("kind") != EXPLAINER_KIND:
             raise ValueError("not a Gem explainer state (missing kind 'gem-explainer')")

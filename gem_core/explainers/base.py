@@ -1,0 +1,249 @@
+"""The explainer contract: one abstract base, one result type, and what an explainer may know.
+
+Every explainer of the engine (Gem, the distilled teacher, GNNExplainer, PGExplainer, random, …)
+follows the scikit-learn contract in the style of PyG's ``torch_geometric/explain/algorithm``:
+
+* the constructor takes settings only and does no work;
+* ``fit(train, val=None, progress=None)`` learns from training instances, using the target
+  model's outputs only where the method is model-agnostic, and returns ``self``; learned state
+  ends in ``_`` (``fit_seconds_`` is always set). Methods with nothing to learn inherit a no-op;
+* ``explain(instances, progress=None)`` scores every undirected pair of every instance and
+  returns one :class:`Explanation` (timed).
+
+A subclass implements :meth:`Explainer._explain` (and :meth:`Explainer._fit` when it learns).
+Scores are one float per pair of ``instance.pairs`` (same order), higher = more important, on
+the CPU; :mod:`gem_core.evaluate` turns them into top-K subgraphs and measures them.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol, Union, overload, \
+    runtime_checkable
+
+import torch
+from torch import Tensor
+
+from ..config import DatasetSpec, check_k
+from ..instances import Instance
+from ..progress import ProgressFn
+
+if TYPE_CHECKING:
+    from ..distill import Distillation
+    from ..targets import GNNBlackBox, TrainedTarget
+
+
+class NotFittedError(RuntimeError):
+    """``explain`` (or saving) called on an explainer that must be fitted first."""
+
+
+# ----------------------------------------------------------------------------- the result
+
+@dataclass
+class Explanation(Sequence):
+    """Scores of one method for a batch of instances, and what they cost.
+
+    A sequence of per-instance score tensors (``explanation[i]`` is instance ``i``'s ``[P_i]``
+    scores), so it can be used wherever a list of scores is expected.
+
+    Attributes:
+        method: the registry name of the method that made it.
+        scores: one float tensor ``[P_i]`` per instance, higher = more important.
+        ms_per_instance: wall-clock milliseconds per instance of the call that made it.
+    """
+
+    method: str
+    scores: list[Tensor]
+    ms_per_instance: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @overload
+    def __getitem__(self, i: int) -> Tensor: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Tensor]: ...
+
+    def __getitem__(self, i: Union[int, slice]) -> Union[Tensor, list[Tensor]]:
+        return self.scores[i]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(self.scores)
+
+    def topk_mask(self, i: int, k: int) -> Tensor:
+        """Boolean mask ``[P_i]`` of instance ``i``'s ``k`` best pairs (see :func:`evaluate.topk_mask`)."""
+        from ..evaluate import topk_mask
+
+        return topk_mask(self.scores[i], check_k(k))
+
+    def topk_masks(self, k: int) -> list[Tensor]:
+        """:meth:`topk_mask` of every instance."""
+        return [self.topk_mask(i, k) for i in range(len(self))]
+
+    def ranked(self, i: int, k: int) -> list[int]:
+        """Instance ``i``'s top-``k`` pair indices, best first (ties: lower pair index first)."""
+        s = torch.as_tensor(self.scores[i]).detach().double().cpu()
+        chosen = torch.nonzero(self.topk_mask(i, k)).view(-1)
+        return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
+
+
+# ----------------------------------------------------------------------------- what an explainer knows
+
+@dataclass
+class ExplainerContext:
+    """The model an explainer explains and the dataset settings it may use.
+
+    Model-agnostic methods (Gem, the distilled teacher) use :attr:`black_box` only, the target's
+    outputs; white-box baselines (GNNExplainer, PGExplainer, gradients) read ``target.model``.
+
+    Attributes:
+        target: the trained target GNN.
+        spec: the dataset's settings (task, K grid, connectivity rule, Gem's hyperparameters).
+        device: where the explainer runs.
+        distiller: optional ``(instances, label_source, progress) -> Distillation`` reusing a
+            session's cache; the plain batched distillation otherwise.
+    """
+
+    target: "TrainedTarget"
+    spec: DatasetSpec
+    device: torch.device
+    distiller: Optional[Callable[..., "Distillation"]] = field(default=None, repr=False)
+
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @cached_property
+    def black_box(self) -> "GNNBlackBox":
+        """The target as a black box: a batch of instances in, logits per instance out."""
+        return self.target.black_box(self.device)
+
+    def distill(self, instances: Sequence[Instance], label_source: str = "true",
+                progress: Optional[ProgressFn] = None) -> "Distillation":
+        """The Granger-causal distillation of ``instances`` (paper §3.1) against the black box."""
+        if self.distiller is not None:
+            return self.distiller(instances, label_source, progress)
+        from ..distill import distill
+
+        return distill(list(instances), self.black_box, connected=self.spec.connected,
+                       label_source=label_source, device=self.device, progress=progress)
+
+
+# ----------------------------------------------------------------------------- the base class
+
+class Explainer(ABC):
+    """Abstract explainer: ``fit`` on training instances, ``explain`` a batch into an :class:`Explanation`.
+
+    Class attributes:
+        name: the method's registry name (also :attr:`Explanation.method`).
+        task: ``"node"`` / ``"graph"`` when the explainer handles one task level only (then
+            instances of the other level are refused), else None.
+    """
+
+    name: ClassVar[str] = "explainer"
+    fit_seconds_: float = 0.0
+    explain_seconds_: float = 0.0
+    task: Optional[str] = None
+
+    # -- fitting
+    def fit(self, train: Sequence[Instance] = (), val: Optional[Sequence[Instance]] = None,
+            progress: Optional[ProgressFn] = None) -> "Explainer":
+        """Learn from ``train`` (and ``val`` for early stopping where used); returns self."""
+        if type(self)._fit is Explainer._fit:  # nothing to learn: nothing to time either
+            self.fit_seconds_ = 0.0
+            return self
+        start = time.perf_counter()
+        self._fit(list(train), None if val is None else list(val), progress)
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _fit(self, train: list[Instance], val: Optional[list[Instance]],
+             progress: Optional[ProgressFn]) -> None:
+        """What ``fit`` learns; nothing by default."""
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether :meth:`explain` can run (always, for methods with nothing to learn)."""
+        return True
+
+    # -- explaining
+    def explain(self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None,
+                ) -> Explanation:
+        """Scores of every pair of every instance, as one timed :class:`Explanation`."""
+        if not self.is_fitted:
+            raise NotFittedError(f"{type(self).__name__} must be fitted before explaining: call "
+                                 f"fit(train_instances) first.")
+        instances = self._check_instances(instances)
+        start = time.perf_counter()
+        scores = self._explain(instances, progress)
+        self.explain_seconds_ = time.perf_counter() - start
+        ms = 1000.0 * self.explain_seconds_ / max(len(instances), 1)
+        return Explanation(self.name, list(scores), ms)
+
+    @abstractmethod
+    def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
+        """One score tensor ``[P_i]`` per instance (CPU), higher = more important."""
+
+    def ms_per_instance(self, n: int) -> float:
+        """Milliseconds per instance of the last ``explain`` call over ``n`` instances."""
+        return 1000.0 * self.explain_seconds_ / max(n, 1)
+
+    def _check_instances(self, instances: Sequence[Instance]) -> list[Instance]:
+        instances = list(instances)
+        if self.task is not None:
+            for inst in instances:
+                if inst.task != self.task:
+                    raise ValueError(f"a {self.task}-level explainer got a {inst.task}-level "
+                                     f"instance")
+        return instances
+
+    # -- persistence (explainers worth saving override these)
+    #: file name (without .pt) of a fit shipped in assets/explainers/
+    asset_stem: ClassVar[str] = "{dataset}-{method}"
+    #: the ``kind`` tag of a saved state (checked on loading)
+    state_kind: ClassVar[Optional[str]] = None
+
+    def state_key(self, context: ExplainerContext) -> Optional[str]:
+        """A key of everything that determines the fitted state (None: never saved to disk)."""
+        return None
+
+    def to_state(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} cannot be saved")
+
+    def load_state(self, state: dict[str, Any]) -> "Explainer":
+        """Restore a state saved with :meth:`to_state` into this (unfitted) explainer."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be loaded")
+
+
+# ----------------------------------------------------------------------------- duck-typed explainers
+
+@runtime_checkable
+class EdgeExplainer(Protocol):
+    """What the evaluation needs of any explainer, registered or not: ``explain(instances)``."""
+
+    name: str
+    fit_seconds_: float
+    explain_seconds_: float
+
+    def explain(self, instances: Sequence[Instance]) -> Sequence[Tensor]:
+        ...
+
+
+@runtime_checkable
+class FittableExplainer(EdgeExplainer, Protocol):
+    """An :class:`EdgeExplainer` that must be fitted on training instances first."""
+
+    def fit(self, train: Sequence[Instance]) -> "FittableExplainer":
+        ...
+
+
+def instance_seed(seed: int, instance: Instance) -> int:
+    """A seed that depends only on ``seed`` and the instance (not on its position in a list)."""
+    key = (f"{int(seed)}|{instance.dataset}|{instance.index}|{instance.target}|"
+           f"{instance.num_nodes}|{instance.num_pairs}")
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1

@@ -1,0 +1,123 @@
+"""The registry: every explanation method of the engine, one row each.
+
+A row names the method, its title, how to build it from an :class:`ExplainerContext`, whether it
+must be fitted before it explains, whether it explains a whole batch in one call, whether
+``reproduce`` measures it by default, and its settings (keyword arguments of its constructor).
+The CLI (``--method``, ``reproduce --methods``), the session (:class:`~gem_core.session.Workbench`)
+and the app's pages read the methods from here, so a new method is one module and one row.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .base import Explainer, ExplainerContext
+
+
+class UnknownMethodError(ValueError):
+    """A method name that is not in the registry."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One registry row.
+
+    Attributes:
+        name: the method's key (CLI, JSON, cache keys).
+        title: how people read it (tables, charts, panels).
+        build: ``(context, **settings) -> Explainer``.
+        needs_fit: it learns from training instances before it explains (a one-off cost).
+        batched: one call explains many instances at once (timed as warm repeated calls).
+        in_reproduce: measured by ``reproduce`` unless ``--methods`` says otherwise.
+        settings: the keyword arguments ``build`` gets (documented defaults of this engine).
+        description: one line for ``--help`` and the app.
+    """
+
+    name: str
+    title: str
+    build: Callable[..., Explainer]
+    needs_fit: bool
+    batched: bool
+    in_reproduce: bool
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
+        """A new, unfitted explainer of this method for ``context``."""
+        return self.build(context, **{**self.settings, **overrides})
+
+
+def _gem(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .gem import GemExplainer
+
+    return GemExplainer(ctx, **settings)
+
+
+def _distilled(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .distilled import DistilledExplainer
+
+    return DistilledExplainer(ctx, **settings)
+
+
+def _gnnexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .gnnexplainer import GNNExplainerBaseline
+
+    return GNNExplainerBaseline(ctx.target.model, ctx.task, device=str(ctx.device), **settings)
+
+
+def _pgexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .pgexplainer import PGExplainerBaseline
+
+    return PGExplainerBaseline(ctx.target.model, ctx.task, device=str(ctx.device), **settings)
+
+
+def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .random_scores import RandomExplainer
+
+    return RandomExplainer(task=ctx.task, **settings)
+
+
+_ROWS: tuple[MethodSpec, ...] = (
+    MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
+               description="Gem: a graph auto-encoder trained on distilled Granger-causal "
+                           "explanations; one forward pass per batch"),
+    MethodSpec("distilled", "Distilled ground truth", _distilled, needs_fit=False, batched=False,
+               in_reproduce=False, settings={"label_source": "true"},
+               description="the distillation Gem learns from (Δ loss per edge, greedy pruning); "
+                           "slow, needs labels"),
+    MethodSpec("gnnexplainer", "GNNExplainer", _gnnexplainer, needs_fit=False, batched=False,
+               in_reproduce=True, settings={"epochs": 100, "lr": 0.01},
+               description="PyG's GNNExplainer, one mask optimisation per instance"),
+    MethodSpec("pgexplainer", "PGExplainer", _pgexplainer, needs_fit=True, batched=True,
+               in_reproduce=True, settings={"epochs": 30, "lr": 0.003},
+               description="PyG's PGExplainer, an edge MLP trained on the training instances"),
+    MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
+               settings={"seed": 0}, description="uniform random scores (the floor)"),
+)
+
+REGISTRY: Mapping[str, MethodSpec] = MappingProxyType({row.name: row for row in _ROWS})
+#: every method name, in the registry's order (tables, charts and selectors follow it)
+METHODS: tuple[str, ...] = tuple(REGISTRY)
+#: what ``reproduce`` measures by default
+REPRODUCE_METHODS: tuple[str, ...] = tuple(m for m in METHODS if REGISTRY[m].in_reproduce)
+
+
+def check_method(method: str) -> str:
+    """The registry name of ``method`` (case-insensitive); a clear error for unknown names."""
+    key = str(method).strip().lower()
+    if key not in REGISTRY:
+        raise UnknownMethodError(f"Unknown method {method!r}. Choose one of: {', '.join(METHODS)}.")
+    return key
+
+
+def method_spec(method: str) -> MethodSpec:
+    """The registry row of ``method``."""
+    return REGISTRY[check_method(method)]
+
+
+def title(method: str) -> str:
+    """The human-readable title of ``method`` (the name itself for unknown names)."""
+    row = REGISTRY.get(str(method).strip().lower())
+    return row.title if row is not None else str(method)

@@ -1,0 +1,118 @@
+"""The explainer registry and the contract every registered method keeps.
+
+The contract tests run over every row of the registry, so a method added through its module and
+its row is checked here without touching this file.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from gem_core.config import DatasetSpec
+from gem_core.explainers import (METHODS, REGISTRY, REPRODUCE_METHODS, Explainer,
+                                 ExplainerContext, Explanation, NotFittedError,
+                                 UnknownMethodError, check_method, method_spec, title)
+from gem_core.instances import Instance, to_pairs
+from gem_core.targets import GraphGCN, NodeGCN, TargetMetrics, TrainedTarget
+
+torch.set_num_threads(1)
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def toy_instance(n: int, seed: int, node: bool) -> Instance:
+    gen = torch.Generator().manual_seed(seed)
+    ring = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])  # connected backbone
+    iu = torch.triu_indices(n, n, 1)
+    chords = iu[:, torch.rand(iu.size(1), generator=gen) < 0.2]
+    pairs, _ = to_pairs(torch.cat([ring, chords], dim=1), n)
+    return Instance(x=torch.randn(n, 4, generator=gen), pairs=pairs,
+                    y=int(torch.randint(2, (1,), generator=gen)),
+                    target=0 if node else None, index=seed, dataset="toy")
+
+
+def toy_context(task: str) -> tuple[ExplainerContext, list[Instance], list[Instance], list[Instance]]:
+    torch.manual_seed(0)
+    model = (NodeGCN if task == "node" else GraphGCN)(4, 2, hidden=8).eval()
+    target = TrainedTarget(model, TargetMetrics(1.0, 1.0, 1.0, 0.0, 1), "toy", f"toy-{task}")
+    spec = DatasetSpec(name="toy", title="Toy", task=task, num_classes=2, k_grid=(2, 3),
+                       connected=True, explainer_lr=0.01, explainer_epochs=5)
+    insts = [toy_instance(6 + i % 4, 1000 + i, task == "node") for i in range(14)]
+    return ExplainerContext(target, spec, torch.device("cpu")), insts[:8], insts[8:10], insts[10:]
+
+
+@pytest.fixture(scope="module", params=["node", "graph"])
+def toy(request):
+    return toy_context(request.param)
+
+
+# ----------------------------------------------------------------------------- the table
+
+def test_rows_are_complete_and_lookups_are_clear():
+    assert list(METHODS) == [row.name for row in REGISTRY.values()]
+    assert set(REPRODUCE_METHODS) <= set(METHODS) and "gem" in REPRODUCE_METHODS
+    for name, row in REGISTRY.items():
+        assert row.name == name == name.lower() and row.title and row.description
+        assert check_method(f"  {name.upper()} ") == name
+        assert method_spec(name) is row and title(name) == row.title
+    assert len({row.title for row in REGISTRY.values()}) == len(REGISTRY)
+    with pytest.raises(UnknownMethodError, match="Unknown method 'nope'. Choose one of: gem"):
+        check_method("nope")
+    assert title("not-a-method") == "not-a-method"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_keeps_the_contract(method, toy):
+    """Built from its row, fitted when it must be, it explains a batch into an Explanation."""
+    ctx, train, val, test = toy
+    row = REGISTRY[method]
+    exp = row.create(ctx)
+    assert isinstance(exp, Explainer) and exp.name == method
+    if row.needs_fit:
+        assert not exp.is_fitted
+        with pytest.raises(NotFittedError):
+            exp.explain(test)
+    assert exp.fit(train, val) is exp and exp.is_fitted
+    assert exp.fit_seconds_ >= 0.0 and (exp.fit_seconds_ > 0.0) == row.needs_fit
+    out = exp.explain(test)
+    assert isinstance(out, Explanation) and out.method == method and len(out) == len(test)
+    assert out.ms_per_instance > 0.0
+    for scores, inst in zip(out, test):
+        assert isinstance(scores, torch.Tensor) and scores.shape == (inst.num_pairs,)
+        assert bool(torch.isfinite(scores).all())
+    # deterministic: a second explainer built the same way gives the same scores
+    again = row.create(ctx).fit(train, val).explain(test)
+    assert all(torch.allclose(a.double(), b.double(), atol=1e-6) for a, b in zip(out, again))
+    # an instance of the other task level is refused with a clear message
+    other = toy_instance(7, 5, node=ctx.task == "graph")
+    with pytest.raises(ValueError, match="level"):
+        exp.explain([other])
+
+
+def test_explanation_is_a_sequence_with_topk_helpers():
+    scores = [torch.tensor([0.2, 0.9, 0.9, 0.1]), torch.tensor([0.5])]
+    out = Explanation("random", scores, 1.5)
+    assert len(out) == 2 and out[1] is scores[1] and list(out) == scores and out[:1] == scores[:1]
+    # ties at the cut: the lower pair index wins; never more than K
+    assert out.topk_mask(0, 2).tolist() == [False, True, True, False]
+    assert out.ranked(0, 3) == [1, 2, 0]
+    assert [m.tolist() for m in out.topk_masks(1)] == [[False, True, False, False], [True]]
+    with pytest.raises(ValueError, match="K must be at least 1"):
+        out.topk_mask(0, 0)
+
+
+def test_no_dispatch_on_method_names_outside_the_registry():
+    """Method-specific behaviour lives in the method's module and its registry row."""
+    names = "|".join(re.escape(m) for m in METHODS)
+    chain = re.compile(rf"""(if|elif)\s+\w*(method|name)\w*\s*(==|!=|in)\s*\(?["']({names})["']""")
+    offenders = []
+    for folder in ("gem_core", "app"):
+        for path in (PROJECT / folder).rglob("*.py"):
+            if path.parent.name == "explainers" and path.name == "registry.py":
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if chain.search(line):
+                    offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
