@@ -6,14 +6,34 @@ its sub-command, so later benchmarks plug in without touching the others.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..device import configure_threads
 from ..progress import tqdm_progress
-from .bench_app import register_app
 from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
+
+
+def _register_app(sub: argparse._SubParsersAction) -> None:
+    """``bench app`` drives the Streamlit app in a browser: it lives with the app in the source
+    checkout (``tools/bench_app.py``), not in the engine package."""
+    from ..store import PROJECT_ROOT
+
+    if (PROJECT_ROOT / "tools" / "bench_app.py").is_file():
+        if str(PROJECT_ROOT) not in sys.path:
+            sys.path.insert(0, str(PROJECT_ROOT))
+        from tools.bench_app import register_app
+
+        register_app(sub)
+        return
+
+    def unavailable(args: argparse.Namespace) -> int:
+        raise ValueError("bench app needs the source checkout (tools/bench_app.py and app/).")
+
+    sub.add_parser("app", help="the app in a browser (source checkout only)").set_defaults(
+        func=unavailable)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -164,5 +184,5 @@ def black_box_warmup(black_box: Any, instances: Sequence[Any]) -> None:
 
 BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...] = (
     ("distill", _register_distill),
-    ("app", register_app),
+    ("app", _register_app),
 )

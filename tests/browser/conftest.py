@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gem_core.commands.bench_app import (IDLE, MAIN, AppServer, browser_unavailable_reason,
+from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason,
                                          error_texts, launch_chromium)
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from gem_core.commands.bench_app import (EDGES_JS, IDLE, MAIN, AppServer, explanation_panels,
+from tools.browser import (EDGES_JS, IDLE, MAIN, AppServer, explanation_panels,
                                          mark_panels_old, panel_frame, selected_methods,
                                          set_instance, set_k, slider_value, wait_panels_drawn)
 from gem_core.explainers import METHODS

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gem_core.commands.bench_app import IDLE, MAIN
+from tools.browser import IDLE, MAIN
 
 from .conftest import PROJECT, assert_no_errors, open_app, screenshot
 

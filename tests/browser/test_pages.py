@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import pytest
 
-from gem_core.commands.bench_app import (IDLE, MAIN, explanation_panels, mark_panels_old,
+from tools.browser import (IDLE, MAIN, explanation_panels, mark_panels_old,
                                          panel_drawn, panel_frame, selected_methods, set_k,
                                          slider_value,
                                          wait_panels_drawn)
@@ -47,6 +47,8 @@ def test_explore_on_a_fresh_cache_shows_ba_shapes_explanations(app_server, page)
     drawn, to_fit = [], []
     for title in chosen:
         key = KEY_OF_TITLE[title]
+        # the panel's component iframe can appear after the script run ends: wait for either
+        page.wait_for_selector(f".st-key-panel_{key} iframe, .st-key-ex_fit_{key} button")
         if page.query_selector(f".st-key-panel_{key} iframe"):
             _assert_pyvis_drawn(page, f"panel_{key}")
             text = page.locator(f".st-key-panel_{key}").inner_text()

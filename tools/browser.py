@@ -1,26 +1,18 @@
-"""``bench app``: the Streamlit app in a real browser (Debian Chromium driven by Playwright).
+"""The app in a real browser: a ``streamlit run`` server and Debian's Chromium through Playwright.
 
-Starts a fresh ``streamlit run`` server on the loopback interface, opens the Explore page and
-measures, as a user sees it:
-
-* launch → first explanation: from starting the server process until the first explainer panel
-  has its pyvis network drawn on the canvas (goal ≤ 15 s);
-* K change: from the key press on the sidebar's K slider until every explanation panel shows
-  the new top-K (goal ≤ 1 s);
-* instance change: from entering another test instance until every panel shows it (≤ 1 s).
-
-The helpers here (:class:`AppServer`, :func:`launch_chromium`, :func:`panel_drawn`, ...) are
-also what the real-browser tests in ``tests/browser`` use. Chromium is Debian's ``chromium``
-package (``apt-get install chromium``); Playwright's own browser download is never used.
+What the real-browser tests (``tests/browser``) and the app benchmark (``tools/bench_app.py``,
+``python -m gem_core bench app``) share: :class:`AppServer` (a fresh server on the loopback
+interface, always stopped with its process group), :func:`launch_chromium`, and page helpers that
+wait for Streamlit's script runs and for the pyvis canvases to be drawn. Chromium is Debian's
+``chromium`` package (``apt-get install chromium``); Playwright's own browser download is never
+used.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,9 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from .common import add_json_arg, write_json
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 APP_SCRIPT = PROJECT_ROOT / "app" / "streamlit_app.py"
 
 CHROMIUM_ARGS = (
@@ -45,8 +35,6 @@ CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 MAIN = "[data-testid=stMain]"
 ERRORS = ("[data-testid=stException], [data-testid=stAlertContentError]")
-
-GOALS = {"first_explanation_s": 15.0, "k_change_s": 1.0, "instance_change_s": 1.0}
 
 
 # ----------------------------------------------------------------------------- browser
@@ -290,182 +278,3 @@ def set_instance(page: Any, dataset: str, position: int) -> None:
 
 def error_texts(page: Any) -> list[str]:
     return page.locator(ERRORS).all_inner_texts()
-
-
-# ----------------------------------------------------------------------------- benchmark
-
-def _cache_state(cache: Path, dataset: str) -> dict[str, Any]:
-    """What the engine cache holds for ``dataset`` before the server starts."""
-    files = [p for p in cache.rglob("*") if p.is_file()] if cache.is_dir() else []
-    mine = [str(p.relative_to(cache)) for p in files if dataset in p.name]
-    from ..store import ASSETS_DIR
-
-    return {"cache_dir": str(cache), "files": len(files), dataset: sorted(mine),
-            "warm": bool(mine),
-            "shipped_target": (ASSETS_DIR / "targets" / f"{dataset}.pt").exists(),
-            "shipped_gem": (ASSETS_DIR / "explainers" / f"{dataset}.pt").exists()}
-
-
-def _median(xs: Sequence[float]) -> float:
-    return float(statistics.median(xs)) if xs else float("nan")
-
-
-def run_app(args: argparse.Namespace) -> int:
-    from playwright.sync_api import sync_playwright
-
-    reason = browser_unavailable_reason()
-    if reason:
-        print(f"bench app: {reason}", file=sys.stderr)
-        return 2
-    dataset = "ba_shapes"  # the app's default dataset
-    env = dict(os.environ)
-    tmp: Optional[tempfile.TemporaryDirectory] = None
-    if args.fresh_cache:
-        tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
-        env["GEM_CACHE_DIR"] = tmp.name
-    from ..store import cache_dir
-
-    # The server's cache folder: $GEM_CACHE_DIR, or the engine's default one.
-    cache = Path(env["GEM_CACHE_DIR"]).expanduser() if env.get("GEM_CACHE_DIR") else cache_dir()
-    env["GEM_CACHE_DIR"] = str(cache)
-    state = _cache_state(cache, dataset)
-    result: dict[str, Any] = {"dataset": dataset, "cache": state, "goals": GOALS,
-                              "threads": env.get("GEM_NUM_THREADS", "")}
-    server = AppServer(env=env, port=args.port)
-    try:
-        with sync_playwright() as pw:
-            t = time.perf_counter()
-            browser = launch_chromium(pw)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(args.timeout * 1000)
-            result["browser_launch_s"] = time.perf_counter() - t
-
-            server.start()
-            t0 = server.started_at
-            result["server_healthy_s"] = server.wait_healthy(args.timeout)
-            page.goto(server.url + "/")
-            page.wait_for_selector(f"{MAIN} .st-key-panel_original", timeout=args.timeout * 1000)
-            result["page_shell_s"] = time.perf_counter() - t0
-            first = None
-            deadline = time.perf_counter() + args.timeout
-            while first is None:
-                for panel in explanation_panels(page):
-                    if panel_drawn(page, panel) > 0:
-                        first = (panel, time.perf_counter() - t0)
-                        break
-                if first is None:
-                    if time.perf_counter() > deadline:
-                        raise TimeoutError("no explanation panel drawn")
-                    page.wait_for_timeout(15)
-            result["first_explanation_panel"] = first[0].removeprefix("panel_")
-            result["first_explanation_s"] = first[1]
-            wait_idle(page, args.timeout * 1000)
-            panels = explanation_panels(page)
-            wait_panels_drawn(page, ["panel_original", *panels], timeout=args.timeout)
-            result["all_panels_s"] = time.perf_counter() - t0
-            result["panels"] = [p.removeprefix("panel_") for p in panels]
-            result["methods_selected"] = selected_methods(page)
-
-            k_times, k_panels = [], []
-            k = slider_value(page, dataset)
-            for i in range(args.repeats):
-                direction = "ArrowLeft" if k >= 9 or (i % 2 and k > 5) else "ArrowRight"
-                k += 1 if direction == "ArrowRight" else -1
-                mark_panels_old(page, panels)
-                t = time.perf_counter()
-                set_k(page, dataset, direction)
-                sel = [f".st-key-ex_svg_{dataset}-0-{p.removeprefix('panel_')}-k{k}"
-                       for p in panels]
-                seen = wait_panels_drawn(page, panels, sel, args.timeout, start=t)
-                k_times.append(max(seen.values()) if seen else time.perf_counter() - t)
-                k_panels.append({p.removeprefix("panel_"): s for p, s in seen.items()})
-                wait_idle(page, args.timeout * 1000)
-            result["k_change_s"] = {"median": _median(k_times), "max": max(k_times),
-                                    "runs": k_times, "per_panel": k_panels}
-
-            i_times, i_panels = [], []
-            for pos in args.positions:
-                mark_panels_old(page, ["panel_original", *panels])
-                t = time.perf_counter()
-                set_instance(page, dataset, pos)
-                sel = [f".st-key-ex_svg_{dataset}-{pos}-{p.removeprefix('panel_')}-k{k}"
-                       for p in panels]
-                seen = wait_panels_drawn(page, ["panel_original", *panels], sel,
-                                         args.timeout, start=t)
-                i_times.append(max(seen.values()))
-                i_panels.append({p.removeprefix("panel_"): s for p, s in seen.items()})
-                wait_idle(page, args.timeout * 1000)
-            result["instance_change_s"] = {"median": _median(i_times), "max": max(i_times),
-                                           "runs": i_times, "positions": list(args.positions),
-                                           "per_panel": i_panels}
-            result["errors"] = error_texts(page)
-            if args.screenshot:
-                page.screenshot(path=args.screenshot)
-            browser.close()
-    finally:
-        server.stop()
-        if tmp is not None:
-            tmp.cleanup()
-    _print_table(result)
-    write_json({"bench": {"app": result}}, args.json)
-    return 1 if result["errors"] else 0
-
-
-def _print_table(r: dict[str, Any]) -> None:
-    c = r["cache"]
-    warm = ("warm: " + ", ".join(c[r["dataset"]])) if c["warm"] else "cold (nothing cached)"
-    print(f"bench app: fresh `streamlit run` on 127.0.0.1, Explore page on {r['dataset']}, "
-          f"Chromium headless, GEM_NUM_THREADS={r['threads'] or 'unset'}")
-    print(f"  engine cache {c['cache_dir']}: {warm}; shipped target "
-          f"{'yes' if c['shipped_target'] else 'no'}, shipped Gem "
-          f"{'yes' if c['shipped_gem'] else 'no'}")
-    print(f"  explainers selected: {', '.join(r['methods_selected'])}; panels drawn: "
-          f"{', '.join(r['panels']) or 'none'}")
-    rows = [
-        ("server healthy (from launch)", r["server_healthy_s"], None),
-        ("page shell (from launch)", r["page_shell_s"], None),
-        (f"first explanation drawn ({r['first_explanation_panel']})",
-         r["first_explanation_s"], GOALS["first_explanation_s"]),
-        ("all panels drawn (from launch)", r["all_panels_s"], None),
-        ("K change, median", r["k_change_s"]["median"], GOALS["k_change_s"]),
-        ("K change, max", r["k_change_s"]["max"], None),
-        ("instance change, median", r["instance_change_s"]["median"],
-         GOALS["instance_change_s"]),
-        ("instance change, max", r["instance_change_s"]["max"], None),
-    ]
-    print(f"  {'measure':44s} {'seconds':>8s}  {'goal':>6s}")
-    for name, value, goal in rows:
-        verdict = "" if goal is None else (f"≤ {goal:g}  " + ("ok" if value <= goal else "MISSED"))
-        print(f"  {name:44s} {value:8.2f}  {verdict}")
-    for label, key in (("K change", "k_change_s"), ("instance change", "instance_change_s")):
-        per = r[key]["per_panel"]
-        if per:
-            panels = per[0].keys()
-            parts = [f"{p} {_median([run.get(p, float('nan')) for run in per]):.2f}"
-                     for p in panels]
-            print(f"  {label} per panel (median s): " + ", ".join(parts))
-    if r["errors"]:
-        print(f"  ERRORS on the page: {r['errors']}")
-
-
-def register_app(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "app", help="the Streamlit app in Chromium: launch → first explanation, K and instance "
-                    "changes",
-        description="Start a fresh `streamlit run` server on 127.0.0.1, open the Explore page "
-                    "in Debian's Chromium (Playwright) and time launch → first explanation "
-                    "drawn, a K change and an instance change until the page shows the new "
-                    "explanations. Uses $GEM_CACHE_DIR unless --fresh-cache.")
-    p.add_argument("--fresh-cache", action="store_true",
-                   help="start the server with an empty temporary engine cache")
-    p.add_argument("--repeats", type=int, default=3, metavar="N",
-                   help="K changes to time (default: 3)")
-    p.add_argument("--positions", type=int, nargs="+", default=[1, 2, 3], metavar="POS",
-                   help="test-instance positions to switch to, in order (default: 1 2 3)")
-    p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
-    p.add_argument("--timeout", type=float, default=180.0,
-                   help="seconds to wait for any step (default: 180)")
-    p.add_argument("--screenshot", metavar="PNG", default=None,
-                   help="save a screenshot of the page at the end")
-    add_json_arg(p)
-    p.set_defaults(func=run_app)
