@@ -2,9 +2,9 @@
 
 The engine's :mod:`gem_core.distill` is batched and returns only the outcome; teaching needs every
 intermediate graph. This replays the same algorithm (paper Appendix C, the conventions of
-:mod:`gem_core.distill_reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
+:mod:`gem_core.distill.reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
 counts as no rise, connectivity rule after each removal) and records each step. Its final
-weights equal :func:`gem_core.distill_reference.reference_distill_one` (tested).
+weights equal :func:`gem_core.distill.reference.reference_distill_one` (tested).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from gem_core.distill import TIE_TOL, cross_entropy
-from gem_core.distill_reference import keep_component
+from gem_core.distill.reference import keep_component
 from gem_core.instances import Instance, collate
 
 

@@ -2,9 +2,9 @@
 
 One instance at a time, one edge at a time, one forward pass per removal, networkx for the
 connected components. Slow but obviously faithful; :mod:`gem_core.distill` must agree with it.
-It follows the same conventions as the batched engine (see :mod:`gem_core.distill`): Δ and
-weights are ordered by ``(round(value / tol), pair index)`` and a loss rise of at most ``tol``
-counts as "no rise".
+It follows the same conventions as the batched engine (see
+:mod:`gem_core.distill.conventions`): Δ and weights are ordered by
+``(round(value / tol), pair index)`` and a loss rise of at most ``tol`` counts as "no rise".
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import networkx as nx
 import torch
 from torch import Tensor
 
-from .config import check_k
-from .distill import (DEFAULT_TOPK_POLICY, TIE_TOL, check_label_source, check_topk_policy,
-                      cross_entropy)
-from .instances import Instance, collate
+from ..config import check_k
+from ..instances import Instance, collate
+from .conventions import TIE_TOL, check_label_source, cross_entropy
+from .topk import DEFAULT_TOPK_POLICY, check_topk_policy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .targets import BlackBox
+    from ..targets import BlackBox
 
 
 @dataclass
