@@ -2,9 +2,9 @@
 
 The engine's :mod:`gem_core.distill` is batched and returns only the outcome; teaching needs every
 intermediate graph. This replays the same algorithm (paper Appendix C, the conventions of
-:mod:`gem_core.distill_reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
+:mod:`gem_core.distill.reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
 counts as no rise, connectivity rule after each removal) and records each step. Its final
-weights equal :func:`gem_core.distill_reference.reference_distill_one` (tested).
+weights equal :func:`gem_core.distill.reference.reference_distill_one` (tested).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from gem_core.distill import TIE_TOL, cross_entropy
-from gem_core.distill_reference import keep_component
+from gem_core.distill.reference import remove_pair
 from gem_core.instances import Instance, collate
 
 
@@ -70,10 +70,7 @@ def greedy_trace(instance: Instance, black_box, connected: bool, tol: float = TI
     for j in sorted(range(p), key=key):
         if not current[j]:
             continue  # already dropped together with a component
-        tentative = current.clone()
-        tentative[j] = False
-        if connected:
-            tentative = keep_component(instance, tentative)
+        tentative = remove_pair(instance, current, j, connected)
         new_loss = _loss(black_box, instance, tentative, label)
         accepted = new_loss <= current_loss + tol
         dropped = [i for i in range(p) if i != j and current[i] and not tentative[i]]

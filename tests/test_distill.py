@@ -9,7 +9,7 @@ import torch
 from gem_core.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
                               Distillation, distill, distill_dataset, distillation_path,
                               load_distillation, topk_accuracy)
-from gem_core.distill_reference import (ReferenceResult, keep_component, reference_distill,
+from gem_core.distill.reference import (ReferenceResult, keep_component, reference_distill,
                                         reference_refine, reference_topk, reference_topk_all)
 from gem_core.instances import Instance, to_pairs
 from gem_core.store import load_torch

@@ -84,7 +84,7 @@ def run_distill(args: argparse.Namespace) -> int:
 
     from ..datasets import load_dataset
     from ..distill import ACCURACY_TOPK_POLICY, distill
-    from ..distill_reference import reference_distill, reference_refine, reference_topk_all
+    from ..distill.reference import reference_distill, reference_refine, reference_topk_all
     from ..instances import split_instances
     from ..targets import get_target
 

@@ -119,7 +119,7 @@ def test_charts_use_method_colours():
 
 
 def test_teaching_trace_matches_the_reference():
-    from gem_core.distill_reference import reference_distill_one
+    from gem_core.distill.reference import reference_distill_one
     from gem_core.session import workbench
     from teaching import greedy_trace
 

@@ -2,9 +2,9 @@
 
 One instance at a time, one edge at a time, one forward pass per removal, networkx for the
 connected components. Slow but obviously faithful; :mod:`gem_core.distill` must agree with it.
-It follows the same conventions as the batched engine (see :mod:`gem_core.distill`): Δ and
-weights are ordered by ``(round(value / tol), pair index)`` and a loss rise of at most ``tol``
-counts as "no rise".
+It follows the same conventions as the batched engine (see
+:mod:`gem_core.distill.conventions`): Δ and weights are ordered by
+``(round(value / tol), pair index)`` and a loss rise of at most ``tol`` counts as "no rise".
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import networkx as nx
 import torch
 from torch import Tensor
 
-from .config import check_k
-from .distill import (DEFAULT_TOPK_POLICY, TIE_TOL, check_label_source, check_topk_policy,
-                      cross_entropy)
-from .instances import Instance, collate
+from ..config import check_k
+from ..instances import Instance, collate
+from .conventions import TIE_TOL, check_label_source, cross_entropy
+from .topk import DEFAULT_TOPK_POLICY, check_topk_policy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .targets import BlackBox
+    from ..targets import BlackBox
 
 
 @dataclass
@@ -118,7 +118,8 @@ def _by_weight(mask: Tensor, result: ReferenceResult, tol: float) -> list[int]:
     return sorted(pairs, key=lambda j: (_key(float(result.weights[j]), tol), j))
 
 
-def _remove(instance: Instance, mask: Tensor, j: int, connected: bool) -> Tensor:
+def remove_pair(instance: Instance, mask: Tensor, j: int, connected: bool) -> Tensor:
+    """A copy of ``mask`` without pair ``j``, then the connectivity rule (when ``connected``)."""
     out = mask.clone()
     out[j] = False
     return keep_component(instance, out) if connected else out
@@ -131,7 +132,7 @@ def _paper(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, co
         if int(mask.sum()) <= k:
             break
         if mask[j]:
-            mask = _remove(instance, mask, j, connected)
+            mask = remove_pair(instance, mask, j, connected)
     return mask
 
 
@@ -146,7 +147,7 @@ def _exact(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, co
                 break
             if not mask[j]:
                 continue
-            tentative = _remove(instance, mask, j, connected)
+            tentative = remove_pair(instance, mask, j, connected)
             if int(tentative.sum()) >= k:
                 mask, accepted = tentative, True
     return _paper(instance, result, mask, k, connected, tol)
@@ -163,7 +164,7 @@ def _nosplit(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, 
         return _exact(instance, result, mask, k, connected, tol)
     while int(mask.sum()) > k:
         for j in _by_weight(mask, result, tol):
-            tentative = _remove(instance, mask, j, connected)
+            tentative = remove_pair(instance, mask, j, connected)
             if int(tentative.sum()) == int(mask.sum()) - 1:
                 mask = tentative
                 break
@@ -201,7 +202,7 @@ def reference_refine(instance: Instance, result: ReferenceResult, ks: Sequence[i
         ruled = not connected or torch.equal(keep_component(instance, mask), mask)
         trials = []
         for j in _by_weight(mask, result, tol):
-            tentative = _remove(instance, mask, j, connected)
+            tentative = remove_pair(instance, mask, j, connected)
             valid = not ruled or int(tentative.sum()) == count - 1
             loss = _loss(instance, tentative, black_box, label)
             trials.append((valid, _key(loss, tol), tentative))
@@ -300,4 +301,5 @@ def reference_topk_all(instances: Sequence[Instance], results: Sequence[Referenc
 
 
 __all__ = ["ReferenceResult", "keep_component", "reference_distill", "reference_distill_one",
-           "reference_fill", "reference_refine", "reference_topk", "reference_topk_all"]
+           "reference_fill", "reference_refine", "reference_topk", "reference_topk_all",
+           "remove_pair"]
