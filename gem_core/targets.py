@@ -193,26 +193,23 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
     if ds.task == "node":
         data = ds.graph.to(dev)
         tr, va, te = (i.to(dev) for i in (ds.split.train, ds.split.val, ds.split.test))
-        for epoch in range(1, cfg.max_epochs + 1):
+
+        def train_epoch() -> None:
             model.train()
             opt.zero_grad()
             out = model(data.x, data.edge_index)
             F.cross_entropy(out[tr], data.y[tr]).backward()
             opt.step()
+
+        def validate() -> tuple[float, float]:
             model.eval()
             with torch.no_grad():
                 out = model(data.x, data.edge_index)
-                val_loss = float(F.cross_entropy(out[va], data.y[va]))
-                val_acc = float((out[va].argmax(-1) == data.y[va]).float().mean())
-            if (val_acc, -val_loss) > (best[0], -best[1]):
-                best, best_state, since_best = (val_acc, val_loss), copy.deepcopy(model.state_dict()), 0
-            else:
-                since_best += 1
-            report(progress, epoch / cfg.max_epochs, f"epoch {epoch} val acc {val_acc:.3f}")
-            if since_best >= cfg.patience:
-                break
-        model.load_state_dict(best_state)
-        accs = [_node_accuracy(model, data, i) for i in (tr, va, te)]
+                return (float((out[va].argmax(-1) == data.y[va]).float().mean()),
+                        float(F.cross_entropy(out[va], data.y[va])))
+
+        def accuracies() -> list[float]:
+            return [_node_accuracy(model, data, i) for i in (tr, va, te)]
     else:
         gen = torch.Generator().manual_seed(cfg.seed)
         graphs = ds.graphs
@@ -221,23 +218,33 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
                              shuffle=(name == "train"), generator=gen if name == "train" else None)
             for name in ("train", "val", "test")
         }
-        for epoch in range(1, cfg.max_epochs + 1):
+
+        def train_epoch() -> None:
             model.train()
             for b in loaders["train"]:
                 b = b.to(dev)
                 opt.zero_grad()
                 F.cross_entropy(model(b.x, b.edge_index, b.batch, b.num_graphs), b.y).backward()
                 opt.step()
-            val_acc, val_loss = _graph_eval(model, loaders["val"], dev)
-            if (val_acc, -val_loss) > (best[0], -best[1]):
-                best, best_state, since_best = (val_acc, val_loss), copy.deepcopy(model.state_dict()), 0
-            else:
-                since_best += 1
-            report(progress, epoch / cfg.max_epochs, f"epoch {epoch} val acc {val_acc:.3f}")
-            if since_best >= cfg.patience:
-                break
-        model.load_state_dict(best_state)
-        accs = [_graph_eval(model, loaders[n], dev)[0] for n in ("train", "val", "test")]
+
+        def validate() -> tuple[float, float]:
+            return _graph_eval(model, loaders["val"], dev)
+
+        def accuracies() -> list[float]:
+            return [_graph_eval(model, loaders[n], dev)[0] for n in ("train", "val", "test")]
+
+    for epoch in range(1, cfg.max_epochs + 1):
+        train_epoch()
+        val_acc, val_loss = validate()
+        if (val_acc, -val_loss) > (best[0], -best[1]):
+            best, best_state, since_best = (val_acc, val_loss), copy.deepcopy(model.state_dict()), 0
+        else:
+            since_best += 1
+        report(progress, epoch / cfg.max_epochs, f"epoch {epoch} val acc {val_acc:.3f}")
+        if since_best >= cfg.patience:
+            break
+    model.load_state_dict(best_state)
+    accs = accuracies()
     report(progress, 1.0, "done")
     metrics = TargetMetrics(*accs, train_seconds=time.perf_counter() - start, epochs=epoch)
     return model.cpu().eval(), metrics

@@ -58,12 +58,11 @@ class NodeNet(nn.Module):
         return self.head(x)
 
 
-class GraphNet(nn.Module):
+class GraphNet(NodeNet):
+    """The same convolution stack, summed over each graph before the head."""
+
     def __init__(self, arch: str, in_channels: int, num_classes: int, hidden: int = 16, layers: int = 2):
-        super().__init__()
-        dims = [in_channels] + [hidden] * layers
-        self.convs = nn.ModuleList(conv(arch, a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.head = nn.Linear(hidden, num_classes)
+        super().__init__(arch, in_channels, num_classes, hidden, layers)
 
     def forward(self, x, edge_index, batch=None):
         for c in self.convs:

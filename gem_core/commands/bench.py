@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..device import configure_threads
-from ..progress import tqdm_progress
-from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
+from .common import add_command, progress_bar, write_json
 
 
 def _register_app(sub: argparse._SubParsersAction) -> None:
@@ -47,12 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- bench distill
 
 def _register_distill(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "distill", help="batched vs. reference distillation speed (ms per instance)",
+    p = add_command(
+        sub, "distill", run_distill, dataset="optional",
+        help="batched vs. reference distillation speed (ms per instance)",
         description="Time the batched distillation (Δ + greedy + top-K at the default K) over a "
                     "whole split and the plain reference implementation on an evenly spaced "
                     "subset of it, in the same process with the same thread count.")
-    add_dataset_arg(p, required=False)
     p.set_defaults(dataset="mutagenicity")
     p.add_argument("--split", default="train", choices=("train", "val", "test"),
                    help="split to distil (default: train)")
@@ -60,9 +58,6 @@ def _register_distill(sub: argparse._SubParsersAction) -> None:
                    help="only the first N instances for the batched run (default: all)")
     p.add_argument("--reference-limit", type=int, default=100, metavar="M",
                    help="instances timed with the reference implementation (default: 100; 0 skips)")
-    add_runtime_args(p)
-    add_json_arg(p)
-    p.set_defaults(func=run_distill)
 
 
 def _evenly_spaced(items: Sequence[Any], count: int) -> list[Any]:
@@ -88,7 +83,7 @@ def run_distill(args: argparse.Namespace) -> int:
     from ..instances import split_instances
     from ..targets import get_target
 
-    threads = configure_threads(args.threads)
+    threads = torch.get_num_threads()  # --threads was applied by the CLI
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {args.limit}.")
     if args.reference_limit < 0:
@@ -102,7 +97,7 @@ def run_distill(args: argparse.Namespace) -> int:
         instances = instances[: args.limit]
     black_box_warmup(black_box, instances)
 
-    with tqdm_progress(f"bench distill {ds.name}", enabled=not args.no_progress) as progress:
+    with progress_bar(args, f"bench distill {ds.name}") as progress:
         def batched():
             dist = distill(instances, black_box, connected=spec.connected, device=args.device,
                            progress=progress)

@@ -20,10 +20,19 @@ DatasetArg = Union[bool, Literal["optional"]]
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
-                *, help: str, description: str, dataset: DatasetArg = True,
-                **parser_kwargs: Any) -> argparse.ArgumentParser:
+                doc: str | None = None, *, help: str | None = None, description: str | None = None,
+                dataset: DatasetArg = True, **parser_kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
-    ``--no-progress`` and ``--json``; the command's own options are added to the returned parser."""
+    ``--no-progress`` and ``--json``; the command's own options are added to the returned parser.
+
+    ``doc`` (a command module's docstring) gives both texts: its first line is the ``--help``
+    summary, the whole of it the description (shown as written).
+    """
+    if doc is not None:
+        first = doc.strip().splitlines()[0].rstrip(".")
+        help = help or first[:1].lower() + first[1:]
+        description = description or doc.strip()
+        parser_kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
     p = sub.add_parser(name, help=help, description=description, **parser_kwargs)
     if dataset:
         add_dataset_arg(p, required=dataset is True)

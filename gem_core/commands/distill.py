@@ -10,9 +10,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..device import configure_threads
-from ..progress import scaled, tqdm_progress
-from .common import add_dataset_arg, add_json_arg, add_runtime_args, write_json
+from ..progress import scaled
+from .common import add_command, progress_bar, write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..instances import Instance
@@ -25,11 +24,11 @@ DEFAULT_POLICY = "refine"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "distill", help="distil explanations (Granger Δ + greedy + top-K) and print their accuracy",
+    p = add_command(
+        sub, "distill", run,
+        help="distil explanations (Granger Δ + greedy + top-K) and print their accuracy",
         description="Compute the Granger-causal distillation of a split (cached in the artifact "
                     "store) and the target's accuracy on the distilled top-K subgraphs.")
-    add_dataset_arg(p)
     p.add_argument("--k", type=int, nargs="+", default=None, metavar="K",
                    help="edge budget(s) K (default: the dataset's K grid)")
     p.add_argument("--split", default="test", choices=("train", "val", "test"),
@@ -50,9 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="top explanations with fewer than K pairs up with the highest-Δ missing "
                         "pairs (keeping them connected under the connectivity rule)")
     p.add_argument("--refresh", action="store_true", help="recompute even if cached")
-    add_runtime_args(p)
-    add_json_arg(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,13 +58,12 @@ def run(args: argparse.Namespace) -> int:
     from ..instances import split_instances
     from ..targets import get_target
 
-    configure_threads(args.threads)
     ds = load_dataset(args.dataset)
     ks = list(args.k) if args.k else list(ds.spec.k_grid)
     for k in ks:
         check_k(k)
     start = time.perf_counter()
-    with tqdm_progress(f"distill {ds.name}", enabled=not args.no_progress) as progress:
+    with progress_bar(args, f"distill {ds.name}") as progress:
         target = get_target(ds, device=args.device, progress=scaled(progress, 0.0, 0.05))
         dist = None if args.refresh else load_distillation(ds, target, args.split, args.label_source)
         cached = dist is not None

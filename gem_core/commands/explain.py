@@ -1,11 +1,13 @@
-"""``explain``: predict a molecule (SMILES) with the Mutagenicity model and explain it.
+"""Predict a SMILES with the Mutagenicity model and explain it.
 
-Example::
-
-    python -m gem_core explain --smiles "O=[N+]([O-])c1ccccc1" --k 5 --json -
-
+Builds the Mutagenicity-style graph of a SMILES (explicit hydrogens, Kekulé bond orders),
+predicts mutagen / nonmutagen with the target GNN and lists the K most important bonds as
+atom-index pairs (numbering of RDKit's Chem.AddHs(Chem.MolFromSmiles(SMILES))), best first.
 Bad input (empty, unparsable SMILES, unsupported elements, salts, too large molecules) prints
-the same message the app shows and exits with status 2.
+the message the app shows and exits with status 2.
+
+example:
+  python -m gem_core explain --smiles "O=[N+]([O-])c1ccccc1" --k 5 --json -
 """
 from __future__ import annotations
 
@@ -16,13 +18,7 @@ from .common import add_command, progress_bar, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "explain", run, dataset=False,
-        help="predict a SMILES with the Mutagenicity model and explain it",
-        description="Build the Mutagenicity-style graph of a SMILES (explicit hydrogens, Kekulé "
-                    "bond orders), predict mutagen / nonmutagen with the target GNN and list "
-                    "the K most important bonds as atom-index pairs (numbering of RDKit's "
-                    "Chem.AddHs(Chem.MolFromSmiles(SMILES))), best first.")
+    p = add_command(sub, "explain", run, __doc__, dataset=False)
     p.add_argument("--smiles", required=True, help="the molecule, e.g. 'O=[N+]([O-])c1ccccc1'")
     p.add_argument("--k", type=int, default=None,
                    help="number of explanation bonds (default: the paper's default K for "

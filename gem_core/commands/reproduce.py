@@ -1,4 +1,9 @@
-"""``reproduce``: the paper's tables for one or all datasets, every method measured in one run."""
+"""Run target → distillation → Gem → baselines and print the paper's tables.
+
+Runs (or loads from the cache) the whole pipeline for one or all datasets and prints the
+explanation accuracy per K of every method measured by default (Gem and the baselines), each
+cell "ours (paper)", then timings. Full runs also write assets/results/<dataset>.json.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,15 +12,8 @@ from ..config import DATASETS
 from ..explainers import METHODS, REPRODUCE_METHODS
 from .common import add_command, progress_bar, write_json
 
-
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "reproduce", run, dataset=False,
-        help="run target → distillation → Gem → baselines and print the paper's tables",
-        description="Run (or load from the cache) the whole pipeline for a dataset and print "
-                    "explanation accuracy per K for every method measured by default (Gem and "
-                    "the baselines), each cell 'ours (paper)', then timings. Full runs also "
-                    "write assets/results/<dataset>.json.")
+    p = add_command(sub, "reproduce", run, __doc__, dataset=False)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--dataset", metavar="NAME", help=f"one of: {', '.join(DATASETS)}")
     group.add_argument("--all", action="store_true", help="all four datasets")
