@@ -12,6 +12,7 @@ METHOD_COLORS: dict[str, str] = {
     "distilled": "#9467bd",
     "gnnexplainer": "#1f77b4",
     "pgexplainer": "#2ca02c",
+    "integrated_gradients": "#ff7f0e",
     "random": "#7f7f7f",
 }
 FALLBACK_COLOR = "#444444"

@@ -73,6 +73,13 @@ def _pgexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
     return PGExplainerBaseline(ctx.target.model, ctx.task, device=str(ctx.device), **settings)
 
 
+def _integrated_gradients(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from .integrated_gradients import IntegratedGradientsExplainer
+
+    return IntegratedGradientsExplainer(ctx.target.model, ctx.task, device=str(ctx.device),
+                                        **settings)
+
+
 def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
     from .random_scores import RandomExplainer
 
@@ -93,6 +100,10 @@ _ROWS: tuple[MethodSpec, ...] = (
     MethodSpec("pgexplainer", "PGExplainer", _pgexplainer, needs_fit=True, batched=True,
                in_reproduce=True, settings={"epochs": 30, "lr": 0.003},
                description="PyG's PGExplainer, an edge MLP trained on the training instances"),
+    MethodSpec("integrated_gradients", "Integrated Gradients", _integrated_gradients,
+               needs_fit=False, batched=False, in_reproduce=True, settings={"n_steps": 50},
+               description="Captum's Integrated Gradients on the edge mask (through PyG's "
+                           "CaptumExplainer), one attribution per instance"),
     MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
                settings={"seed": 0}, description="uniform random scores (the floor)"),
 )
