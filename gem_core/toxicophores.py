@@ -61,7 +61,8 @@ from torch import Tensor
 
 from .chem import _as_pair_list, instance_to_mol
 from .datasets import MUTAGENICITY_ATOMS
-from .evaluate import roc_auc, topk_mask, validate_k
+from .config import check_k
+from .evaluate import roc_auc, topk_mask
 
 __all__ = [
     "Toxicophore", "TOXICOPHORES", "TOXICOPHORE_NAMES", "ToxMolecule", "prepare_mol",
@@ -390,7 +391,7 @@ def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
         (``recall_at_{k}`` keys follow ``k``; method values are None when no molecule is kept).
         ``by_class`` stratifies molecules, not bonds: its masks still hold every class.
     """
-    k = validate_k(k)
+    k = check_k(k)
     mols = as_tox_molecules(molecules, atom_symbols)
     preds = torch.as_tensor(predictions).reshape(-1).long().tolist()
     if len(preds) != len(mols):
