@@ -10,6 +10,7 @@ from gem_core.explainers import title as _registry_title
 METHOD_COLORS: dict[str, str] = {
     "gem": "#d62728",
     "distilled": "#9467bd",
+    "distilled_predicted": "#c5b0d5",
     "gnnexplainer": "#1f77b4",
     "pgexplainer": "#2ca02c",
     "integrated_gradients": "#ff7f0e",

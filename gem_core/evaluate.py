@@ -19,6 +19,10 @@ with the target GNN seen as a black box, the way the paper does (§4 and Appendi
   explanation subgraph and ``logit(p) = log(p / (1 - p))``; probabilities are clipped to
   ``[1e-6, 1 - 1e-6]`` so the value is always finite (|value| ≤ 2·log(1e6 - 1) ≈ 27.6).
   Closer to 0 is better; positive = the subgraph supports the prediction less than the full graph.
+* **Agreement at K** (``agreement_at_k``): fraction of instances whose predicted class on the
+  explanation subgraph equals the predicted class on the full computation graph. It measures
+  whether the explanation explains the *model* (faithfulness), where accuracy measures it
+  against the true label and so leans on the model being right.
 * **Fidelity at K** (``fidelity_at_k``): fraction of instances whose predicted class on the
   complement subgraph (top-K pairs deleted, everything else kept) differs from the predicted class
   on the full computation graph. Higher = removing the explanation matters more to the model
@@ -205,7 +209,7 @@ class MethodResult:
     """Scores of one explainer on one set of instances (see the module docstring).
 
     ``to_dict()`` gives the JSON form with string keys for K; the optional entries
-    (``accuracy_at_k_mutagen``, ``edge_auc``) are left out when None. ``log_odds_k`` and
+    (``accuracy_at_k_mutagen``, ``edge_auc``, ``agreement_at_k``) are left out when None. ``log_odds_k`` and
     ``num_instances`` describe the run and are not part of the JSON form.
     """
 
@@ -216,6 +220,7 @@ class MethodResult:
     fit_seconds: float = 0.0
     accuracy_at_k_mutagen: Optional[dict[int, float]] = None
     edge_auc: Optional[float] = None
+    agreement_at_k: Optional[dict[int, float]] = None
     log_odds_k: Optional[int] = field(default=None, compare=False)
     num_instances: int = field(default=0, compare=False)
 
@@ -223,6 +228,8 @@ class MethodResult:
         out: dict[str, Any] = {"accuracy_at_k": _kdict(self.accuracy_at_k)}
         if self.accuracy_at_k_mutagen is not None:
             out["accuracy_at_k_mutagen"] = _kdict(self.accuracy_at_k_mutagen)
+        if self.agreement_at_k is not None:
+            out["agreement_at_k"] = _kdict(self.agreement_at_k)
         out["log_odds"] = [float(v) for v in self.log_odds]
         out["fidelity_at_k"] = _kdict(self.fidelity_at_k)
         if self.edge_auc is not None:
@@ -243,6 +250,7 @@ class MethodResult:
             fit_seconds=float(d.get("fit_seconds", 0.0)),
             accuracy_at_k_mutagen=keys(d.get("accuracy_at_k_mutagen")),
             edge_auc=None if d.get("edge_auc") is None else float(d["edge_auc"]),
+            agreement_at_k=keys(d.get("agreement_at_k")),
             num_instances=len(d["log_odds"]),
         )
 
@@ -299,16 +307,18 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
     done += 1
     report(progress, done / steps, "full graphs")
 
-    acc, acc_sub, fid = {}, {}, {}
+    acc, acc_sub, agree, fid = {}, {}, {}, {}
     lo_values: list[float] = []
     for k in all_ks:
         masks = [topk_mask(s, k) for s in scores]
         p_sub = predict_proba(black_box, instances, masks, batch_size=batch_size)
-        correct = p_sub.argmax(-1) == y
+        pred_sub = p_sub.argmax(-1)
+        correct = pred_sub == y
         done += 1
         report(progress, done / steps, f"K={k} explanation subgraphs")
         if k in ks:
             acc[k] = float(correct.double().mean())
+            agree[k] = float((pred_sub == pred_full).double().mean())
             if subset is not None and bool(subset.any()):  # left empty when no such instance
                 acc_sub[k] = float(correct[subset].double().mean())
         if k == lo_k:
@@ -324,7 +334,8 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
         accuracy_at_k=acc, log_odds=lo_values, fidelity_at_k=fid,
         ms_per_instance=float(ms_per_instance), fit_seconds=float(fit_seconds),
         accuracy_at_k_mutagen=acc_sub if subset is not None else None,
-        edge_auc=edge_auc(instances, scores), log_odds_k=lo_k, num_instances=len(instances),
+        edge_auc=edge_auc(instances, scores), agreement_at_k=agree, log_odds_k=lo_k,
+        num_instances=len(instances),
     )
 
 

@@ -83,6 +83,7 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     from .evaluate import evaluate_scores
 
     results: dict[str, Any] = {}
+    scores: dict[str, list] = {}
     mutagen = 0 if spec.name == "mutagenicity" else None
     n = len(methods)
     for i, method in enumerate(methods):
@@ -100,6 +101,7 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
                               ms_per_instance=ms,
                               fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
         results[method] = res.to_dict()
+        scores[method] = explained.scores
         if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
             results[method]["distill_seconds"] = float(exp.distill_seconds_)
     m = target.metrics
@@ -113,13 +115,33 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
         "log_odds_k": spec.default_k,
         "test_instances": len(test),
         "seconds": time.perf_counter() - start,
-        "machine": {"device": str(wb.device), "threads": torch.get_num_threads(),
-                    "cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
+        "machine": _machine(wb.device),
     }
+    if wb.dataset.atom_symbols is not None and scores:  # molecules: do explanations find toxicophores?
+        out["toxicophores"] = _toxicophores(wb, test, scores)
     if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
         save_json(out, results_path(spec.name))
     report(progress, 1.0, "done")
     return out
+
+
+def _machine(device: torch.device) -> dict[str, Any]:
+    """Where the run happened: device (with the GPU's name), threads, CPU, torch."""
+    out: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
+                           "cpu": platform.processor() or platform.machine(),
+                           "torch": torch.__version__}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    return out
+
+
+def _toxicophores(wb: Workbench, test, scores: dict[str, list]) -> dict[str, Any]:
+    """The toxicophore benchmark of every method on the test molecules the target calls mutagens."""
+    from .toxicophores import toxicophore_benchmark
+
+    predictions = wb.predict_proba(test).argmax(-1)
+    return toxicophore_benchmark(test, scores, predictions, mutagen_label=0,
+                                 atom_symbols=wb.dataset.atom_symbols)
 
 
 def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
@@ -128,46 +150,82 @@ def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
     return f"{a} ({b})"
 
 
+W = 37  # width of the method column (the longest title and a space)
+
+
 def format_tables(result: dict[str, Any]) -> str:
-    """Plain-text tables: rows = methods, columns = K, each cell "ours (paper)" in percent."""
+    """Plain-text tables: rows = methods, columns = K, each cell "ours (paper)" in percent.
+
+    Then agreement with the target's own prediction, timings, and (molecules) the toxicophore
+    benchmark.
+    """
     ds = result["dataset"]
     spec = get_spec(ds)
     ks = [str(k) for k in result.get("k_grid", spec.k_grid)]
-    lines = [f"{spec.title}: explanation accuracy (%) on {result.get('test_instances', '?')} test "
-             f"instances — ours (paper)"]
-    header = f"{'method':<24}" + "".join(f"{'K=' + k:>16}" for k in ks)
+    n = result.get("test_instances", "?")
+    lines = [f"{spec.title}: explanation accuracy (%) on {n} test instances — ours (paper)"]
+    header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
     lines += [header, "-" * len(header)]
     tables = [("accuracy_at_k", False)]
     if ds == "mutagenicity":
         tables.append(("accuracy_at_k_mutagen", True))
     for key, mutagen_only in tables:
         if mutagen_only:
-            lines += ["", "mutagen test graphs only (the paper's \"-0\" rows)", header, "-" * len(header)]
+            lines += ["", "mutagen test graphs only (the paper's \"-0\" rows)", header,
+                      "-" * len(header)]
         for method, res in result["methods"].items():
             row = res.get(key) or {}
-            cells = "".join(f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
-                            for k in ks)
-            lines.append(f"{title(method):<24}{cells}")
+            cells = "".join(
+                f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
+                for k in ks)
+            lines.append(f"{title(method):<{W}}{cells}")
         if not mutagen_only:
             dist = result.get("distillation", {}).get("accuracy_at_k", {})
             ref = (paper.DISTILLATION_ACCURACY.get(ds) or {})
             cells = "".join(f"{_cell(dist.get(k), ref.get(k)):>16}" for k in ks)
-            lines.append(f"{'(distillation)':<24}{cells}")
-    lines += ["", f"{'method':<24}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}{'fidelity@' + ks[len(ks)//2]:>14}"
-              f"{'edge AUC':>10}{'median Δlog-odds':>18}"]
+            lines.append(f"{'(distillation, ' + str(result['distillation'].get('policy')) + ')':<{W}}"
+                         f"{cells}")
+    if any(res.get("agreement_at_k") for res in result["methods"].values()):
+        lines += ["", "agreement (%): the target's prediction on the top-K explanation equals its "
+                      "prediction on the whole instance", header.replace("K=", " K="),
+                  "-" * len(header)]
+        for method, res in result["methods"].items():
+            row = res.get("agreement_at_k") or {}
+            cells = "".join(f"{_pct(row.get(k)):>16}" for k in ks)
+            lines.append(f"{title(method):<{W}}{cells}")
+    mid = ks[len(ks) // 2]
+    lines += ["", f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"
+                  f"{'fidelity@' + mid:>14}{'edge AUC':>10}{'median Δlog-odds':>18}"]
     for method, res in result["methods"].items():
         pm = paper.INFERENCE_MS.get(method, {}).get(ds)
-        fid = (res.get("fidelity_at_k") or {}).get(ks[len(ks) // 2])
+        fid = (res.get("fidelity_at_k") or {}).get(mid)
         auc = res.get("edge_auc")
         lo = sorted(res.get("log_odds") or [float("nan")])
         med = lo[len(lo) // 2]
         lines.append(
-            f"{title(method):<24}{res['ms_per_instance']:>14.3f}"
+            f"{title(method):<{W}}{res['ms_per_instance']:>14.3f}"
             f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
-            f"{'–' if fid is None else f'{100 * fid:.1f}':>14}{'–' if auc is None else f'{auc:.3f}':>10}"
-            f"{med:>18.3f}")
+            f"{_pct(fid):>14}{'–' if auc is None else f'{auc:.3f}':>10}{med:>18.3f}")
+    tox = result.get("toxicophores")
+    if tox:
+        k = tox.get("k", 8)
+        lines += ["", f"toxicophores (Kazius et al. 2005): {tox['molecules']} test molecules the "
+                      f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
+                      f"toxicophore bonds in the top {k}",
+                  f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}"]
+        for method, row in tox["methods"].items():
+            auc, rec = row.get("auc"), row.get(f"recall_at_{k}")
+            lines.append(f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
+                         f"{'–' if rec is None else f'{rec:.3f}':>12}")
+        rnd = tox.get(f"random_recall_at_{k}")
+        lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
+                     f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
     t = result["target"]
     lines += ["", f"target GNN test accuracy {100 * t['test_accuracy']:.1f} % "
               f"(paper {100 * paper.TARGET_ACCURACY[ds]:.1f} %); "
               f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance"]
     return "\n".join(lines)
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"

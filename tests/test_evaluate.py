@@ -254,9 +254,10 @@ def test_method_result_dict_shape(node_setup, graph_setup):
     bb, _, insts = node_setup
     res, scores = evaluate_explainer(_Ones(), bb, insts, [5, 6])
     d = res.to_dict()
-    assert list(d) == ["accuracy_at_k", "log_odds", "fidelity_at_k", "edge_auc",
+    assert list(d) == ["accuracy_at_k", "agreement_at_k", "log_odds", "fidelity_at_k", "edge_auc",
                        "ms_per_instance", "fit_seconds"]
     assert set(d["accuracy_at_k"]) == {"5", "6"} and set(d["fidelity_at_k"]) == {"5", "6"}
+    assert set(d["agreement_at_k"]) == {"5", "6"}
     assert d["fit_seconds"] == 1.5 and d["ms_per_instance"] > 0
     json.dumps(d, allow_nan=False)
     back = MethodResult.from_dict(json.loads(json.dumps(d)))
@@ -266,6 +267,31 @@ def test_method_result_dict_shape(node_setup, graph_setup):
     gres = evaluate_scores(gbb, ginsts, [torch.rand(i.num_pairs) for i in ginsts], [3],
                            mutagen_label=0)
     gd = gres.to_dict()
-    assert list(gd) == ["accuracy_at_k", "accuracy_at_k_mutagen", "log_odds", "fidelity_at_k",
-                        "ms_per_instance", "fit_seconds"]
+    assert list(gd) == ["accuracy_at_k", "accuracy_at_k_mutagen", "agreement_at_k", "log_odds",
+                        "fidelity_at_k", "ms_per_instance", "fit_seconds"]
     assert time_explain(_Ones(), ginsts) >= 0.0
+
+
+class _AtLeastTwoEdges:
+    """A black box with a known rule: class 1 when an instance keeps at least two pairs, else 0."""
+
+    def __call__(self, batch):
+        pairs = torch.bincount(batch.batch[batch.edge_index[0]], minlength=batch.num_instances) // 2
+        high = torch.where(pairs >= 2, 5.0, -5.0)
+        return torch.stack([torch.zeros_like(high), high], dim=1)
+
+
+def test_agreement_counts_predictions_kept_on_the_explanation_not_labels():
+    """Agreement@K compares with the model's own prediction on the whole instance, not with y."""
+    path = torch.tensor([[0, 1, 2], [1, 2, 3]])  # 3 pairs: the full graph is class 1
+    single = torch.tensor([[0], [1]])  # 1 pair: class 0 whatever the explanation
+    x = torch.ones(4, 1)
+    insts = [Instance(x=x, pairs=path, y=1), Instance(x=x, pairs=path, y=0),
+             Instance(x=x[:2], pairs=single, y=1)]
+    scores = [torch.tensor([0.9, 0.5, 0.1])] * 2 + [torch.tensor([1.0])]
+    res = evaluate_scores(_AtLeastTwoEdges(), insts, scores, [1, 2, 3], fidelity=False)
+    # K = 1 keeps one pair: the path instances flip to class 0, the single-pair one stays 0
+    assert res.agreement_at_k == {1: pytest.approx(1 / 3), 2: 1.0, 3: 1.0}
+    # accuracy reads the labels instead: the mislabelled path and the single pair are wrong
+    assert res.accuracy_at_k == {1: pytest.approx(1 / 3), 2: pytest.approx(1 / 3),
+                                 3: pytest.approx(1 / 3)}

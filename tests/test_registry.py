@@ -116,3 +116,27 @@ def test_no_dispatch_on_method_names_outside_the_registry():
                 if chain.search(line):
                     offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("task", ["node", "graph"])
+def test_predicted_label_teacher_differs_exactly_where_the_target_is_wrong(task):
+    from gem_core.evaluate import predict_proba
+
+    ctx, train, val, test = toy_context(task)
+    insts = train + val + test
+    wrong = predict_proba(ctx.black_box, insts).argmax(-1) != torch.tensor([i.y for i in insts])
+    assert bool(wrong.any()) and bool((~wrong).any())  # the toy target is right and wrong
+    true_teacher = REGISTRY["distilled"].create(ctx)
+    pred_teacher = REGISTRY["distilled_predicted"].create(ctx)
+    true_scores, pred_scores = true_teacher.explain(insts), pred_teacher.explain(insts)
+    assert pred_scores.method == "distilled_predicted" and true_scores.method == "distilled"
+    true_delta = true_teacher.last_distillation_.deltas()
+    pred_delta = pred_teacher.last_distillation_.deltas()
+    for i, is_wrong in enumerate(wrong.tolist()):
+        if is_wrong:  # another label, other losses: every Granger effect is measured differently
+            assert not torch.equal(true_delta[i], pred_delta[i]), i
+        else:  # the same label: the same distillation and the same ranking of the pairs
+            # (survival scores are scaled by the batch's largest explanation, so compare ranks)
+            assert torch.equal(true_delta[i], pred_delta[i]), i
+            assert torch.equal(torch.argsort(true_scores[i], stable=True),
+                               torch.argsort(pred_scores[i], stable=True)), i

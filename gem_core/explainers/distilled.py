@@ -25,14 +25,19 @@ class DistilledExplainer(Explainer):
             unlabelled instances) or ``"predicted"`` (explains the target's own prediction).
     """
 
-    name = "distilled"
-
     def __init__(self, context: ExplainerContext, label_source: str = "true"):
+        from ..distill import check_label_source
+
         self.context = context
-        self.label_source = label_source
+        self.label_source = check_label_source(label_source)
         self.fit_seconds_ = 0.0
         self.explain_seconds_ = 0.0
         self.last_distillation_ = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """``distilled`` (true label) or ``distilled_predicted`` (the target's prediction)."""
+        return "distilled" if self.label_source == "true" else "distilled_predicted"
 
     @property
     def task(self) -> str:  # type: ignore[override]

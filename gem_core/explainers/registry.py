@@ -90,10 +90,15 @@ _ROWS: tuple[MethodSpec, ...] = (
     MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
                description="Gem: a graph auto-encoder trained on distilled Granger-causal "
                            "explanations; one forward pass per batch"),
-    MethodSpec("distilled", "Distilled ground truth", _distilled, needs_fit=False, batched=False,
-               in_reproduce=False, settings={"label_source": "true"},
-               description="the distillation Gem learns from (Δ loss per edge, greedy pruning); "
-                           "slow, needs labels"),
+    MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
+               batched=False, in_reproduce=True, settings={"label_source": "true"},
+               description="the distillation Gem learns from (Δ loss per edge against the true "
+                           "label, greedy pruning); slow, needs labels"),
+    MethodSpec("distilled_predicted", "Distilled teacher (predicted label)", _distilled,
+               needs_fit=False, batched=False, in_reproduce=True,
+               settings={"label_source": "predicted"},
+               description="the same distillation against the target's own prediction: what a "
+                           "label-free explainer of the model can imitate"),
     MethodSpec("gnnexplainer", "GNNExplainer", _gnnexplainer, needs_fit=False, batched=False,
                in_reproduce=True, settings={"epochs": 100, "lr": 0.01},
                description="PyG's GNNExplainer, one mask optimisation per instance"),
