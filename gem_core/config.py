@@ -53,6 +53,13 @@ class DatasetSpec:
     explainer_decoder: str = "inner"
     # append a one-hot degree bucket (degree within the instance) to Gem's input labels
     explainer_degree_features: bool = False
+    # Weisfeiler-Lehman labels refined with the edge types (bond orders) of graph tasks
+    explainer_wl_edge_labels: bool = False
+    # edge features (bond orders) in Gem: per-node counts in the encoder, e_uv in an "mlp" decoder
+    explainer_edge_features: bool = False
+    # the label Gem's training distillations are computed against: "true" (the paper) or
+    # "predicted" (the target's own prediction, which an explainer of the model can imitate)
+    explainer_label_source: str = "true"
     num_hops: int = 3
 
     # default K of the app and of the log-odds histograms: the motif's size on the synthetic sets

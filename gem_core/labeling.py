@@ -58,6 +58,7 @@ class PackedGraphs:
         node_ptr: ``[B + 1]`` start of each instance's nodes (CSR-style pointer).
         pair_ptr: ``[B + 1]`` start of each instance's pairs.
         targets: ``[B]`` global position of each instance's target node, or None (graph task).
+        edge_attr: per-pair features ``[P, a]`` (bond types) when every instance has them.
     """
 
     x: Tensor
@@ -65,6 +66,15 @@ class PackedGraphs:
     node_ptr: Tensor
     pair_ptr: Tensor
     targets: Optional[Tensor]
+    edge_attr: Optional[Tensor] = None
+
+    def edge_labels(self) -> Optional[Tensor]:
+        """The edge type of every pair (argmax of ``edge_attr``), or None without edge features."""
+        if self.edge_attr is None:
+            return None
+        if self.edge_attr.numel() == 0:
+            return torch.zeros(self.num_pairs, dtype=torch.long)
+        return self.edge_attr.argmax(dim=1)
 
     @property
     def num_instances(self) -> int:
@@ -103,13 +113,14 @@ def pack(instances: Sequence[Instance]) -> PackedGraphs:
     """Concatenate instances (all node task or all graph task) into one :class:`PackedGraphs`."""
     if len(instances) == 0:
         raise ValueError("cannot pack an empty list of instances")
-    xs, ps, n_list, p_list, t_list = [], [], [], [], []
+    xs, ps, es, n_list, p_list, t_list = [], [], [], [], [], []
     for inst in instances:
         x, pr = inst.x, inst.pairs
         if pr.dim() != 2 or pr.size(0) != 2:
             pr = pr.reshape(2, -1)
         xs.append(x)
         ps.append(pr)
+        es.append(inst.edge_attr)
         n_list.append(x.size(0))
         p_list.append(pr.size(1))
         t_list.append(inst.target)
@@ -136,7 +147,10 @@ def pack(instances: Sequence[Instance]) -> PackedGraphs:
         if bool(((local < 0) | (local >= n_counts)).any()):
             raise ValueError("an instance's target position lies outside its nodes")
         targets = node_ptr[:-1] + local
-    return PackedGraphs(x, pairs, node_ptr, pair_ptr, targets)
+    edge_attr = None
+    if all(e is not None for e in es):
+        edge_attr = torch.cat([e.reshape(e.size(0), -1).float() for e in es], dim=0)
+    return PackedGraphs(x, pairs, node_ptr, pair_ptr, targets, edge_attr)
 
 
 def ranges(starts: Tensor, counts: Tensor) -> Tensor:
@@ -165,7 +179,8 @@ def select(packed: PackedGraphs, index: Tensor) -> PackedGraphs:
     targets = None
     if packed.targets is not None:
         targets = packed.targets[index] - packed.node_ptr[:-1][index] + node_ptr[:-1]
-    return PackedGraphs(packed.x[nodes], pairs, node_ptr, pair_ptr, targets)
+    edge_attr = None if packed.edge_attr is None else packed.edge_attr[pair_idx]
+    return PackedGraphs(packed.x[nodes], pairs, node_ptr, pair_ptr, targets, edge_attr)
 
 
 def select_nodes(packed: PackedGraphs, index: Tensor) -> Tensor:
@@ -253,18 +268,22 @@ def _mix(a: np.ndarray) -> np.ndarray:
     return z ^ (z >> _U(31))
 
 
-def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int) -> np.ndarray:
+def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int,
+              edge_labels: Optional[Tensor] = None) -> np.ndarray:
     """WL colour hashes of every node for rounds 0 … ``num_rounds``.
 
     Round 0 is the node type, the argmax of ``x`` (a constant for featureless graphs). Round
     t + 1 hashes a node's round-t colour with the multiset of its neighbours' round-t colours
     (an order-free sum of mixed hashes). Equal colours mean equal t-hop unfoldings (up to
-    64-bit hash collisions, vanishingly rare).
+    64-bit hash collisions, vanishingly rare). With ``edge_labels`` each neighbour's colour is
+    mixed with the type of the edge it comes through, so (for molecules) an N with a double- and
+    a single-bonded O gets another colour than an N with two single-bonded O.
 
     Args:
         x: node features ``[N, d]`` (packed graph).
         pairs: undirected pairs ``[2, P]``.
         num_rounds: number of refinement rounds.
+        edge_labels: optional edge type of every pair ``[P]`` (e.g. the bond order).
 
     Returns:
         ``uint64`` array ``[N, num_rounds + 1]``.
@@ -279,10 +298,16 @@ def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int) -> np.ndarray:
     p = pairs.numpy()
     src = np.concatenate([p[0], p[1]])
     dst = np.concatenate([p[1], p[0]])
+    edge_salt = None
+    if edge_labels is not None:
+        lab = edge_labels.reshape(-1).numpy().astype(np.uint64)
+        edge_salt = _mix(np.concatenate([lab, lab]) ^ _U(97))
     for t in range(1, num_rounds + 1):
-        msg = _mix(color)
+        msg = _mix(color)[src]
+        if edge_salt is not None:
+            msg = _mix(msg ^ edge_salt)
         agg = np.zeros(n, dtype=np.uint64)
-        np.add.at(agg, dst, msg[src])
+        np.add.at(agg, dst, msg)
         color = _mix(_mix(color ^ _U(t)) ^ _mix(agg + _SALT))
         out[:, t] = color
     return out
@@ -297,6 +322,7 @@ class WLLabeler:
         max_colors: at most this many colours per round get their own column (the most frequent
             on the training instances); the rest share the round's "unseen" column.
         min_count: colours seen fewer times than this on the training instances are "unseen".
+        edge_labels: refine with the edge types (``edge_attr``, e.g. bond orders) as well.
 
     Attributes (after :meth:`fit`):
         vocab_: per round, a sorted ``uint64`` array of the colours with their own column.
@@ -304,10 +330,21 @@ class WLLabeler:
         offsets_: start column of each round's block; ``num_columns_`` is the total width.
     """
 
-    def __init__(self, num_rounds: int = 2, max_colors: int = 300, min_count: int = 1):
+    def __init__(self, num_rounds: int = 2, max_colors: int = 300, min_count: int = 1,
+                 edge_labels: bool = False):
         self.num_rounds = num_rounds
         self.max_colors = max_colors
         self.min_count = min_count
+        self.edge_labels = edge_labels
+
+    def _colors(self, packed: PackedGraphs) -> np.ndarray:
+        labels = None
+        if self.edge_labels:
+            labels = packed.edge_labels()
+            if labels is None:
+                raise ValueError("this WL labeler refines with edge types, but the instances "
+                                 "carry no edge features (edge_attr)")
+        return wl_colors(packed.x, packed.pairs, self.num_rounds, labels)
 
     # -- fitting
     def fit(self, instances: Sequence[Instance] | PackedGraphs) -> "WLLabeler":
@@ -316,7 +353,7 @@ class WLLabeler:
         if self.max_colors < 1:
             raise ValueError(f"max_colors must be at least 1, got {self.max_colors}")
         packed = instances if isinstance(instances, PackedGraphs) else pack(instances)
-        colors = wl_colors(packed.x, packed.pairs, self.num_rounds)
+        colors = self._colors(packed)
         self.vocab_, self.columns_ = [], []
         for t in range(1, self.num_rounds + 1):
             uniq, counts = np.unique(colors[:, t], return_counts=True)
@@ -348,7 +385,7 @@ class WLLabeler:
         a colour outside the vocabulary maps to its round's last ("unseen") column.
         """
         self._check_fitted()
-        colors = wl_colors(packed.x, packed.pairs, self.num_rounds)
+        colors = self._colors(packed)
         out = np.empty((colors.shape[0], self.num_rounds), dtype=np.int64)
         for r in range(self.num_rounds):
             vocab, cols = self.vocab_[r], self.columns_[r]
@@ -394,14 +431,15 @@ class WLLabeler:
         self._check_fitted()
         return {
             "num_rounds": self.num_rounds, "max_colors": self.max_colors,
-            "min_count": self.min_count,
+            "min_count": self.min_count, "edge_labels": bool(self.edge_labels),
             "vocab": [torch.from_numpy(v.view(np.int64).copy()) for v in self.vocab_],
             "columns": [torch.from_numpy(c.copy()) for c in self.columns_],
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "WLLabeler":
-        lab = cls(int(state["num_rounds"]), int(state["max_colors"]), int(state["min_count"]))
+        lab = cls(int(state["num_rounds"]), int(state["max_colors"]), int(state["min_count"]),
+                  bool(state.get("edge_labels", False)))
         lab.vocab_ = [v.numpy().astype(np.int64).view(np.uint64) for v in state["vocab"]]
         lab.columns_ = [c.numpy().astype(np.int64) for c in state["columns"]]
         if len(lab.vocab_) != lab.num_rounds or len(lab.columns_) != lab.num_rounds:
@@ -411,4 +449,4 @@ class WLLabeler:
 
     def __repr__(self) -> str:
         return (f"WLLabeler(num_rounds={self.num_rounds}, max_colors={self.max_colors}, "
-                f"min_count={self.min_count})")
+                f"min_count={self.min_count}, edge_labels={self.edge_labels})")

@@ -187,11 +187,10 @@ def format_tables(result: dict[str, Any]) -> str:
                          f"{cells}")
     if any(res.get("agreement_at_k") for res in result["methods"].values()):
         lines += ["", "agreement (%): the target's prediction on the top-K explanation equals its "
-                      "prediction on the whole instance", header.replace("K=", " K="),
-                  "-" * len(header)]
+                      "prediction on the whole instance", header, "-" * len(header)]
         for method, res in result["methods"].items():
             row = res.get("agreement_at_k") or {}
-            cells = "".join(f"{_pct(row.get(k)):>16}" for k in ks)
+            cells = "".join(f"{_pct(row.get(k)) + ' ' * 8:>16}" for k in ks)
             lines.append(f"{title(method):<{W}}{cells}")
     mid = ks[len(ks) // 2]
     lines += ["", f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"

@@ -45,6 +45,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
     "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
     "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
     "decoder_bias": _parse_bool, "decoder": str, "degree_features": _parse_bool,
+    "wl_edge_labels": _parse_bool, "edge_features": _parse_bool,
 }
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
@@ -67,7 +68,7 @@ class Variant:
         """(target kind, top-K policy, label source, train_on) of this variant."""
         o = self.overrides
         return (o.get("target", spec.explainer_target), o.get("topk_policy", spec.explainer_topk_policy),
-                o.get("label_source", "true"), o.get("train_on", "all"))
+                o.get("label_source", spec.explainer_label_source), o.get("train_on", "all"))
 
 
 CURRENT = "current"
@@ -148,7 +149,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
         [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}]}}}``.
     """
     from .distill import distill_dataset
-    from .evaluate import evaluate_scores
+    from .evaluate import evaluate_scores, predict_proba
     from .explainers.gem_autoencoder import GemAutoEncoder, autoencoder_settings
     from .gem_targets import explainer_targets
 
@@ -196,6 +197,12 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
 
     out: dict[str, Any] = {"dataset": spec.name, "split": "val", "k_grid": list(spec.k_grid),
                            "seeds": seeds, "val_instances": len(val), "variants": {}}
+    atoms = bench.dataset.atom_symbols
+    val_predictions = None
+    if atoms is not None:
+        from .toxicophores import toxicophore_benchmark
+
+        val_predictions = predict_proba(bb, val).argmax(-1)
     runs = len(variants) * len(seeds)
     done = 0
     for v in variants:
@@ -208,37 +215,74 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             start = time.perf_counter()
             gem = GemAutoEncoder(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
-            measured = evaluate_scores(bb, val, gem.explain(val), spec.k_grid, fidelity=False)
+            scores = gem.explain(val)
+            measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
-            per_seed.append({"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
-                             "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds})
+            agree = {str(k): v for k, v in measured.agreement_at_k.items()}
+            row = {"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
+                   "agreement_at_k": agree, "agreement_mean": sum(agree.values()) / len(agree),
+                   "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds}
+            if atoms is not None:  # molecules: does the explanation find the toxicophores?
+                tox = toxicophore_benchmark(val, {"gem": scores}, val_predictions,
+                                            atom_symbols=atoms)["methods"]["gem"]
+                row["toxicophore_auc"], row["toxicophore_recall_at_8"] = tox["auc"], tox["recall_at_8"]
+            per_seed.append(row)
             done += 1
             report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
-        means = torch.tensor([r["mean"] for r in per_seed], dtype=torch.float64)
-        out["variants"][v.name] = {
-            "overrides": {k: list(x) if isinstance(x, tuple) else x for k, x in v.overrides.items()},
-            "accuracy_at_k": {str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
-                              for k in spec.k_grid},
-            "mean": float(means.mean()),
-            # spread of the seed means: how far apart two runs of one variant land
-            "std": float(means.std()) if len(per_seed) > 1 else 0.0,
-            "per_seed": per_seed,
-        }
+        out["variants"][v.name] = _summary(v, per_seed, spec.k_grid)
+    return out
+
+
+def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) -> dict[str, Any]:
+    """Means over seeds (and the spread of the seed means: how far apart two runs land)."""
+    def mean_std(key: str) -> tuple[float, float]:
+        values = torch.tensor([r[key] for r in per_seed], dtype=torch.float64)
+        return float(values.mean()), float(values.std()) if len(per_seed) > 1 else 0.0
+
+    acc_mean, acc_std = mean_std("mean")
+    agree_mean, agree_std = mean_std("agreement_mean")
+    out: dict[str, Any] = {
+        "overrides": {k: list(x) if isinstance(x, tuple) else x for k, x in v.overrides.items()},
+        "accuracy_at_k": {str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
+                          for k in k_grid},
+        "mean": acc_mean, "std": acc_std,
+        "agreement_at_k": {str(k): sum(r["agreement_at_k"][str(k)] for r in per_seed)
+                           / len(per_seed) for k in k_grid},
+        "agreement_mean": agree_mean, "agreement_std": agree_std,
+        "per_seed": per_seed,
+    }
+    if "toxicophore_auc" in per_seed[0]:
+        out["toxicophore_auc"] = mean_std("toxicophore_auc")[0]
+        out["toxicophore_recall_at_8"] = mean_std("toxicophore_recall_at_8")[0]
     return out
 
 
 def format_sweep(result: dict[str, Any]) -> str:
-    """The sweep as a table: one row per variant, validation accuracy (%) per K, mean ± std over seeds."""
+    """The sweep as tables: one row per variant, validation accuracy and agreement (%) per K,
+    mean ± std over seeds, the difference to the current settings, and (molecules) the
+    toxicophore benchmark."""
     ks = result["k_grid"]
-    head = f"{'variant':<22}" + "".join(f"{'K=' + str(k):>8}" for k in ks) + f"{'mean':>8}{'± std':>8}{'vs current':>12}"
-    lines = [f"{result['dataset']}: Gem explanation accuracy (%) on {result['val_instances']} validation "
-             f"instances, mean over seeds {', '.join(map(str, result['seeds']))}", head, "-" * len(head)]
-    ref = result["variants"].get(CURRENT, {}).get("mean")
-    for name, r in result["variants"].items():
-        cells = "".join(f"{100 * r['accuracy_at_k'][str(k)]:>8.1f}" for k in ks)
-        delta = "" if name == CURRENT or ref is None else f"{100 * (r['mean'] - ref):>+12.1f}"
-        lines.append(f"{name:<22}{cells}{100 * r['mean']:>8.1f}{100 * r['std']:>8.1f}{delta}")
-    for name, r in result["variants"].items():
+    variants = result["variants"]
+    lines = [f"{result['dataset']}: Gem on {result['val_instances']} validation instances, mean over "
+             f"seeds {', '.join(map(str, result['seeds']))}"]
+    for title, key, mean, std in (("explanation accuracy (%)", "accuracy_at_k", "mean", "std"),
+                                  ("agreement with the target's prediction (%)", "agreement_at_k",
+                                   "agreement_mean", "agreement_std")):
+        head = (f"{'variant':<22}" + "".join(f"{'K=' + str(k):>8}" for k in ks)
+                + f"{'mean':>8}{'± std':>8}{'vs current':>12}")
+        lines += ["", title, head, "-" * len(head)]
+        ref = variants.get(CURRENT, {}).get(mean)
+        for name, r in variants.items():
+            cells = "".join(f"{100 * r[key][str(k)]:>8.1f}" for k in ks)
+            delta = "" if name == CURRENT or ref is None else f"{100 * (r[mean] - ref):>+12.1f}"
+            lines.append(f"{name:<22}{cells}{100 * r[mean]:>8.1f}{100 * r[std]:>8.1f}{delta}")
+    if any("toxicophore_auc" in r for r in variants.values()):
+        lines += ["", "toxicophores of the validation molecules the target calls mutagens",
+                  f"{'variant':<22}{'AUC':>8}{'recall@8':>10}"]
+        for name, r in variants.items():
+            lines.append(f"{name:<22}{r['toxicophore_auc']:>8.3f}{r['toxicophore_recall_at_8']:>10.3f}")
+    lines.append("")
+    for name, r in variants.items():
         if r["overrides"]:
             settings = ", ".join(f"{k}={v}" for k, v in r["overrides"].items())
             lines.append(f"  {name}: {settings}")

@@ -35,7 +35,7 @@ class GemExplainer(Explainer):
         topk_policy: top-K rule of the distilled masks behind ``graded`` targets; default: the
             dataset's ``explainer_topk_policy``.
         label_source: distil against the ``"true"`` label (the paper) or the target's
-            ``"predicted"`` class.
+            ``"predicted"`` class; default: the dataset's ``explainer_label_source``.
         **settings: overrides of the auto-encoder's hyperparameters (default: the dataset's,
             :func:`~gem_core.explainers.gem_autoencoder.autoencoder_settings`).
 
@@ -50,11 +50,12 @@ class GemExplainer(Explainer):
     asset_stem = "{dataset}"  # assets/explainers/<dataset>.pt
 
     def __init__(self, context: ExplainerContext, target_kind: Optional[str] = None,
-                 topk_policy: Optional[str] = None, label_source: str = "true", **settings: Any):
+                 topk_policy: Optional[str] = None, label_source: Optional[str] = None,
+                 **settings: Any):
         self.context = context
         self.target_kind = target_kind or context.spec.explainer_target
         self.topk_policy = topk_policy or context.spec.explainer_topk_policy
-        self.label_source = label_source
+        self.label_source = label_source or context.spec.explainer_label_source
         self.settings = {**autoencoder_settings(context.spec), **settings}
         self.autoencoder_: Optional[GemAutoEncoder] = None
         self.fit_seconds_ = 0.0

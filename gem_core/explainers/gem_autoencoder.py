@@ -159,10 +159,12 @@ class GemNet(nn.Module):
         feat_dim: width of the original node features.
         hidden: output widths of the GCN layers; the last is the latent width of μ and log σ.
         decoder_bias: add one learnable scalar ``b`` to the decoder, ``σ(z_u · z_v + b)``.
+        decoder: ``"inner"`` or ``"mlp"`` (see :class:`GemAutoEncoder`).
+        edge_dim: width of per-pair features the ``"mlp"`` decoder also reads (0: none).
     """
 
     def __init__(self, label_dim: int, feat_dim: int, hidden: Sequence[int] = (32, 32, 16),
-                 decoder_bias: bool = False, decoder: str = "inner"):
+                 decoder_bias: bool = False, decoder: str = "inner", edge_dim: int = 0):
         super().__init__()
         if len(hidden) < 2:
             raise ValueError("need at least two GCN layers (one hidden, one latent)")
@@ -170,8 +172,11 @@ class GemNet(nn.Module):
             raise ValueError(f"unknown decoder {decoder!r}: use one of {', '.join(DECODERS)}")
         self.decoder_bias = nn.Parameter(torch.zeros(1)) if decoder_bias else None
         latent = int(hidden[-1])
-        # "mlp": a symmetric pair scorer on [z_u * z_v, |z_u - z_v|], added to the inner product
-        self.edge_mlp = (nn.Sequential(nn.Linear(2 * latent, 2 * latent), nn.ReLU(),
+        # "mlp": a symmetric pair scorer on [z_u * z_v, |z_u - z_v| (, e_uv)], added to the
+        # inner product
+        self.edge_dim = int(edge_dim)
+        width = 2 * latent + self.edge_dim
+        self.edge_mlp = (nn.Sequential(nn.Linear(width, 2 * latent), nn.ReLU(),
                                        nn.Linear(2 * latent, 1))
                          if decoder == "mlp" else None)
         self.label_dim, self.feat_dim = int(label_dim), int(feat_dim)
@@ -200,13 +205,16 @@ class GemNet(nn.Module):
             return mu, None
         return mu, self.conv_logstd(h, adj).clamp(max=MAX_LOGSTD)
 
-    def decode(self, z: Tensor, pairs: Tensor) -> Tensor:
-        """σ(z_u · z_v [+ b]) on the given pairs only."""
+    def decode(self, z: Tensor, pairs: Tensor, edge_attr: Optional[Tensor] = None) -> Tensor:
+        """σ(z_u · z_v [+ MLP] [+ b]) on the given pairs only."""
         zu, zv = z.index_select(0, pairs[0]), z.index_select(0, pairs[1])
         prod = zu * zv
         logits = prod.sum(dim=-1)
         if self.edge_mlp is not None:
-            logits = logits + self.edge_mlp(torch.cat([prod, (zu - zv).abs()], dim=-1)).squeeze(-1)
+            parts = [prod, (zu - zv).abs()]
+            if self.edge_dim:
+                parts.append(edge_attr)
+            logits = logits + self.edge_mlp(torch.cat(parts, dim=-1)).squeeze(-1)
         if self.decoder_bias is not None:
             logits = logits + self.decoder_bias
         return torch.sigmoid(logits)
@@ -240,7 +248,9 @@ class PreparedInstances:
 # Settings added after the first shipped explainers enter a dataset's settings only when they
 # differ from these defaults, so the cache keys of the datasets that keep them stay valid.
 _LATER_DEFAULTS = (("patience", "explainer_patience", 30), ("decoder", "explainer_decoder", "inner"),
-                   ("degree_features", "explainer_degree_features", False))
+                   ("degree_features", "explainer_degree_features", False),
+                   ("wl_edge_labels", "explainer_wl_edge_labels", False),
+                   ("edge_features", "explainer_edge_features", False))
 
 
 def autoencoder_settings(spec) -> dict[str, Any]:
@@ -299,7 +309,8 @@ class GemAutoEncoder:
                  max_epochs: int = 300, patience: int = 30, kl_weight: float = 0.0,
                  weight_decay: float = 0.0, num_hops: int = 3, wl_rounds: int = 2,
                  max_colors: int = 300, decoder_bias: bool = True, decoder: str = "inner",
-                 degree_features: bool = False, seed: int = 0,
+                 degree_features: bool = False, wl_edge_labels: bool = False,
+                 edge_features: bool = False, seed: int = 0,
                  device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 500_000):
         self.lr = lr
         self.hidden = hidden
@@ -314,13 +325,16 @@ class GemAutoEncoder:
         self.decoder_bias = decoder_bias
         self.decoder = decoder
         self.degree_features = degree_features
+        self.wl_edge_labels = wl_edge_labels
+        self.edge_features = edge_features
         self.seed = seed
         self.device = device
         self.max_nodes_per_pass = max_nodes_per_pass
 
     _PARAMS = ("lr", "hidden", "batch_size", "max_epochs", "patience", "kl_weight", "weight_decay",
                "num_hops", "wl_rounds", "max_colors", "decoder_bias", "decoder",
-               "degree_features", "seed", "device", "max_nodes_per_pass")
+               "degree_features", "wl_edge_labels", "edge_features", "seed", "device",
+               "max_nodes_per_pass")
 
     @classmethod
     def for_dataset(cls, spec, **overrides: Any) -> "GemAutoEncoder":
@@ -367,6 +381,12 @@ class GemAutoEncoder:
         if packed.x.size(1) != self.in_features_:
             raise ValueError(f"instances have {packed.x.size(1)} node features, the explainer was "
                              f"fitted with {self.in_features_}")
+        if (self.edge_dim_ or self.wl_edge_labels) and packed.edge_attr is None:
+            raise ValueError("this explainer reads edge features (edge_attr, e.g. bond types), "
+                             "which these instances lack")
+        if self.edge_dim_ and packed.edge_attr.size(1) != self.edge_dim_:
+            raise ValueError(f"instances have {packed.edge_attr.size(1)} edge features, the "
+                             f"explainer was fitted with {self.edge_dim_}")
 
     # ------------------------------------------------------------------ forward
     def _forward(self, prep: PreparedInstances, noise: Optional[torch.Generator] = None
@@ -374,14 +394,26 @@ class GemAutoEncoder:
         """Scores of all pairs of ``prep`` (+ μ, log σ). Noise is drawn only in training mode."""
         dev = self.device_
         p = prep.packed
-        x, pairs, cols = p.x.to(dev), p.pairs.to(dev), prep.cols.to(dev)
+        x, pairs, cols = self._node_inputs(p).to(dev), p.pairs.to(dev), prep.cols.to(dev)
+        edge_attr = None if not self.edge_dim_ else p.edge_attr.to(dev)
         adj = normalized_adjacency(p.pairs, p.num_nodes, dev)
         mu, logstd = self.model_.encode(cols, x, adj)
         z = mu
         if logstd is not None:
             eps = torch.randn(mu.shape, generator=noise, device=dev)
             z = mu + eps * logstd.exp()
-        return self.model_.decode(z, pairs), mu, logstd
+        return self.model_.decode(z, pairs, edge_attr), mu, logstd
+
+    def _node_inputs(self, packed: PackedGraphs) -> Tensor:
+        """The original node features, with ``edge_features`` each node's edge-type counts after
+        them (for molecules: how many single, double and triple bonds it has)."""
+        if not self.edge_dim_:
+            return packed.x
+        counts = torch.zeros(packed.num_nodes, self.edge_dim_)
+        attr = packed.edge_attr.float()
+        counts.index_add_(0, packed.pairs[0], attr)
+        counts.index_add_(0, packed.pairs[1], attr)
+        return torch.cat([packed.x, counts], dim=1)
 
     @torch.no_grad()
     def explain(self, instances: Union[Sequence[Instance], PreparedInstances]) -> list[Tensor]:
@@ -474,8 +506,13 @@ class GemAutoEncoder:
         packed = pack(instances)
         self.task_ = packed.task
         self.in_features_ = int(packed.x.size(1))
+        if (self.edge_features or self.wl_edge_labels) and packed.edge_attr is None:
+            raise ValueError("edge_features / wl_edge_labels need instances with edge features "
+                             "(edge_attr, e.g. the bond types of molecules)")
+        self.edge_dim_ = int(packed.edge_attr.size(1)) if self.edge_features else 0
         if self.task_ == "graph":
-            self.labeler_ = WLLabeler(self.wl_rounds, self.max_colors).fit(packed)
+            self.labeler_ = WLLabeler(self.wl_rounds, self.max_colors,
+                                      edge_labels=self.wl_edge_labels).fit(packed)
             self.label_dim_ = self.labeler_.num_columns_
         else:
             self.labeler_ = None
@@ -484,8 +521,8 @@ class GemAutoEncoder:
             self.label_dim_ += DEGREE_BUCKETS
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias,
-                           self.decoder)
+            model = GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
+                           self.decoder_bias, self.decoder, self.edge_dim_)
         self.device_ = dev
         self.model_ = model.to(dev)
         train = PreparedInstances(packed, self._label_columns(packed))
@@ -573,6 +610,7 @@ class GemAutoEncoder:
             "params": params,
             "task": self.task_,
             "in_features": self.in_features_,
+            "edge_dim": self.edge_dim_,
             "label_dim": self.label_dim_,
             "labeler": None if self.labeler_ is None else self.labeler_.to_state(),
             "state_dict": {k: v.detach().cpu().clone() for k, v in self.model_.state_dict().items()},
@@ -594,11 +632,12 @@ class GemAutoEncoder:
         self = cls(**params)
         self.task_ = state["task"]
         self.in_features_ = int(state["in_features"])
+        self.edge_dim_ = int(state.get("edge_dim", 0))
         self.label_dim_ = int(state["label_dim"])
         self.labeler_ = None if state["labeler"] is None else WLLabeler.from_state(state["labeler"])
         self.device_ = resolve_device(self.device)
-        model = GemNet(self.label_dim_, self.in_features_, self.hidden, self.decoder_bias,
-                       self.decoder)
+        model = GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
+                       self.decoder_bias, self.decoder, self.edge_dim_)
         model.load_state_dict(state["state_dict"])
         self.model_ = model.to(self.device_).eval()
         self.history_ = dict(state.get("history", {}))
