@@ -46,6 +46,9 @@ MAX_FILE_ROWS = 1000
 #: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
 HIGHLIGHT_HEX = "#E8590C"
 HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+#: Colour of outlined bonds (the molecule's toxicophores on the Molecule page).
+OUTLINE_HEX = "#1A9E8F"
+OUTLINE_RGB = tuple(int(OUTLINE_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
 _MIN_SHADE = 0.3  # intensity of the weakest highlighted bond when scores are given
 
 _BOND_LABEL = {Chem.BondType.SINGLE: 0, Chem.BondType.DOUBLE: 1, Chem.BondType.TRIPLE: 2}
@@ -534,7 +537,8 @@ def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
 
 def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,
                       size: tuple[int, int] = (450, 350), hide_hydrogens: bool = False,
-                      atom_indices: bool = False, legend: str = "") -> str:
+                      atom_indices: bool = False, legend: str = "",
+                      outline_pairs: Sequence[tuple[int, int]] = ()) -> str:
     """SVG of ``mol`` with the explanation bonds highlighted.
 
     Args:
@@ -551,6 +555,8 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
             be shown and is drawn as a highlight of its heavy atom instead.
         atom_indices: label each atom with its index in ``mol`` (also when hydrogens are hidden).
         legend: optional caption under the molecule.
+        outline_pairs: bonds to mark in a second colour (:data:`OUTLINE_HEX`), e.g. the
+            molecule's toxicophores; a bond in both sets is drawn in both colours, side by side.
 
     2D coordinates are recomputed deterministically (same molecule -> same picture).
     """
@@ -589,11 +595,26 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
 
     width, height = int(size[0]), int(size[1])
     drawer = rdMolDraw2D.MolDraw2DSVG(width, height)
-    with rdBase.BlockLogs():
-        rdMolDraw2D.PrepareAndDrawMolecule(
-            drawer, m, legend=legend,
-            highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
-            highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
+    outline = _as_pair_list(outline_pairs)
+    if outline:
+        _bond_indices(mol, outline)
+        atom_map = {k: [c] for k, c in atom_colours.items()}
+        bond_map = {k: [c] for k, c in bond_colours.items()}
+        for i, j in outline:
+            a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
+            if a is not None and b is not None:
+                bond_map.setdefault(m.GetBondBetweenAtoms(a, b).GetIdx(), []).append(OUTLINE_RGB)
+            for k in (a, b):
+                if k is not None and OUTLINE_RGB not in atom_map.setdefault(k, []):
+                    atom_map[k].append(OUTLINE_RGB)
+        with rdBase.BlockLogs():
+            drawer.DrawMoleculeWithHighlights(m, legend, atom_map, bond_map, {}, {})
+    else:
+        with rdBase.BlockLogs():
+            rdMolDraw2D.PrepareAndDrawMolecule(
+                drawer, m, legend=legend,
+                highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
+                highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
     drawer.FinishDrawing()
     return drawer.GetDrawingText()
 

@@ -86,6 +86,11 @@ def topk_mask(scores: Tensor, k: int) -> Tensor:
     return mask
 
 
+def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:
+    """How many pairs two explanations of one instance share in their top ``k``."""
+    return int((topk_mask(scores_a, k) & topk_mask(scores_b, k)).sum())
+
+
 def explanation_subgraph(instance: Instance, scores: Tensor, k: int) -> Instance:
     """The instance with only its top-``k`` pairs (all nodes kept, other edges deleted)."""
     _check_len(instance, scores)

@@ -56,6 +56,23 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
     return fig
 
 
+def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Optional[go.Figure]:
+    """Agreement with the target's own prediction against K per method (None when not measured)."""
+    fig = go.Figure()
+    for m in methods:
+        row = ((result.get("methods", {}).get(m)) or {}).get("agreement_at_k")
+        if row:
+            ks, vals = _sorted_k(row)
+            fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                     name=_title(m), line=dict(color=_color(m), width=3)))
+    if not fig.data:
+        return None
+    fig.update_layout(title="Agreement with the model's own prediction vs K",
+                      xaxis_title="K (edges kept)", yaxis_title="agreement (%)", **_LAYOUT)
+    fig.update_xaxes(dtick=1 if result["dataset"] in ("ba_shapes", "tree_cycles") else 5)
+    return fig
+
+
 def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
     """Overlaid histograms of the log-odds difference per method (closer to 0 is better)."""
     fig = go.Figure()

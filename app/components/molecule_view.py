@@ -12,11 +12,13 @@ from gem_core.chem import HIGHLIGHT_HEX, draw_molecule_svg
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
                  size: tuple[int, int] = (420, 340), hide_hydrogens: bool = False,
-                 atom_indices: bool = False, legend: str = "") -> str:
-    """SVG of ``mol`` with the explanation bonds ``pairs`` highlighted (shade by score)."""
+                 atom_indices: bool = False, legend: str = "",
+                 outline: Sequence[tuple[int, int]] = ()) -> str:
+    """SVG of ``mol`` with the explanation bonds ``pairs`` highlighted (shade by score) and the
+    ``outline`` bonds (toxicophores) in a second colour."""
     return draw_molecule_svg(mol, list(pairs), scores=scores, size=size,
                              hide_hydrogens=hide_hydrogens, atom_indices=atom_indices,
-                             legend=legend)
+                             legend=legend, outline_pairs=list(outline))
 
 
 def _rgb(hex_colour: str) -> tuple[float, float, float]:

@@ -128,10 +128,38 @@ def _show(result: dict[str, Any], sel) -> None:
             st.plotly_chart(fig, key="bm_distillation", theme=None)
     st.markdown("**Explanation accuracy (%), ours (paper)**")
     st.dataframe(_table(result, methods, key, mutagen), hide_index=True, key="bm_table")
+    fig = charts.agreement_sweep(result, methods)
+    if fig is not None:
+        st.markdown("**Faithfulness: does the explanation keep the model's own prediction?** "
+                    "Accuracy above counts an explanation right when the model predicts the "
+                    "true label on it, so it leans on the model being right; agreement asks "
+                    "whether the model says on the explanation alone what it says on the whole "
+                    "instance.")
+        st.plotly_chart(fig, key="bm_agreement", theme=None)
+    tox = result.get("toxicophores")
+    if tox:
+        _toxicophore_table(tox, methods)
     machine = result.get("machine") or {}
     if machine:
         st.caption("Measured on " + ", ".join(f"{k} {v}" for k, v in machine.items())
                    + f" in {result.get('seconds', 0.0):.0f} s. The paper's times are on a GPU.")
+
+
+def _toxicophore_table(tox: dict[str, Any], methods: list[str]) -> None:
+    k = tox.get("k", 8)
+    st.markdown(f"**Toxicophores** (Kazius et al. 2005): on the {tox['molecules']} test molecules "
+                f"the model calls mutagens that hold a known toxicophore, how well each method's "
+                f"bond scores find the toxicophore bonds — AUC (random 0.5) and the share of them "
+                f"in the top {k} (random {tox.get(f'random_recall_at_{k}', float('nan')):.3f}).")
+    rows = []
+    for m in methods:
+        row = tox["methods"].get(m)
+        if row:
+            rows.append({"method": method_title(m), "AUC": f"{row['auc']:.3f}",
+                         f"recall@{k}": f"{row[f'recall_at_{k}']:.3f}"})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="bm_tox_table")
+    st.caption("An explanation explains the model: a toxicophore the model does not use is not "
+               "the explainer's fault, so read these beside the distilled teachers' rows.")
 
 
 def _recompute(sel) -> None:

@@ -17,6 +17,7 @@ from gem_core.chem import EXAMPLE_SMILES, MoleculeError, parse_smiles_file, smil
 from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
                                 molecule_model, target_checkpoint_available)
+from gem_core.evaluate import topk_overlap
 from gem_core.session import Workbench
 from theme import method_title
 from state import DATA_HELP, fit_offer, progress_bar, run_page, selection, show_error
@@ -32,6 +33,7 @@ EXAMPLES = {
     "Benzoic acid (non-mutagen)": EXAMPLE_SMILES.get("Benzoic acid (non-mutagen)",
                                                      "OC(=O)c1ccccc1"),
 }
+TEACHER = "distilled_predicted"  # what Gem imitates, explained alongside it
 BATCH_LIMIT_NOTE = "Up to 1,000 molecules per file."
 
 
@@ -116,7 +118,9 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
     methods = list(sel.methods) or ["gem"]
     try:
         ready, waiting = _ready_methods(model, tuple(methods))
-        res = _explained(model, mol, ready) if ready else explain_molecules(
+        # the teacher Gem imitates, to say how far the fast explainer departs from it
+        extra = [TEACHER] if "gem" in ready and TEACHER not in ready else []
+        res = _explained(model, mol, ready + extra) if ready else explain_molecules(
             [mol], [], model=model)[0]
     except Exception as exc:
         show_error(exc, "Prediction failed")
@@ -129,6 +133,13 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
         c3.metric("Atoms (with H) / bonds", f"{mol.num_atoms} / {mol.instance.num_pairs}")
         st.caption(f"{mol.formula} · canonical SMILES {mol.smiles}"
                    + (f" · {mol.name}" if mol.name else ""))
+    tox = _toxicophores(mol)
+    if tox["classes"]:
+        st.markdown("**Toxicophores** (Kazius et al. 2005, outlined in teal when shown): "
+                    + ", ".join(tox["classes"]) + f" — {len(tox['pairs'])} bonds.")
+    else:
+        st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) is in "
+                   "this molecule.")
     if mol.instance.num_pairs <= k:
         st.info(f"K = {k} ≥ the {mol.instance.num_pairs} bonds of this molecule: every bond is "
                 f"selected; the shading still ranks them.")
@@ -142,9 +153,10 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
         return
     cols = st.columns(min(3, len(shown)))
     payload = {}
+    outline = tox["pairs"] if st.session_state.get("mol_tox_outline", True) else []
     for i, m in enumerate(shown):
         with cols[i % len(cols)], st.container(border=True, key=f"mol_panel_{m}"):
-            payload[m] = _panel(model, res, m, k, hide_h)
+            payload[m] = _panel(model, res, m, k, hide_h, outline, tox["pairs"])
     with st.expander("Bond scores", key="mol_bond_table"):
         _bond_table(res, shown, k)
     st.download_button("Download explanation (JSON)",
@@ -155,13 +167,25 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
                        key="mol_download_json", icon=":material/download:")
 
 
-def _panel(model: Workbench, res, method: str, k: int, hide_h: bool) -> dict:
+def _toxicophores(mol) -> dict:
+    """The molecule's toxicophore classes (titles) and bonds (atom pairs), from the engine."""
+    from gem_core.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
+
+    titles = {t.name: t.title for t in TOXICOPHORES}
+    pairs = mol.instance.pairs
+    mask = toxicophore_bond_mask(mol.mol, pairs)
+    return {"classes": [titles[c] for c in match_toxicophores(mol.mol)],
+            "pairs": [tuple(pairs[:, j].tolist()) for j in range(pairs.size(1)) if mask[j]]}
+
+
+def _panel(model: Workbench, res, method: str, k: int, hide_h: bool,
+           outline: list[tuple[int, int]], tox_pairs: list[tuple[int, int]]) -> dict:
     title = method_title(method)
     st.subheader(title, anchor=False)
     bonds, scores = res.bonds(method, k)
     pairs = [tuple(b) for b in bonds]
     svg = molecule_view.molecule_svg(res.molecule.mol, pairs, scores, size=(440, 360),
-                                     hide_hydrogens=hide_h)
+                                     hide_hydrogens=hide_h, outline=outline)
     st.image(svg, width="stretch")
     p_sub = model.predict_proba([res.molecule.instance], [res.mask(method, k)])[0].tolist()
     label = res.label
@@ -171,6 +195,16 @@ def _panel(model: Workbench, res, method: str, k: int, hide_h: bool) -> dict:
         fragment = res.fragment(method, k)
     except Exception:  # drawing aid only
         fragment = ""
+    notes = []
+    if tox_pairs:
+        hits = len(set(pairs) & set(tox_pairs))
+        notes.append(f"{hits} of the {len(tox_pairs)} toxicophore bonds are in the explanation")
+    if method == "gem" and TEACHER in res.scores:
+        shared = topk_overlap(res.scores["gem"], res.scores[TEACHER], k)
+        notes.append(f"the distilled teacher (predicted label) shares {shared} of these "
+                     f"{len(bonds)} bonds")
+    if notes:
+        st.markdown("; ".join(notes).capitalize() + ".")
     st.caption(f"Fragment: `{fragment}` · explain time "
                f"{res.ms_per_instance.get(method, 0.0):.1f} ms")
     c1, c2 = st.columns(2)
@@ -184,6 +218,7 @@ def _panel(model: Workbench, res, method: str, k: int, hide_h: bool) -> dict:
     out = res.to_json(method, k)
     out["explanation"]["fragment"] = fragment
     out["explanation"]["probability_on_explanation"] = p_sub[label]
+    out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
     return out
 
 
@@ -287,6 +322,9 @@ def render() -> None:
                            f"{', '.join(map(str, SPEC.k_grid))}."))
     hide_h = c2.toggle("Hide hydrogens in the drawing", key="mol_hide_h",
                        persist_state="session")
+    c2.toggle("Outline toxicophores", key="mol_tox_outline", value=True, persist_state="session",
+              help="Bonds of known mutagenicity toxicophores (Kazius et al. 2005) in teal, beside "
+                   "the explanation's orange, to see at a glance whether the two agree.")
     largest = c3.toggle("Salts: keep the largest fragment", key="mol_largest",
                         persist_state="session",
                         help="Off: a SMILES with several fragments is refused with a message.")

@@ -205,3 +205,24 @@ def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
             assert "explained node" in page
     finally:
         network_view._assets_ready.clear()
+
+
+def test_gem_panel_says_how_much_of_it_the_distilled_teacher_keeps():
+    """Under Gem's panel: the overlap of Gem's top-K with the teacher it imitates (engine numbers)."""
+    import pytest
+
+    from gem_core.evaluate import topk_overlap
+
+    wb = Workbench("ba_shapes", "cpu")
+    if not wb.is_fitted("gem"):
+        pytest.skip("no shipped BA-shapes Gem explainer")
+    at = make_app(methods=("gem",))
+    no_exception(at)
+    k = get_spec("ba_shapes").default_k
+    inst = wb.instances("test")[0]
+    gem = wb.explain("gem", [inst])[0]
+    teacher = wb.explain("distilled_predicted", [inst])[0]
+    shared = topk_overlap(gem, teacher, k)
+    expected = (f"The distilled teacher (predicted label), which Gem learns to imitate, keeps "
+                f"{shared} of these {min(k, inst.num_pairs)} edges.")
+    assert expected in texts(at.caption)

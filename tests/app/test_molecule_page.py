@@ -127,3 +127,34 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
         assert not at.metric
     finally:
         st.cache_resource.clear()
+
+
+def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
+    """4-nitrotoluene: the aromatic nitro is named, its bonds counted in each explanation and
+    outlined in the drawing; Gem's panel says how much of it the distilled teacher keeps."""
+    from gem_core.chem import OUTLINE_HEX
+    from gem_core.molecules import molecule_model
+
+    if not molecule_model("cpu").is_fitted("gem"):
+        pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
+    at = _molecule_page(methods=("gem", "random"))
+    _submit(at, "Cc1ccc(cc1)[N+](=O)[O-]")
+    assert any("Toxicophores" in m and "Aromatic nitro" in m and "3 bonds" in m
+               for m in texts(at.markdown))
+    panel = {m for m in texts(at.markdown) if "toxicophore bonds are in the explanation" in m}
+    assert len(panel) >= 1 and any("distilled teacher (predicted label) shares" in m for m in panel)
+    # the drawing outlines the toxicophore bonds in their own colour
+    from gem_core.chem import draw_molecule_svg, smiles_to_instance
+
+    mol = smiles_to_instance("Cc1ccc(cc1)[N+](=O)[O-]")
+    assert OUTLINE_HEX.lower()[1:] not in draw_molecule_svg(mol.mol, [(0, 1)]).lower()
+    assert OUTLINE_HEX.lower()[1:] in draw_molecule_svg(mol.mol, [(0, 1)],
+                                                        outline_pairs=[(4, 7)]).lower()
+    at.toggle(key="mol_tox_outline").set_value(False).run()
+    no_exception(at)
+
+
+def test_a_molecule_without_toxicophores_says_so(needs_mutagenicity_model):
+    at = _molecule_page()
+    _submit(at, "OC(=O)c1ccccc1")  # benzoic acid
+    assert any("None of the encoded mutagenicity toxicophores" in c for c in texts(at.caption))

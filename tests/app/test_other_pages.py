@@ -69,6 +69,33 @@ def test_benchmarks_charts_from_results(results_file):
     assert table["K=5"][0] == "90.0 (93.4)"
 
 
+def test_benchmarks_agreement_and_toxicophores(results_file):
+    """Agreement with the model and the toxicophore benchmark appear when the results hold them."""
+    data = _results("mutagenicity")
+    ks = ["15", "20", "25", "30"]
+    data["k_grid"], data["log_odds_k"] = [15, 20, 25, 30], 25
+    for i, res in enumerate(data["methods"].values()):
+        res["accuracy_at_k"] = {k: 0.7 for k in ks}
+        res["fidelity_at_k"] = {k: 0.5 for k in ks}
+        res["agreement_at_k"] = {k: 0.6 + 0.1 * i for k in ks}
+    data["toxicophores"] = {"molecules": 42, "k": 8, "random_recall_at_8": 0.426,
+                            "methods": {"gem": {"auc": 0.81, "recall_at_8": 0.9},
+                                        "random": {"auc": 0.5, "recall_at_8": 0.43}}}
+    results_file.parent.joinpath("mutagenicity.json").write_text(json.dumps(data))
+    at = make_app(methods=("gem", "gnnexplainer", "random"), sb_dataset="mutagenicity")
+    at.switch_page("views/benchmarks.py").run()
+    no_exception(at)
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    agreement = [f for f in figs if f["layout"]["title"]["text"].startswith("Agreement")]
+    assert len(agreement) == 1
+    lines = {t["name"]: t["y"] for t in agreement[0]["data"]}
+    assert lines["GNNExplainer"] == pytest.approx([70.0] * 4) and set(lines) == {
+        "Gem", "GNNExplainer", "Random"}
+    tox = at.dataframe[-1].value  # the last table of the page
+    assert list(tox["method"]) == ["Gem", "Random"] and list(tox["AUC"]) == ["0.810", "0.500"]
+    assert any("42 test molecules" in m and "random 0.426" in m for m in texts(at.markdown))
+
+
 def test_benchmarks_malformed_file(results_file):
     results_file.write_text("{not json")
     at = make_app()
