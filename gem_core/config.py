@@ -60,6 +60,9 @@ class DatasetSpec:
     # the label Gem's training distillations are computed against: "true" (the paper) or
     # "predicted" (the target's own prediction, which an explainer of the model can imitate)
     explainer_label_source: str = "true"
+    # Gem reads the target's predicted class (one-hot, on every node) beside the structure: one
+    # batched forward of the target per explained batch, outputs only (model-agnostic)
+    explainer_condition_on_prediction: bool = False
     num_hops: int = 3
 
     # default K of the app and of the log-odds histograms: the motif's size on the synthetic sets

@@ -50,6 +50,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "target": str, "topk_policy": str, "label_source": str, "train_on": str,
+    "condition_on_prediction": _parse_bool,
 }
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
 
@@ -150,6 +151,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     """
     from .distill import distill_dataset
     from .evaluate import evaluate_scores, predict_proba
+    from .explainers.gem import with_predicted_class
     from .explainers.gem_autoencoder import GemAutoEncoder, autoencoder_settings
     from .gem_targets import explainer_targets
 
@@ -211,11 +213,18 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             lo, hi = done / runs, (done + 1) / runs
             report(progress, lo, f"{v.name}, seed {seed}: training targets")
             tr, tr_w, va, va_w = training_data(v)
+            condition = v.overrides.get("condition_on_prediction",
+                                        spec.explainer_condition_on_prediction)
+            if condition:  # Gem reads the target's predicted class, as GemExplainer does
+                tr, va, val_in = (with_predicted_class(x, bb, spec.num_classes)
+                                  for x in (tr, va, val))
+            else:
+                val_in = val
             params = {**base, **v.explainer_overrides(), "seed": seed, "device": bench.device}
             start = time.perf_counter()
             gem = GemAutoEncoder(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
-            scores = gem.explain(val)
+            scores = gem.explain(val_in)
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
             agree = {str(k): v for k, v in measured.agreement_at_k.items()}

@@ -140,3 +140,20 @@ def test_predicted_label_teacher_differs_exactly_where_the_target_is_wrong(task)
             assert torch.equal(true_delta[i], pred_delta[i]), i
             assert torch.equal(torch.argsort(true_scores[i], stable=True),
                                torch.argsort(pred_scores[i], stable=True)), i
+
+
+def test_gem_conditioned_on_the_prediction_reads_the_predicted_class():
+    """With condition_on_prediction, every node carries the target's predicted class (one-hot)."""
+    from gem_core.evaluate import predict_proba
+
+    ctx, train, val, test = toy_context("graph")
+    gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
+    gem.fit(train, val)
+    assert gem.autoencoder_.in_features_ == test[0].x.size(1) + ctx.spec.num_classes
+    predicted = predict_proba(ctx.black_box, test).argmax(-1)
+    for inst, seen, cls in zip(test, gem._inputs(test), predicted.tolist()):
+        assert torch.equal(seen.x[:, :-2], inst.x)
+        assert torch.equal(seen.x[:, -2:], torch.eye(2)[cls].expand(inst.num_nodes, 2))
+    plain = REGISTRY["gem"].create(ctx)
+    assert gem.state_key(ctx) != plain.state_key(ctx)  # a fit of one is never loaded as the other
+    assert len(gem.explain(test)) == len(test)

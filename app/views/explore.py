@@ -17,6 +17,7 @@ import torch
 from components import graph_view, molecule_view, network_view
 from gem_core.datasets import DataUnavailableError, GemDataset
 from gem_core.evaluate import topk_mask, topk_overlap
+from gem_core.explainers import method_spec
 from gem_core.instances import Instance
 from gem_core.session import Workbench
 from theme import method_color, method_title
@@ -25,7 +26,6 @@ from state import (DATA_HELP, Selection, explain_test_instance, explainer_token,
                    test_predictions)
 
 PANEL_HEIGHT = 330
-TEACHER = "distilled_predicted"  # the distillation Gem imitates, compared under Gem's panel
 PER_ROW = 3
 MODES = ("Index", "Class", "Model right / wrong", "Random")
 
@@ -306,23 +306,25 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
                f"{len(ranked)} edges · explain time {ms:.1f} ms")
     out = {"scores": scores, "ranked": ranked, "probability": p_sub[pred],
            "prediction": ds.class_names[sub_pred], "ms": ms}
-    if method == "gem":
-        out["teacher_overlap"] = _teacher_overlap(sel, wb, pos, scores, len(ranked))
+    teacher = method_spec(method).teacher
+    if teacher is not None:
+        out["teacher_overlap"] = _teacher_overlap(sel, wb, pos, method, teacher, scores,
+                                                  len(ranked))
     return out
 
 
-def _teacher_overlap(sel: Selection, wb: Workbench, pos: int, scores: list[float],
-                     kept: int) -> int | None:
-    """Say how many of Gem's top-K edges the slow teacher it imitates keeps too."""
+def _teacher_overlap(sel: Selection, wb: Workbench, pos: int, method: str, teacher: str,
+                     scores: list[float], kept: int) -> int | None:
+    """Say how many of the method's top-K edges the slow teacher it imitates keeps too."""
     try:
-        teacher, _ = explain_test_instance(sel.dataset, sel.device, TEACHER, pos,
-                                           explainer_token(wb, TEACHER))
+        teacher_scores, _ = explain_test_instance(sel.dataset, sel.device, teacher, pos,
+                                                  explainer_token(wb, teacher))
     except Exception as exc:  # a drawing aid: never stop the panel
-        show_error(exc, "The distilled teacher failed")
+        show_error(exc, f"{method_title(teacher)} failed")
         return None
-    shared = topk_overlap(torch.tensor(scores), torch.tensor(teacher), sel.k)
-    st.caption(f"The distilled teacher (predicted label), which Gem learns to imitate, keeps "
-               f"{shared} of these {kept} edges.")
+    shared = topk_overlap(torch.tensor(scores), torch.tensor(teacher_scores), sel.k)
+    st.caption(f"The {method_title(teacher)[0].lower()}{method_title(teacher)[1:]}, which "
+               f"{method_title(method)} learns to imitate, keeps {shared} of these {kept} edges.")
     return shared
 
 

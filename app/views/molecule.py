@@ -18,6 +18,7 @@ from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
                                 molecule_model, target_checkpoint_available)
 from gem_core.evaluate import topk_overlap
+from gem_core.explainers import method_spec
 from gem_core.session import Workbench
 from theme import method_title
 from state import DATA_HELP, fit_offer, progress_bar, run_page, selection, show_error
@@ -33,7 +34,6 @@ EXAMPLES = {
     "Benzoic acid (non-mutagen)": EXAMPLE_SMILES.get("Benzoic acid (non-mutagen)",
                                                      "OC(=O)c1ccccc1"),
 }
-TEACHER = "distilled_predicted"  # what Gem imitates, explained alongside it
 BATCH_LIMIT_NOTE = "Up to 1,000 molecules per file."
 
 
@@ -118,8 +118,8 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
     methods = list(sel.methods) or ["gem"]
     try:
         ready, waiting = _ready_methods(model, tuple(methods))
-        # the teacher Gem imitates, to say how far the fast explainer departs from it
-        extra = [TEACHER] if "gem" in ready and TEACHER not in ready else []
+        # the teachers of the chosen methods, to say how far a fast explainer departs from them
+        extra = [t for t in {method_spec(m).teacher for m in ready} - {None} if t not in ready]
         res = _explained(model, mol, ready + extra) if ready else explain_molecules(
             [mol], [], model=model)[0]
     except Exception as exc:
@@ -199,10 +199,11 @@ def _panel(model: Workbench, res, method: str, k: int, hide_h: bool,
     if tox_pairs:
         hits = len(set(pairs) & set(tox_pairs))
         notes.append(f"{hits} of the {len(tox_pairs)} toxicophore bonds are in the explanation")
-    if method == "gem" and TEACHER in res.scores:
-        shared = topk_overlap(res.scores["gem"], res.scores[TEACHER], k)
-        notes.append(f"the distilled teacher (predicted label) shares {shared} of these "
-                     f"{len(bonds)} bonds")
+    teacher = method_spec(method).teacher
+    if teacher in res.scores:
+        shared = topk_overlap(res.scores[method], res.scores[teacher], k)
+        notes.append(f"the {method_title(teacher)[0].lower()}{method_title(teacher)[1:]} shares "
+                     f"{shared} of these {len(bonds)} bonds")
     if notes:
         st.markdown("; ".join(notes).capitalize() + ".")
     st.caption(f"Fragment: `{fragment}` · explain time "

@@ -17,7 +17,8 @@ settings a variant may change:
              degree_features
   training targets: target (weights|graded|mix|graded+add),
              topk_policy (nosplit|exact|paper|refine), label_source (true|predicted),
-             train_on (all|correct: only instances the target classifies correctly)
+             train_on (all|correct: only instances the target classifies correctly),
+             condition_on_prediction (true|false: Gem reads the target's predicted class)
 """
 
 

@@ -4,8 +4,15 @@
 outputs only (paper §3.1: Δ loss of every edge, greedy connectivity-aware pruning), turns the
 distillations into per-edge training targets (:mod:`gem_core.gem_targets`) and trains the graph
 auto-encoder of :mod:`gem_core.explainers.gem_autoencoder` on them, with early stopping on the
-validation targets. ``explain`` is then one forward pass of the auto-encoder for the whole batch:
-the target model is never called again.
+validation targets. ``explain`` is then one forward pass of the auto-encoder for the whole batch.
+
+Conditioning on the prediction (``condition_on_prediction``, a deviation from the paper): an
+explanation explains *a prediction*, and the same molecule is explained differently when the model
+calls it a mutagen than when it does not; the paper's auto-encoder must guess that from structure.
+With this setting the target's predicted class (one-hot) is appended to every node's features, in
+fit and in explain: one batched forward of the target per explained batch, its outputs only, so
+Gem stays model-agnostic. Chosen on validation over 3 seeds (Mutagenicity: agreement@K mean 86.4
+→ 90.5 %, accuracy 77.1 → 79.7 % with predicted-label targets; NCI1: agreement 85.1 → 92.8 %).
 """
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import Any, Optional
 
+import torch
 from torch import Tensor
 
 from ..instances import Instance
@@ -23,6 +31,16 @@ from .gem_autoencoder import EXPLAINER_KIND, GemAutoEncoder, autoencoder_setting
 
 # part of every saved Gem's key: bump when a change makes earlier fits unusable
 GEM_VERSION = 1
+
+
+def with_predicted_class(instances: list[Instance], black_box, num_classes: int) -> list[Instance]:
+    """The instances with the black box's predicted class (one-hot) appended to every node."""
+    from ..evaluate import predict_proba
+
+    predicted = predict_proba(black_box, instances).argmax(-1)
+    eye = torch.eye(num_classes)
+    return [replace(inst, x=torch.cat([inst.x, eye[c].expand(inst.num_nodes, num_classes)], 1))
+            for inst, c in zip(instances, predicted.tolist())]
 
 
 class GemExplainer(Explainer):
@@ -36,6 +54,8 @@ class GemExplainer(Explainer):
             dataset's ``explainer_topk_policy``.
         label_source: distil against the ``"true"`` label (the paper) or the target's
             ``"predicted"`` class; default: the dataset's ``explainer_label_source``.
+        condition_on_prediction: append the target's predicted class (one-hot) to every node's
+            features; default: the dataset's ``explainer_condition_on_prediction``.
         **settings: overrides of the auto-encoder's hyperparameters (default: the dataset's,
             :func:`~gem_core.explainers.gem_autoencoder.autoencoder_settings`).
 
@@ -51,11 +71,14 @@ class GemExplainer(Explainer):
 
     def __init__(self, context: ExplainerContext, target_kind: Optional[str] = None,
                  topk_policy: Optional[str] = None, label_source: Optional[str] = None,
-                 **settings: Any):
+                 condition_on_prediction: Optional[bool] = None, **settings: Any):
         self.context = context
         self.target_kind = target_kind or context.spec.explainer_target
         self.topk_policy = topk_policy or context.spec.explainer_topk_policy
         self.label_source = label_source or context.spec.explainer_label_source
+        self.condition_on_prediction = (context.spec.explainer_condition_on_prediction
+                                        if condition_on_prediction is None
+                                        else bool(condition_on_prediction))
         self.settings = {**autoencoder_settings(context.spec), **settings}
         self.autoencoder_: Optional[GemAutoEncoder] = None
         self.fit_seconds_ = 0.0
@@ -87,14 +110,15 @@ class GemExplainer(Explainer):
         train_dist = ctx.distill(train, self.label_source, scaled(progress, 0.0, 0.45))
         val_dist = (None if not val else
                     ctx.distill(val, self.label_source, scaled(progress, 0.45, 0.5)))
-        self.distill_seconds_ = time.perf_counter() - start
         spec = replace(ctx.spec, explainer_target=self.target_kind,
                        explainer_topk_policy=self.topk_policy)
+        train_targets = self._targets(train_dist, spec, train)
+        val_targets = None if not val else self._targets(val_dist, spec, val)
+        self.distill_seconds_ = time.perf_counter() - start  # the training targets included
         model = GemAutoEncoder(**self.settings, device=ctx.device)
         fit_start = time.perf_counter()
-        model.fit(train, self._targets(train_dist, spec, train),
-                  val or None, None if not val else self._targets(val_dist, spec, val),
-                  progress=scaled(progress, 0.5, 1.0))
+        model.fit(self._inputs(train), train_targets, None if not val else self._inputs(val),
+                  val_targets, progress=scaled(progress, 0.5, 1.0))
         self.fit_seconds_ = time.perf_counter() - fit_start
         self.autoencoder_ = model
         return self
@@ -107,7 +131,14 @@ class GemExplainer(Explainer):
     # ------------------------------------------------------------------ explain
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         assert self.autoencoder_ is not None
-        return self.autoencoder_.explain(instances)
+        return self.autoencoder_.explain(self._inputs(instances))
+
+    def _inputs(self, instances: list[Instance]) -> list[Instance]:
+        """What the auto-encoder reads: the instances, with ``condition_on_prediction`` their
+        predicted class (one-hot) appended to every node's features."""
+        if not self.condition_on_prediction or not instances:
+            return instances
+        return with_predicted_class(instances, self.context.black_box, self.context.spec.num_classes)
 
     # ------------------------------------------------------------------ persistence
     def state_key(self, context: ExplainerContext) -> Optional[str]:
@@ -116,6 +147,8 @@ class GemExplainer(Explainer):
                                      topk_policy=self.topk_policy, version=GEM_VERSION)
         if self.label_source != "true":  # later settings enter the key only when not default
             parts["label_source"] = self.label_source
+        if self.condition_on_prediction:
+            parts["condition_on_prediction"] = True
         return config_key(**parts)
 
     def to_state(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Optional
 
 from .base import Explainer, ExplainerContext
 
@@ -33,6 +33,8 @@ class MethodSpec:
         in_reproduce: measured by ``reproduce`` unless ``--methods`` says otherwise.
         settings: the keyword arguments ``build`` gets (documented defaults of this engine).
         description: one line for ``--help`` and the app.
+        teacher: the method whose explanations this one learns to imitate (shown beside it, so
+            a user sees when the fast explainer departs from the slow one), or None.
     """
 
     name: str
@@ -43,6 +45,7 @@ class MethodSpec:
     in_reproduce: bool
     settings: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    teacher: Optional[str] = None
 
     def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
         """A new, unfitted explainer of this method for ``context``."""
@@ -89,7 +92,8 @@ def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
 _ROWS: tuple[MethodSpec, ...] = (
     MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
                description="Gem: a graph auto-encoder trained on distilled Granger-causal "
-                           "explanations; one forward pass per batch"),
+                           "explanations; one forward pass per batch",
+               teacher="distilled_predicted"),
     MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
                batched=False, in_reproduce=True, settings={"label_source": "true"},
                description="the distillation Gem learns from (Δ loss per edge against the true "
