@@ -144,6 +144,8 @@ class InstanceBatch:
         batch: instance id of every node.
         target_index: global position of each instance's target node (node tasks) or None.
         num_instances: number of instances.
+        edge_attr: features of every directed edge, aligned with ``edge_index`` (bond types),
+            when the batch was built with them (for targets that read them), else None.
     """
 
     x: Tensor
@@ -151,17 +153,23 @@ class InstanceBatch:
     batch: Tensor
     target_index: Optional[Tensor]
     num_instances: int
+    edge_attr: Optional[Tensor] = None
 
     def to(self, device: Union[str, torch.device]) -> "InstanceBatch":
         return InstanceBatch(
             self.x.to(device), self.edge_index.to(device), self.batch.to(device),
             None if self.target_index is None else self.target_index.to(device),
-            self.num_instances)
+            self.num_instances, None if self.edge_attr is None else self.edge_attr.to(device))
 
 
 def collate(instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]] = None,
-            device: Union[str, torch.device, None] = None) -> InstanceBatch:
-    """Batch instances (optionally keeping only the pairs in ``pair_masks``) into one graph."""
+            device: Union[str, torch.device, None] = None,
+            edge_attr: Optional[bool] = None) -> InstanceBatch:
+    """Batch instances (optionally keeping only the pairs in ``pair_masks``) into one graph.
+
+    ``edge_attr``: carry the instances' edge features (both directions of every kept pair, like
+    ``edge_index``); default: when every instance has them.
+    """
     if len(instances) == 0:
         raise ValueError("cannot batch an empty list of instances")
     tasks = {inst.task for inst in instances}
@@ -183,5 +191,14 @@ def collate(instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]
     target_index = None
     if tasks == {"node"}:
         target_index = offsets + torch.tensor([inst.target for inst in instances])
-    out = InstanceBatch(x, edge_index, batch, target_index, len(instances))
+    attr = None
+    if edge_attr is None:
+        edge_attr = all(inst.edge_attr is not None for inst in instances)
+    if edge_attr:
+        parts = [inst.edge_attr if pair_masks is None else inst.edge_attr[m.bool()]
+                 for inst, m in zip(instances, pair_masks or [None] * len(instances))]
+        attr = torch.cat([(p if p.dim() == 2 else p.reshape(-1, 1)).float() for p in parts],
+                         dim=0)
+        attr = torch.cat([attr, attr], dim=0)
+    out = InstanceBatch(x, edge_index, batch, target_index, len(instances), attr)
     return out.to(device) if device is not None else out

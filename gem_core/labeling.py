@@ -149,7 +149,8 @@ def pack(instances: Sequence[Instance]) -> PackedGraphs:
         targets = node_ptr[:-1] + local
     edge_attr = None
     if all(e is not None for e in es):
-        edge_attr = torch.cat([e.reshape(e.size(0), -1).float() for e in es], dim=0)
+        edge_attr = torch.cat([(e if e.dim() == 2 else e.reshape(-1, 1)).float() for e in es],
+                              dim=0)
     return PackedGraphs(x, pairs, node_ptr, pair_ptr, targets, edge_attr)
 
 

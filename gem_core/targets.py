@@ -96,12 +96,18 @@ class BlackBox(Protocol):
         ...
 
 
+def uses_edge_attr(black_box) -> bool:
+    """Whether a black box reads edge features (then batches built for it must carry them)."""
+    return bool(getattr(black_box, "uses_edge_attr", False))
+
+
 class GNNBlackBox:
     """Wraps a PyG module ``model(x, edge_index[, batch])`` as a :class:`BlackBox`.
 
     Node task: the model's output rows at the targets. Graph task: the model's pooled output,
     called with ``batch=`` (and ``num_graphs=`` when the model accepts it, so instances whose
-    edges were all deleted still get a row).
+    edges were all deleted still get a row). A model whose ``forward`` takes ``edge_attr`` (a
+    bond-aware target) gets the batch's edge features (``uses_edge_attr``).
     """
 
     def __init__(self, model: nn.Module, task: str, num_classes: int,
@@ -111,16 +117,25 @@ class GNNBlackBox:
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         import inspect
-        self._takes_num_graphs = "num_graphs" in inspect.signature(model.forward).parameters
+        params = inspect.signature(model.forward).parameters
+        self._takes_num_graphs = "num_graphs" in params
+        self.uses_edge_attr = "edge_attr" in params
 
     @torch.no_grad()
     def __call__(self, batch: InstanceBatch) -> Tensor:
         b = batch.to(self.device)
+        extra = {}
+        if self.uses_edge_attr:
+            if b.edge_attr is None:
+                raise ValueError("this target reads edge features (bond types); the batch has "
+                                 "none")
+            extra["edge_attr"] = b.edge_attr
         if self.task == "node":
-            return self.model(b.x, b.edge_index)[b.target_index]
+            return self.model(b.x, b.edge_index, **extra)[b.target_index]
         if self._takes_num_graphs:
-            return self.model(b.x, b.edge_index, batch=b.batch, num_graphs=b.num_instances)
-        return self.model(b.x, b.edge_index, batch=b.batch)
+            return self.model(b.x, b.edge_index, batch=b.batch, num_graphs=b.num_instances,
+                              **extra)
+        return self.model(b.x, b.edge_index, batch=b.batch, **extra)
 
 
 def build_model(spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None) -> nn.Module:

@@ -33,17 +33,46 @@ def toy_instance(n: int, seed: int, node: bool) -> Instance:
                     target=0 if node else None, index=seed, dataset="toy")
 
 
+class BondAwareNet(torch.nn.Module):
+    """A graph-level target that reads edge features, like a bond-aware molecule model (GINE)."""
+
+    def __init__(self):
+        super().__init__()
+        from torch_geometric.nn import GINEConv, global_max_pool
+
+        self.pool = global_max_pool
+        self.conv = GINEConv(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()),
+                             edge_dim=3)
+        self.lin = torch.nn.Linear(8, 2)
+
+    def forward(self, x, edge_index, batch=None, num_graphs=None, edge_attr=None):
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long)
+        return self.lin(self.pool(self.conv(x, edge_index, edge_attr), batch, size=num_graphs))
+
+
 def toy_context(task: str) -> tuple[ExplainerContext, list[Instance], list[Instance], list[Instance]]:
     torch.manual_seed(0)
-    model = (NodeGCN if task == "node" else GraphGCN)(4, 2, hidden=8).eval()
+    bonds = task == "graph-bonds"
+    if bonds:
+        model = BondAwareNet().eval()
+        task = "graph"
+    else:
+        model = (NodeGCN if task == "node" else GraphGCN)(4, 2, hidden=8).eval()
     target = TrainedTarget(model, TargetMetrics(1.0, 1.0, 1.0, 0.0, 1), "toy", f"toy-{task}")
     spec = DatasetSpec(name="toy", title="Toy", task=task, num_classes=2, k_grid=(2, 3),
                        connected=True, explainer_lr=0.01, explainer_epochs=5)
     insts = [toy_instance(6 + i % 4, 1000 + i, task == "node") for i in range(14)]
+    if bonds:
+        gen = torch.Generator().manual_seed(3)
+        insts = [Instance(x=i.x, pairs=i.pairs, y=i.y, dataset=i.dataset, index=i.index,
+                          edge_attr=torch.nn.functional.one_hot(
+                              torch.randint(0, 3, (i.num_pairs,), generator=gen), 3).float())
+                 for i in insts]
     return ExplainerContext(target, spec, torch.device("cpu")), insts[:8], insts[8:10], insts[10:]
 
 
-@pytest.fixture(scope="module", params=["node", "graph"])
+@pytest.fixture(scope="module", params=["node", "graph", "graph-bonds"])
 def toy(request):
     return toy_context(request.param)
 

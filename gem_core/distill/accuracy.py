@@ -11,6 +11,7 @@ from torch import Tensor
 
 from ..device import resolve_device
 from ..instances import Instance
+from ..targets import uses_edge_attr
 from .layout import _build_from, _edge_budget, _Layout, _PrefixBatcher
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +32,7 @@ def topk_accuracy(instances: Sequence[Instance], masks: Sequence[Tensor], black_
     dev = resolve_device(device)
     max_edges_per_forward = _edge_budget(max_edges_per_forward, dev)
     subs = [inst.subgraph(mask) for inst, mask in zip(instances, masks)]
-    layout = _Layout.build(subs)
+    layout = _Layout.build(subs, edge_attr=uses_edge_attr(black_box))
     correct, start = 0, 0
     ends = torch.cumsum(2 * layout.num_pairs, 0).numpy()
     while start < layout.size:

@@ -10,6 +10,7 @@ import torch
 
 from ..device import resolve_device
 from ..instances import Instance
+from ..targets import uses_edge_attr
 from ..progress import ProgressFn, report, scaled
 from .conventions import TIE_TOL, LabelSource, check_label_source, cross_entropy
 from .delta import _removal_logits
@@ -47,7 +48,7 @@ def distill(instances: Sequence[Instance], black_box: "BlackBox", *, connected: 
     dev = resolve_device(device)
     max_edges_per_forward = _edge_budget(max_edges_per_forward, dev)
     start = time.perf_counter()
-    layout = _Layout.build(instances)
+    layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
     n_delta = int((layout.num_pairs * (layout.num_pairs + 1)).sum())
     n_greedy = int((layout.num_pairs * layout.num_nodes).sum())
     split = n_delta / max(n_delta + n_greedy, 1)

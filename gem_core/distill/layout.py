@@ -25,6 +25,11 @@ CPU_MAX_EDGES = 65_536
 CUDA_MAX_EDGES = 2_000_000
 
 
+def _rows(edge_attr: Tensor) -> Tensor:
+    """Per-pair edge features as a float matrix ``[P, a]`` (one-dimensional labels: ``a = 1``)."""
+    return (edge_attr if edge_attr.dim() == 2 else edge_attr.reshape(-1, 1)).float()
+
+
 def _edge_budget(max_edges: Optional[int], device: torch.device) -> int:
     """The chunk size: as given, else the device's default."""
     if max_edges is None:
@@ -48,9 +53,11 @@ class _Layout:
     targets: Tensor      # [N] local target or -1
     labels: Tensor       # [N] true labels
     pair_owner: Tensor   # [Q]
+    edge_attr: Optional[Tensor] = None  # [Q, a] per-pair features, for targets that read them
 
     @classmethod
-    def build(cls, instances: Sequence[Instance]) -> "_Layout":
+    def build(cls, instances: Sequence[Instance], edge_attr: bool = False) -> "_Layout":
+        """The layout of ``instances``; ``edge_attr``: keep their edge features too."""
         if len(instances) == 0:
             raise ValueError("cannot distill an empty list of instances")
         tasks = {inst.task for inst in instances}
@@ -65,7 +72,13 @@ class _Layout:
         targets = torch.tensor([-1 if inst.target is None else int(inst.target) for inst in instances])
         labels = torch.tensor([int(inst.y) for inst in instances], dtype=torch.long)
         x = torch.cat([inst.x for inst in instances], dim=0)
-        return cls(x, pairs, local, node_ptr, pair_ptr, num_nodes, num_pairs, targets, labels, owner)
+        attr = None
+        if edge_attr:
+            if any(inst.edge_attr is None for inst in instances):
+                raise ValueError("the target reads edge features, but some instances have none")
+            attr = torch.cat([_rows(inst.edge_attr) for inst in instances], dim=0)
+        return cls(x, pairs, local, node_ptr, pair_ptr, num_nodes, num_pairs, targets, labels,
+                   owner, attr)
 
     @property
     def size(self) -> int:
@@ -95,16 +108,20 @@ class _PrefixBatcher:
         self.targets = None
         if layout.is_node_task:
             self.targets = (layout.node_ptr[:-1] + layout.targets).to(device)
+        self.attr = (None if layout.edge_attr is None
+                     else layout.edge_attr.repeat_interleave(2, dim=0).to(device))
 
     def __call__(self, m: int, pair_mask: Optional[np.ndarray] = None) -> InstanceBatch:
         """Instances ``[0, m)`` keeping the pairs where ``pair_mask`` (over their pairs) is set."""
         n_nodes, n_pairs = self.node_ptr[m], self.pair_ptr[m]
         edges = self.edges[:, : 2 * n_pairs]
+        attr = None if self.attr is None else self.attr[: 2 * n_pairs]
         if pair_mask is not None:
-            keep = torch.from_numpy(np.repeat(pair_mask, 2))
-            edges = edges[:, keep.to(self.device, non_blocking=True)]
+            keep = torch.from_numpy(np.repeat(pair_mask, 2)).to(self.device, non_blocking=True)
+            edges = edges[:, keep]
+            attr = None if attr is None else attr[keep]
         target = None if self.targets is None else self.targets[:m]
-        return InstanceBatch(self.x[:n_nodes], edges, self.batch[:n_nodes], target, m)
+        return InstanceBatch(self.x[:n_nodes], edges, self.batch[:n_nodes], target, m, attr)
 
 
 def _build_from(layout: _Layout, ids: Tensor) -> _Layout:
@@ -115,8 +132,10 @@ def _build_from(layout: _Layout, ids: Tensor) -> _Layout:
     local = _gather_segments(layout.local_pairs.t(), layout.pair_ptr, ids).t()
     owner = torch.repeat_interleave(torch.arange(ids.numel()), npairs)
     pairs = local + node_ptr[:-1][owner]
+    attr = (None if layout.edge_attr is None
+            else _gather_segments(layout.edge_attr, layout.pair_ptr, ids))
     return _Layout(layout.x[node_src], pairs.contiguous(), local.contiguous(), node_ptr, pair_ptr,
-                   nodes, npairs, layout.targets[ids], layout.labels[ids], owner)
+                   nodes, npairs, layout.targets[ids], layout.labels[ids], owner, attr)
 
 
 def _subsets_batch(layout: _Layout, inst: Tensor, flat: Tensor, pair_copy: Tensor) -> InstanceBatch:
@@ -133,4 +152,8 @@ def _subsets_batch(layout: _Layout, inst: Tensor, flat: Tensor, pair_copy: Tenso
     target = None
     if layout.is_node_task:
         target = node_off + layout.targets[inst]
-    return InstanceBatch(x, edge_index, batch, target, n_copies)
+    attr = None
+    if layout.edge_attr is not None:
+        attr = layout.edge_attr[flat]
+        attr = torch.cat([attr, attr], dim=0)
+    return InstanceBatch(x, edge_index, batch, target, n_copies, attr)

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ..device import resolve_device
 from ..instances import Instance
+from ..targets import uses_edge_attr
 from .conventions import cross_entropy, order_key
 from .layout import _edge_budget, _Layout, _subsets_batch
 from .segments import np_segment_arange
@@ -40,7 +41,7 @@ def _check_refine_inputs(dist: Distillation, instances: Optional[Sequence[Instan
         raise ValueError("policy 'refine' needs the instances and the black box (forward passes).")
     if len(instances) != len(dist):
         raise ValueError("need the distillation's instances, in its order")
-    layout = _Layout.build(instances)
+    layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
     if (not torch.equal(layout.num_nodes, dist.num_nodes)
             or not torch.equal(layout.local_pairs, dist.pairs.long())):
         raise ValueError("the instances do not match the distillation")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from torch import Tensor, nn
@@ -60,9 +60,34 @@ def takes_num_graphs(model: nn.Module) -> bool:
     return "num_graphs" in inspect.signature(model.forward).parameters
 
 
-def graph_kwargs(model_takes_num_graphs: bool, batch: Tensor, num_graphs: int) -> dict:
-    """Keyword arguments of a graph-level forward pass: ``batch`` (and ``num_graphs``)."""
+def takes_edge_attr(model: nn.Module) -> bool:
+    """Whether the model reads edge features (a bond-aware target)."""
+    return "edge_attr" in inspect.signature(model.forward).parameters
+
+
+def directed_edge_attr(instance, wanted: bool) -> Optional[Tensor]:
+    """The instance's edge features for both directions of ``instance.edge_index()`` (when the
+    model reads them), else None."""
+    if not wanted:
+        return None
+    if instance.edge_attr is None:
+        raise ValueError("this target reads edge features (bond types); the instance has none")
+    attr = instance.edge_attr.float()
+    return torch.cat([attr, attr], dim=0)
+
+
+def graph_kwargs(model_takes_num_graphs: bool, batch: Tensor, num_graphs: int,
+                 edge_attr: Optional[Tensor] = None) -> dict:
+    """Keyword arguments of a graph-level forward pass: ``batch`` (and ``num_graphs``, and the
+    edge features of a bond-aware target), in the model's argument order."""
     kwargs: dict = {"batch": batch}
     if model_takes_num_graphs:
         kwargs["num_graphs"] = num_graphs
+    if edge_attr is not None:
+        kwargs["edge_attr"] = edge_attr
     return kwargs
+
+
+def node_kwargs(edge_attr: Optional[Tensor]) -> dict:
+    """Keyword arguments of a node-level forward pass (edge features of a bond-aware target)."""
+    return {} if edge_attr is None else {"edge_attr": edge_attr}

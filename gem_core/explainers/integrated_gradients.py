@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from ..device import resolve_device
 from ..instances import Instance
 from ..progress import ProgressFn, report
-from ._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy, graph_kwargs, model_config,
-                   takes_num_graphs)
+from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
+                   graph_kwargs, model_config, node_kwargs, takes_edge_attr, takes_num_graphs)
 from .base import Explainer
 
 
@@ -46,6 +46,7 @@ class IntegratedGradientsExplainer(Explainer):
         self.fit_seconds_ = 0.0
         self.explain_seconds_ = 0.0
         self._takes_num_graphs = takes_num_graphs(self.model)
+        self._takes_edge_attr = takes_edge_attr(self.model)
 
     def _explainer(self):
         from torch_geometric.explain import Explainer as PyGExplainer
@@ -62,11 +63,14 @@ class IntegratedGradientsExplainer(Explainer):
             return torch.zeros(0)
         explainer = explainer or self._explainer()
         x, ei = inst.x.to(self.device), inst.edge_index().to(self.device)
+        attr = directed_edge_attr(inst, self._takes_edge_attr)
+        attr = None if attr is None else attr.to(self.device)
         if self.task == "node":
-            expl = explainer(x, ei, index=int(inst.target))
+            # Captum passes extra inputs positionally: a node model gets them after edge_index
+            expl = explainer(x, ei, index=int(inst.target), **node_kwargs(attr))
         else:
             batch = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
-            expl = explainer(x, ei, **graph_kwargs(self._takes_num_graphs, batch, 1))
+            expl = explainer(x, ei, **graph_kwargs(self._takes_num_graphs, batch, 1, attr))
         return directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce)
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

@@ -12,8 +12,8 @@ from torch import Tensor, nn
 from ..device import resolve_device
 from ..instances import Instance, collate
 from ..progress import ProgressFn, report
-from ._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy, graph_kwargs, model_config,
-                   takes_num_graphs)
+from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
+                   graph_kwargs, model_config, node_kwargs, takes_edge_attr, takes_num_graphs)
 from .base import Explainer, NotFittedError
 
 
@@ -77,20 +77,27 @@ class PGExplainerBaseline(Explainer):
         self.losses_: list[float] = []
         self.explainer_ = None
         self._takes_num_graphs = takes_num_graphs(self.model)
+        self._takes_edge_attr = takes_edge_attr(self.model)
 
     # -- helpers
 
-    def _graph_kwargs(self, batch: Tensor, num_graphs: int) -> dict:
-        return graph_kwargs(self._takes_num_graphs, batch, num_graphs)
+    def _graph_kwargs(self, batch: Tensor, num_graphs: int,
+                      edge_attr: Optional[Tensor] = None) -> dict:
+        return graph_kwargs(self._takes_num_graphs, batch, num_graphs,
+                            edge_attr if self._takes_edge_attr else None)
+
+    def _node_kwargs(self, edge_attr: Optional[Tensor]) -> dict:
+        return node_kwargs(edge_attr if self._takes_edge_attr else None)
 
     @torch.no_grad()
     def predict(self, instances: Sequence[Instance]) -> Tensor:
         """The model's predicted class on each full computation graph (CPU, ``[N]``)."""
         b = collate(list(instances), device=self.device)
         if self.task == "node":
-            out = self.model(b.x, b.edge_index)[b.target_index]
+            out = self.model(b.x, b.edge_index, **self._node_kwargs(b.edge_attr))[b.target_index]
         else:
-            out = self.model(b.x, b.edge_index, **self._graph_kwargs(b.batch, b.num_instances))
+            out = self.model(b.x, b.edge_index,
+                             **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))
         return out.argmax(-1).cpu()
 
     def _new_explainer(self):
@@ -135,13 +142,15 @@ class PGExplainerBaseline(Explainer):
         for inst, t in zip(insts, targets):
             y = torch.zeros(inst.num_nodes, dtype=torch.long)
             y[inst.target] = t
+            attr = directed_edge_attr(inst, self._takes_edge_attr)
             data.append((inst.x.to(self.device), inst.edge_index().to(self.device),
-                         y.to(self.device), int(inst.target)))
+                         y.to(self.device), int(inst.target),
+                         self._node_kwargs(None if attr is None else attr.to(self.device))))
         for epoch in range(self.epochs):
             total = 0.0
             for j in torch.randperm(len(data), generator=gen).tolist():
-                x, ei, y, idx = data[j]
-                total += algo.train(epoch, self.model, x, ei, target=y, index=idx)
+                x, ei, y, idx, extra = data[j]
+                total += algo.train(epoch, self.model, x, ei, target=y, index=idx, **extra)
             self.losses_.append(total / len(data))
             report(progress, (epoch + 1) / self.epochs,
                    f"epoch {epoch + 1}/{self.epochs} loss {self.losses_[-1]:.4f}")
@@ -155,7 +164,7 @@ class PGExplainerBaseline(Explainer):
                 b = collate([insts[i] for i in idx], device=self.device)
                 total += algo.train(epoch, self.model, b.x, b.edge_index,
                                     target=targets[idx].to(self.device),
-                                    **self._graph_kwargs(b.batch, b.num_instances))
+                                    **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))
                 steps += 1
             self.losses_.append(total / max(steps, 1))
             report(progress, (epoch + 1) / self.epochs,
@@ -187,10 +196,11 @@ class PGExplainerBaseline(Explainer):
         src, dst = b.edge_index
         if self.task == "graph":
             emb = get_embeddings(self.model, b.x, b.edge_index,
-                                 **self._graph_kwargs(b.batch, b.num_instances))[-1]
+                                 **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))[-1]
             inputs = torch.cat([emb[src], emb[dst]], dim=-1)
         else:
-            emb = get_embeddings(self.model, b.x, b.edge_index)[-1]
+            emb = get_embeddings(self.model, b.x, b.edge_index,
+                                 **self._node_kwargs(b.edge_attr))[-1]
             owner_target = b.target_index[b.batch[src]]  # target node of each edge's instance
             inputs = torch.cat([emb[src], emb[dst], emb[owner_target]], dim=-1)
         logits = algo.mlp(inputs).view(-1).double()
@@ -222,12 +232,15 @@ class PGExplainerBaseline(Explainer):
             with torch.no_grad():
                 target = self.predict([inst]).to(self.device)
             x, ei = inst.x.to(self.device), inst.edge_index().to(self.device)
+            attr = directed_edge_attr(inst, self._takes_edge_attr)
+            attr = None if attr is None else attr.to(self.device)
             if self.task == "node":
                 y = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
                 y[inst.target] = target[0]
-                expl = self.explainer_(x, ei, target=y, index=int(inst.target))
+                expl = self.explainer_(x, ei, target=y, index=int(inst.target),
+                                       **self._node_kwargs(attr))
             else:
                 batch = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
-                expl = self.explainer_(x, ei, target=target, **self._graph_kwargs(batch, 1))
+                expl = self.explainer_(x, ei, target=target, **self._graph_kwargs(batch, 1, attr))
             out.append(directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce))
         return out

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason,
-                                         error_texts, launch_chromium)
+from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, error_texts,
+                           launch_chromium)
 
 PROJECT = Path(__file__).resolve().parents[2]
 OUTPUT = PROJECT / "test-output"

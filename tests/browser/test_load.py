@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from tools.browser import (EDGES_JS, IDLE, MAIN, AppServer, explanation_panels,
-                                         mark_panels_old, panel_frame, selected_methods,
-                                         set_instance, set_k, slider_value, wait_panels_drawn)
+from tools.browser import (EDGES_JS, IDLE, MAIN, AppServer, explanation_panels, mark_panels_old,
+                           panel_frame, selected_methods, set_instance, set_k, slider_value,
+                           wait_panels_drawn)
 from gem_core.explainers import METHODS
 from gem_core.explainers import title as method_title
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 import json
 import pytest
 
-from tools.browser import (IDLE, MAIN, explanation_panels, mark_panels_old,
-                                         panel_drawn, panel_frame, selected_methods, set_k,
-                                         slider_value,
-                                         wait_panels_drawn)
+from tools.browser import (IDLE, MAIN, explanation_panels, mark_panels_old, panel_drawn,
+                           panel_frame, selected_methods, set_k, slider_value, wait_panels_drawn)
 from gem_core.explainers import METHODS
 from gem_core.explainers import title as method_title
 
@@ -28,7 +26,13 @@ PAGES = (  # url path, heading
 def _assert_pyvis_drawn(page, panel: str) -> None:
     frame = panel_frame(page, panel)
     assert frame is not None, f"no pyvis iframe in {panel}"
+    # the iframe can exist before its scripts have run (a loaded machine): give them time
+    try:
+        frame.wait_for_function("() => typeof vis === 'object'", timeout=30_000)
+    except Exception:
+        pass
     assert frame.evaluate("typeof vis") == "object", f"vis is not defined in the {panel} iframe"
+    wait_panels_drawn(page, [panel], timeout=30)
     assert frame.locator("canvas").count() >= 1, f"no <canvas> in the {panel} iframe"
     assert panel_drawn(page, panel) > 500, f"the {panel} canvas is blank"
 
