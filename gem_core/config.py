@@ -118,6 +118,10 @@ DATASETS: dict[str, DatasetSpec] = {
         # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean over
         # K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing (74.6 both)
         explainer_topk_policy="refine",
+        # Gem reads the target's predicted class and learns the predicted-label teacher:
+        # validation agreement@K 86.4 -> 90.5 %, accuracy 77.1 -> 79.7 % (mean over K, seeds 0-2)
+        explainer_condition_on_prediction=True,
+        explainer_label_source="predicted",
     ),
     "nci1": DatasetSpec(
         name="nci1",
@@ -128,6 +132,9 @@ DATASETS: dict[str, DatasetSpec] = {
         connected=False,
         explainer_lr=0.01,
         target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
+        # as Mutagenicity: validation agreement@K 85.1 -> 92.8 %, accuracy 74.6 -> 77.0 %
+        explainer_condition_on_prediction=True,
+        explainer_label_source="predicted",
     ),
 }
 
