@@ -15,7 +15,7 @@ import streamlit as st
 import torch
 
 from gem_core.config import DATASETS, DatasetSpec, get_spec
-from gem_core.device import configure_threads
+from gem_core.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
 from gem_core.session import Workbench, workbench
 from theme import method_title
@@ -64,20 +64,44 @@ def device_options() -> list[str]:
 DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
 
 
-def sidebar() -> Selection:
-    """Draw the selectors shared by all pages and store the selection in the session."""
+def device_label(device: str) -> str:
+    """The torch device a selection really runs on, as people read it (the GPU's name)."""
+    try:
+        dev = resolve_device(device)
+    except ValueError as exc:
+        return str(exc)
+    if dev.type == "cuda":
+        return f"CUDA · {torch.cuda.get_device_name(dev)}"
+    return f"CPU · {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
+
+
+def sidebar(page: str = "") -> Selection:
+    """Draw the selectors shared by the pages and store the selection in the session.
+
+    The Molecule page always uses the Mutagenicity model and its own K (one per molecule), so
+    there the sidebar names the model instead of offering a dataset and a K.
+    """
+    molecule_page = page == "molecule"
     with st.sidebar:
         st.markdown("### Settings")
         names = list(DATASETS)
-        dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
-                               key="sb_dataset", persist_state="session")
+        if molecule_page:
+            dataset = st.session_state.get("sb_dataset", names[0])
+            st.markdown("**Model:** the Mutagenicity target GNN (mutagen / non-mutagen)")
+        else:
+            dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
+                                   key="sb_dataset", persist_state="session")
         spec = get_spec(dataset)
         device = st.selectbox("Device", device_options(), format_func=DEVICE_TITLES.get,
                               key="sb_device", persist_state="session")
-        k = st.slider(
-            "K (explanation edges)", min_value=min(spec.k_grid), max_value=max(spec.k_grid),
-            value=spec.default_k, step=1, key=f"sb_k_{dataset}", persist_state="session",
-            help=f"The paper's grid for {spec.title}: {', '.join(map(str, spec.k_grid))}.")
+        st.caption(f"Running on {device_label(device)}", help="The torch device the models use.")
+        if molecule_page:
+            k = st.session_state.get(f"sb_k_{dataset}", spec.default_k)
+        else:
+            k = st.slider(
+                "K (explanation edges)", min_value=min(spec.k_grid), max_value=max(spec.k_grid),
+                value=spec.default_k, step=1, key=f"sb_k_{dataset}", persist_state="session",
+                help=f"The paper's grid for {spec.title}: {', '.join(map(str, spec.k_grid))}.")
         methods = st.multiselect(
             "Explainers to compare", list(METHODS), default=list(DEFAULT_METHODS),
             format_func=method_title, key="sb_methods", persist_state="session")

@@ -30,7 +30,7 @@ def main() -> None:
     nav = st.navigation(pages, position="sidebar")
     from state import sidebar
 
-    sidebar()
+    sidebar(nav.url_path)
     with st.sidebar:
         st.caption("Gem: generative causal explanations of graph neural networks "
                    "(Lin, Lan & Li, ICML 2021). Everything runs locally.")

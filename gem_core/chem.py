@@ -34,7 +34,7 @@ from .instances import Instance
 __all__ = [
     "MoleculeError", "MoleculeInstance", "EXAMPLE_SMILES", "HIGHLIGHT_HEX", "MAX_FILE_ROWS",
     "smiles_to_instance", "largest_fragment", "instance_to_mol", "bond_index_of_pair",
-    "draw_molecule_svg", "fragment_smarts", "parse_smiles_file",
+    "draw_molecule_svg", "fragment_smarts", "fragment_smiles", "parse_smiles_file",
 ]
 
 DATASET = "mutagenicity"
@@ -512,6 +512,33 @@ def fragment_smarts(mol: Chem.Mol, pairs, kind: str = "smarts") -> str:
     raise ValueError(f"kind must be 'smarts' or 'smiles', not {kind!r}")
 
 
+def fragment_smiles(mol: Chem.Mol, pairs) -> str:
+    """The explanation fragment as a chemist reads it: SMILES of its heavy atoms and the bonds
+    between them, hydrogens as the atoms' H counts (a selected C-H bond adds nothing to read).
+
+    Disconnected pieces come out dot-separated; a selection of hydrogen bonds only gives the
+    heavy atoms they hang on. Numbering is ``mol``'s (explicit hydrogens included).
+    """
+    pair_list = _as_pair_list(pairs)
+    if not pair_list:
+        return ""
+    _bond_indices(mol, pair_list)  # validates the pairs
+    m = Chem.Mol(mol)
+    for atom in m.GetAtoms():
+        atom.SetIntProp("gem_orig_idx", atom.GetIdx())
+    heavy = _without_hydrogens(m, keep=set())
+    new_of_orig = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in heavy.GetAtoms()}
+    atoms, bonds = set(), set()
+    for i, j in pair_list:
+        a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
+        atoms.update(k for k in (a, b) if k is not None)
+        if a is not None and b is not None:
+            bonds.add(heavy.GetBondBetweenAtoms(a, b).GetIdx())
+    with rdBase.BlockLogs():
+        return Chem.MolFragmentToSmiles(heavy, atomsToUse=sorted(atoms),
+                                        bondsToUse=sorted(bonds) or None, canonical=True)
+
+
 # ----------------------------------------------------------------------------- drawing
 
 def _shade(intensity: float) -> tuple[float, float, float]:
@@ -535,6 +562,22 @@ def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
     return [_MIN_SHADE + (1 - _MIN_SHADE) * v / top for v in vals]
 
 
+def _without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
+    """``mol`` without its hydrogen atoms (those in ``keep`` stay): each removed hydrogen
+    becomes an explicit H count of its neighbour, so labels read NH2, OH."""
+    rw = Chem.RWMol(mol)
+    gone = [a.GetIdx() for a in rw.GetAtoms()
+            if a.GetAtomicNum() == 1 and a.GetIdx() not in keep and a.GetDegree() <= 1]
+    for idx in sorted(gone, reverse=True):
+        for nb in rw.GetAtomWithIdx(idx).GetNeighbors():
+            nb.SetNumExplicitHs(nb.GetNumExplicitHs() + 1)
+        rw.RemoveAtom(idx)
+    out = rw.GetMol()
+    with rdBase.BlockLogs():
+        out.UpdatePropertyCache(strict=False)
+    return out
+
+
 def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,
                       size: tuple[int, int] = (450, 350), hide_hydrogens: bool = False,
                       atom_indices: bool = False, legend: str = "",
@@ -550,9 +593,10 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
             ``highlight_pairs``, or a ``{(i, j): score}`` mapping). The highest score gets the full
             colour, the others lighter shades proportional to score (never below 30 %).
         size: ``(width, height)`` in pixels.
-        hide_hydrogens: draw without hydrogen atoms. Atoms are renumbered for drawing and mapped
-            back, so highlights land on the right bonds; a highlighted bond to a hydrogen cannot
-            be shown and is drawn as a highlight of its heavy atom instead.
+        hide_hydrogens: draw without the hydrogen atoms, except those on a highlighted (or
+            outlined) bond, which stay drawn so every explanation bond is seen; the others become
+            the H counts of their heavy atoms (NH2, CH3). Atoms are renumbered for drawing and
+            mapped back, so highlights land on the right bonds.
         atom_indices: label each atom with its index in ``mol`` (also when hydrogens are hidden).
         legend: optional caption under the molecule.
         outline_pairs: bonds to mark in a second colour (:data:`OUTLINE_HEX`), e.g. the
@@ -568,9 +612,8 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
     for atom in m.GetAtoms():
         atom.SetIntProp("gem_orig_idx", atom.GetIdx())
     if hide_hydrogens:
-        with rdBase.BlockLogs():
-            m = Chem.RemoveHs(m, sanitize=False)
-            m.UpdatePropertyCache(strict=False)
+        shown = {int(a) for pair in list(pair_list) + _as_pair_list(outline_pairs) for a in pair}
+        m = _without_hydrogens(m, keep=shown)
     new_of_orig = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in m.GetAtoms()}
 
     atom_colours: dict[int, tuple[float, float, float]] = {}

@@ -21,6 +21,7 @@ for the user; the CLI turns it into exit status 2, the app into an error box.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -43,13 +44,20 @@ CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = no
 __all__ = [
     "DATASET", "CLASS_NAMES", "ModelUnavailableError", "MoleculeExplanation",
     "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
-    "explain_smiles", "ranked_bonds", "default_k",
+    "explain_smiles", "ranked_bonds", "default_k", "suggested_k",
 ]
 
 
 def default_k() -> int:
     """The paper's default K for Mutagenicity (from the config table)."""
     return get_spec(DATASET).default_k
+
+
+def suggested_k(num_bonds: int) -> int:
+    """A K that explains rather than repeats a molecule: a quarter of its bonds (rounded up),
+    at most the paper's default K. The paper's K grid (15-30) is at least the bond count of
+    small molecules, where every bond would be "the explanation"."""
+    return max(1, min(default_k(), math.ceil(int(num_bonds) / 4)))
 
 
 # ----------------------------------------------------------------------------- the model

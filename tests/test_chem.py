@@ -303,12 +303,12 @@ def test_hide_hydrogens_maps_highlights():
     # with hydrogens: original numbering
     svg = draw_molecule_svg(mol, [(4, 5), (0, 2)])
     assert _highlighted_bonds(svg) == {(4, 5), (0, 2)}
-    # without: display atoms are C0 N1 O2 O3 (heavy atoms in order); N4=O5 -> (1, 2)
+    # without: the hydrogen of a highlighted bond stays drawn (H0), the others go, so the display
+    # atoms are H0 C1 N2 O3 O4; H0-C2 -> (0, 1) and N4=O5 -> (2, 3): every explanation bond shows
     hidden = draw_molecule_svg(mol, [(4, 5), (0, 2)], hide_hydrogens=True)
-    assert _highlighted_bonds(hidden) == {(1, 2)}
-    # the H-C bond cannot be drawn: its carbon (display atom 0) is highlighted instead
-    assert _highlighted_atoms(hidden) == {0, 1, 2}
-    # C-N (2, 4) becomes display bond (0, 1)
+    assert _highlighted_bonds(hidden) == {(0, 1), (2, 3)}
+    assert _highlighted_atoms(hidden) == {0, 1, 2, 3}
+    # with no hydrogen highlighted all of them go: display atoms C0 N1 O2 O3; C-N (2, 4) -> (0, 1)
     assert _highlighted_bonds(draw_molecule_svg(mol, [(2, 4)], hide_hydrogens=True)) == {(0, 1)}
     # atom-index notes still work when hydrogens are hidden
     assert draw_molecule_svg(mol, hide_hydrogens=True, atom_indices=True) != \
@@ -320,7 +320,8 @@ def test_hide_hydrogens_on_user_molecule():
     heavy = res.num_heavy_atoms
     h_pair = next(p for p in res.pairs if p[1] >= heavy)  # a bond to a hydrogen
     svg = draw_molecule_svg(res.mol, [(0, 1), h_pair], hide_hydrogens=True)
-    assert _highlighted_bonds(svg) == {(0, 1)}  # AddHs puts H last: heavy indices are unchanged
+    # AddHs puts H last: heavy indices are unchanged, and the one kept hydrogen comes right after
+    assert _highlighted_bonds(svg) == {(0, 1), (h_pair[0], heavy)}
     assert h_pair[0] in _highlighted_atoms(svg)
 
 
@@ -363,3 +364,14 @@ def test_parse_file_row_limit():
         parse_smiles_file(rows)
     assert len(parse_smiles_file(rows, max_rows=2000)) == 1001
     assert len(parse_smiles_file("smiles\n" + rows, max_rows=1001)) == 1001
+
+
+def test_hidden_hydrogens_keep_every_explanation_bond_drawn():
+    """With hydrogens hidden, the drawing still highlights exactly the K explanation bonds."""
+    res = smiles_to_instance("Cc1ccc(cc1)[N+](=O)[O-]")  # 4-nitrotoluene: 7 of 17 bonds to H
+    pairs = [tuple(p) for p in res.instance.pairs.t().tolist()]
+    to_h = [p for p in pairs if res.mol.GetAtomWithIdx(p[1]).GetSymbol() == "H"]
+    heavy = [p for p in pairs if p not in to_h]
+    for chosen in (to_h[:3], heavy[:2] + to_h[:3], heavy[:5] + to_h[-3:], pairs):
+        svg = draw_molecule_svg(res.mol, chosen, hide_hydrogens=True)
+        assert len(_highlighted_bonds(svg)) == len(chosen)

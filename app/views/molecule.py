@@ -13,10 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from components import molecule_view
-from gem_core.chem import EXAMPLE_SMILES, MoleculeError, parse_smiles_file, smiles_to_instance
+from gem_core.chem import (EXAMPLE_SMILES, MoleculeError, fragment_smiles, parse_smiles_file,
+                           smiles_to_instance)
 from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
-                                molecule_model, target_checkpoint_available)
+                                molecule_model, suggested_k, target_checkpoint_available)
 from gem_core.evaluate import topk_overlap
 from gem_core.explainers import method_spec
 from gem_core.session import Workbench
@@ -35,6 +36,8 @@ EXAMPLES = {
                                                      "OC(=O)c1ccccc1"),
 }
 BATCH_LIMIT_NOTE = "Up to 1,000 molecules per file."
+MUTAGEN = CLASS_NAMES.index("mutagen")
+DISPLAY_NAMES = {"mutagen": "mutagen", "nonmutagen": "non-mutagen"}
 
 
 def _set_example(smiles: str) -> None:
@@ -90,7 +93,27 @@ def _explained(model: Workbench, mol, methods: list[str]):
 
 # ----------------------------------------------------------------------------- single molecule
 
-def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
+def _display(label: str) -> str:
+    """A class as a chemist reads it ("non-mutagen"; the engine's JSON keeps "nonmutagen")."""
+    return DISPLAY_NAMES.get(label, label)
+
+
+def _k_slider(mol) -> int:
+    """One K for this molecule: a quarter of its bonds by default, never more than it has."""
+    bonds = mol.instance.num_pairs
+    if st.session_state.get("mol_k_molecule") != mol.input_smiles:  # a new molecule
+        st.session_state["mol_k"] = suggested_k(bonds)
+        st.session_state["mol_k_molecule"] = mol.input_smiles
+    st.session_state["mol_k"] = min(max(1, int(st.session_state.get("mol_k", 1))), max(1, bonds))
+    return int(st.slider(
+        "K (explanation bonds)", min_value=1, max_value=max(1, bonds), key="mol_k",
+        disabled=bonds <= 1,
+        help=f"How many bonds each explanation keeps; this molecule has {bonds} (hydrogens "
+             f"included). The default is a quarter of them; the paper's grid for its test "
+             f"molecules is {', '.join(map(str, SPEC.k_grid))}."))
+
+
+def _single(sel, opts: dict) -> None:
     st.markdown("**Examples**")
     cols = st.columns(len(EXAMPLES))
     for col, (name, smi) in zip(cols, EXAMPLES.items()):
@@ -106,7 +129,7 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
         st.caption("Type or paste a SMILES and press Explain, or pick an example.")
         return
     try:
-        mol = smiles_to_instance(submitted, keep_largest_fragment=largest)
+        mol = smiles_to_instance(submitted, keep_largest_fragment=opts["largest"])
     except MoleculeError as exc:
         st.error(str(exc), icon=":material/error:")
         return
@@ -126,13 +149,16 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
         show_error(exc, "Prediction failed")
         return
 
+    p_mutagen = res.probabilities[MUTAGEN]
     with st.container(key="mol_prediction"):
         c1, c2, c3 = st.columns(3)
-        c1.metric("Prediction", res.label_name)
-        c2.metric(f"P({res.label_name})", f"{res.probability:.3f}")
+        c1.metric("Prediction", _display(res.label_name))
+        c2.metric("P(mutagen)", f"{p_mutagen:.3f}")
         c3.metric("Atoms (with H) / bonds", f"{mol.num_atoms} / {mol.instance.num_pairs}")
-        st.caption(f"{mol.formula} · canonical SMILES {mol.smiles}"
-                   + (f" · {mol.name}" if mol.name else ""))
+        st.caption(f"{mol.formula}" + (f" · {mol.name}" if mol.name else "")
+                   + " · canonical SMILES (RDKit), copy it from the box:")
+        st.code(mol.smiles, language=None)
+    k = _k_slider(mol)
     tox = _toxicophores(mol)
     if tox["classes"]:
         st.markdown("**Toxicophores** (Kazius et al. 2005, outlined in teal when shown): "
@@ -141,22 +167,26 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
         st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) is in "
                    "this molecule.")
     if mol.instance.num_pairs <= k:
-        st.info(f"K = {k} ≥ the {mol.instance.num_pairs} bonds of this molecule: every bond is "
-                f"selected; the shading still ranks them.")
+        st.info(f"K = {k} keeps all {mol.instance.num_pairs} bonds of this molecule: every "
+                f"explanation is the whole molecule; the shading still ranks the bonds.")
     _fit_offer(model, waiting)
 
     shown = [m for m in ready if m in res.scores]
     for m in ready:
         if m in res.errors:
             st.error(f"{method_title(m)}: {res.errors[m]}", icon=":material/error:")
+    outline = tox["pairs"] if opts["outline"] else []
+    panels = ["molecule", *shown]
+    cols = st.columns(min(3, len(panels)))
+    payload = {}
+    for i, m in enumerate(panels):
+        with cols[i % len(cols)], st.container(border=True, key=f"mol_panel_{m}"):
+            if m == "molecule":
+                _molecule_panel(res, opts, outline)
+            else:
+                payload[m] = _panel(model, res, m, k, opts, outline, tox["pairs"])
     if not shown:
         return
-    cols = st.columns(min(3, len(shown)))
-    payload = {}
-    outline = tox["pairs"] if st.session_state.get("mol_tox_outline", True) else []
-    for i, m in enumerate(shown):
-        with cols[i % len(cols)], st.container(border=True, key=f"mol_panel_{m}"):
-            payload[m] = _panel(model, res, m, k, hide_h, outline, tox["pairs"])
     with st.expander("Bond scores", key="mol_bond_table"):
         _bond_table(res, shown, k)
     st.download_button("Download explanation (JSON)",
@@ -165,6 +195,16 @@ def _single(sel, k: int, hide_h: bool, largest: bool) -> None:
                                   indent=2),
                        file_name="gem-molecule.json", mime="application/json",
                        key="mol_download_json", icon=":material/download:")
+
+
+def _molecule_panel(res, opts: dict, outline: list[tuple[int, int]]) -> None:
+    """The molecule alone, before any explanation (its toxicophores outlined when asked)."""
+    st.subheader("Molecule", anchor=False)
+    svg = molecule_view.molecule_svg(res.molecule.mol, [], size=(440, 360),
+                                     hide_hydrogens=opts["hide_h"],
+                                     atom_indices=opts["numbers"], outline=outline)
+    st.image(svg, width="stretch")
+    st.markdown(f"P(mutagen) = **{res.probabilities[MUTAGEN]:.3f}** on the whole molecule")
 
 
 def _toxicophores(mol) -> dict:
@@ -178,23 +218,22 @@ def _toxicophores(mol) -> dict:
             "pairs": [tuple(pairs[:, j].tolist()) for j in range(pairs.size(1)) if mask[j]]}
 
 
-def _panel(model: Workbench, res, method: str, k: int, hide_h: bool,
+def _panel(model: Workbench, res, method: str, k: int, opts: dict,
            outline: list[tuple[int, int]], tox_pairs: list[tuple[int, int]]) -> dict:
     title = method_title(method)
     st.subheader(title, anchor=False)
     bonds, scores = res.bonds(method, k)
     pairs = [tuple(b) for b in bonds]
     svg = molecule_view.molecule_svg(res.molecule.mol, pairs, scores, size=(440, 360),
-                                     hide_hydrogens=hide_h, outline=outline)
+                                     hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
+                                     outline=outline)
     st.image(svg, width="stretch")
     p_sub = model.predict_proba([res.molecule.instance], [res.mask(method, k)])[0].tolist()
-    label = res.label
-    st.markdown(f"P({CLASS_NAMES[label]}) = **{p_sub[label]:.3f}** on the {len(bonds)} "
-                f"explanation bonds")
-    try:
-        fragment = res.fragment(method, k)
-    except Exception:  # drawing aid only
-        fragment = ""
+    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
+    verdict = (f"still {_display(CLASS_NAMES[sub_label])}" if sub_label == res.label else
+               f"the prediction flips to **{_display(CLASS_NAMES[sub_label])}**")
+    st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on these {len(bonds)} bonds alone: "
+                f"{verdict}.")
     notes = []
     if tox_pairs:
         hits = len(set(pairs) & set(tox_pairs))
@@ -206,8 +245,13 @@ def _panel(model: Workbench, res, method: str, k: int, hide_h: bool,
                      f"{shared} of these {len(bonds)} bonds")
     if notes:
         st.markdown("; ".join(notes).capitalize() + ".")
-    st.caption(f"Fragment: `{fragment}` · explain time "
+    try:
+        fragment = fragment_smiles(res.molecule.mol, pairs)
+    except Exception:  # drawing aid only
+        fragment = ""
+    st.caption(f"The explanation as a fragment (heavy atoms) · explain time "
                f"{res.ms_per_instance.get(method, 0.0):.1f} ms")
+    st.code(fragment or "(no bond)", language=None)
     c1, c2 = st.columns(2)
     c1.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",
                        mime="image/svg+xml", key=f"mol_svg_{method}", width="stretch",
@@ -218,7 +262,7 @@ def _panel(model: Workbench, res, method: str, k: int, hide_h: bool,
                        key=f"mol_png_{method}", width="stretch", icon=":material/download:")
     out = res.to_json(method, k)
     out["explanation"]["fragment"] = fragment
-    out["explanation"]["probability_on_explanation"] = p_sub[label]
+    out["explanation"]["probability_on_explanation"] = p_sub[res.label]
     out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
     return out
 
@@ -240,7 +284,7 @@ def _bond_table(res, methods: list[str], k: int) -> None:
 
 # ----------------------------------------------------------------------------- batch
 
-def _batch(sel, k: int) -> None:
+def _batch(sel, largest: bool) -> None:
     up = st.file_uploader("CSV (with a 'smiles' column) or SMI file (one SMILES [name] per line)",
                           type=["csv", "smi", "txt", "tsv"], key="mol_file")
     st.caption(BATCH_LIMIT_NOTE + " Each molecule is predicted and explained; rows that cannot "
@@ -262,13 +306,16 @@ def _batch(sel, k: int) -> None:
     if not model.is_fitted(method):
         _fit_offer(model, [method])
         return
+    k = int(st.number_input("K (explanation bonds per molecule)", min_value=1, max_value=1000,
+                            value=8, step=1, key="mol_batch_k",
+                            help="A molecule with fewer bonds keeps all of them."))
     cache = st.session_state.setdefault("mol_batch", {})
-    key = (up.name, up.size, method, id(model))
+    key = (up.name, up.size, method, id(model), largest)
     if key not in cache:
         parsed, errors = [], {}
         for i, (name, smi) in enumerate(rows):
-            try:
-                parsed.append((i, smiles_to_instance(smi)))
+            try:  # the same parsing as one molecule, salts included
+                parsed.append((i, smiles_to_instance(smi, keep_largest_fragment=largest)))
             except MoleculeError as exc:
                 errors[i] = str(exc)
         try:
@@ -291,11 +338,12 @@ def _batch(sel, k: int) -> None:
             r = results[i]
             bonds, _ = r.bonds(method, k)
             try:
-                frag = r.fragment(method, k)
+                frag = fragment_smiles(r.molecule.mol, [tuple(b) for b in bonds])
             except Exception:
                 frag = ""
             rec.update(status="ok", message="; ".join(r.molecule.warnings),
-                       prediction=r.label_name, probability=round(r.probability, 4),
+                       prediction=_display(r.label_name),
+                       p_mutagen=round(r.probabilities[MUTAGEN], 4),
                        bonds=" ".join(f"{a}-{b}" for a, b in bonds), fragment=frag)
         table.append(rec)
     df = pd.DataFrame(table)
@@ -312,28 +360,33 @@ def _batch(sel, k: int) -> None:
 def render() -> None:
     sel = selection()
     st.header("Explain a molecule", anchor="molecule")
-    st.caption("Uses the Mutagenicity target model (class 0 = mutagen, 1 = nonmutagen) whatever "
-               "dataset the sidebar shows; the explainers come from the sidebar. Hydrogens are "
-               "added explicitly and aromatic rings written with alternating bonds, as in the "
-               "training data.")
+    st.caption("The Mutagenicity target model says whether a molecule is a mutagen (the Ames test "
+               "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
+               "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
+               "written with alternating bonds, as in the training data.")
     c1, c2, c3 = st.columns(3)
-    k = int(c1.slider("K (explanation bonds)", min_value=1, max_value=max(SPEC.k_grid),
-                      value=SPEC.default_k, key="mol_k", persist_state="session",
-                      help=f"The paper's grid for Mutagenicity: "
-                           f"{', '.join(map(str, SPEC.k_grid))}."))
-    hide_h = c2.toggle("Hide hydrogens in the drawing", key="mol_hide_h",
-                       persist_state="session")
-    c2.toggle("Outline toxicophores", key="mol_tox_outline", value=True, persist_state="session",
-              help="Bonds of known mutagenicity toxicophores (Kazius et al. 2005) in teal, beside "
-                   "the explanation's orange, to see at a glance whether the two agree.")
-    largest = c3.toggle("Salts: keep the largest fragment", key="mol_largest",
-                        persist_state="session",
-                        help="Off: a SMILES with several fragments is refused with a message.")
+    opts = {
+        "hide_h": c1.toggle("Hide hydrogens in the drawing", key="mol_hide_h",
+                            persist_state="session",
+                            help="Hydrogens on an explanation bond stay drawn."),
+        "numbers": c1.toggle("Show atom numbers", key="mol_numbers", persist_state="session",
+                             help="The numbering of the bond table and of the JSON: RDKit's "
+                                  "Chem.AddHs(Chem.MolFromSmiles(SMILES))."),
+        "outline": c2.toggle("Outline toxicophores", key="mol_tox_outline", value=True,
+                             persist_state="session",
+                             help="Bonds of known mutagenicity toxicophores (Kazius et al. 2005) "
+                                  "in teal, beside the explanation's orange, to see at a glance "
+                                  "whether the two agree."),
+        "largest": c3.toggle("Salts: keep the largest fragment", key="mol_largest",
+                             persist_state="session",
+                             help="Off: a SMILES with several fragments is refused with a "
+                                  "message. Applies to single molecules and files alike."),
+    }
     single, batch = st.tabs(["One molecule", "File of molecules"], key="mol_tabs")
     with single:
-        _single(sel, k, hide_h, largest)
+        _single(sel, opts)
     with batch:
-        _batch(sel, k)
+        _batch(sel, opts["largest"])
 
 
 run_page(render)

@@ -58,20 +58,72 @@ def test_example_smiles_is_predicted_and_explained(needs_mutagenicity_model):
     no_exception(at)
     assert at.text_input(key="mol_smiles").value == "O=[N+]([O-])c1ccccc1"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Prediction"] in ("mutagen", "nonmutagen")
-    p = float(metrics[f"P({metrics['Prediction']})"])
-    assert 0.5 <= p <= 1.0
+    assert metrics["Prediction"] in ("mutagen", "non-mutagen")
+    p = float(metrics["P(mutagen)"])
+    assert (p >= 0.5) == (metrics["Prediction"] == "mutagen")
     assert metrics["Atoms (with H) / bonds"] == "14 / 14"
-    assert texts(at.subheader) == ["GNNExplainer", "Random"]  # the sidebar's order
-    assert len(at.image) == 2
+    # the molecule alone first, then the sidebar's explainers in its order
+    assert texts(at.subheader) == ["Molecule", "GNNExplainer", "Random"]
+    assert len(at.image) == 3
     md = texts(at.markdown)
-    assert sum("explanation bonds" in m for m in md) == 2
-    assert any(c.startswith("Fragment: `") for c in texts(at.caption))
+    assert sum("bonds alone:" in m for m in md) == 2
+    assert any("on the whole molecule" in m for m in md)
     assert at.download_button(key="mol_download_json").label == "Download explanation (JSON)"
     # K change re-thresholds the cached scores
     at.slider(key="mol_k").set_value(3).run()
     no_exception(at)
-    assert sum("on the 3 explanation bonds" in m for m in texts(at.markdown)) == 2
+    assert sum("on these 3 bonds alone" in m for m in texts(at.markdown)) == 2
+
+
+def test_smiles_k_and_the_flip_as_a_chemist_reads_them(needs_mutagenicity_model):
+    """4-nitrotoluene: canonical SMILES as literal code, a K below its bond count, P(mutagen) on
+    each explanation from the engine, and the page says whether the prediction flips."""
+    from rdkit import Chem
+
+    from gem_core.molecules import CLASS_NAMES, explain_molecules, molecule_model, suggested_k
+
+    smiles = "Cc1ccc(cc1)[N+](=O)[O-]"
+    at = _molecule_page(methods=("random",))
+    _submit(at, smiles)
+    mol = smiles_to_instance(smiles)
+    assert [c.value for c in at.code][0] == Chem.MolToSmiles(Chem.MolFromSmiles(smiles))
+    k = at.slider(key="mol_k").value
+    assert k == suggested_k(mol.instance.num_pairs) < mol.instance.num_pairs
+    assert at.slider(key="mol_k").proto.max == mol.instance.num_pairs
+    res = explain_molecules([mol], ["random"], model=molecule_model("cpu"))[0]
+    p_sub = molecule_model("cpu").predict_proba([mol.instance], [res.mask("random", k)])[0]
+    flipped = int(p_sub.argmax()) != res.label
+    panel = [m for m in texts(at.markdown) if "bonds alone:" in m]
+    assert len(panel) == 1 and f"P(mutagen) = **{float(p_sub[0]):.3f}**" in panel[0]
+    assert ("the prediction flips" in panel[0]) == flipped
+    if flipped:
+        name = "non-mutagen" if CLASS_NAMES[int(p_sub.argmax())] == "nonmutagen" else "mutagen"
+        assert name in panel[0]
+    assert not any("class 0" in c for c in texts(at.caption))
+    # hydrogens hidden: every explanation bond is still drawn
+    at.toggle(key="mol_hide_h").set_value(True).run()
+    no_exception(at)
+
+
+def test_sidebar_names_the_model_and_the_device_on_the_molecule_page():
+    at = _molecule_page()
+    assert any("Model:" in m and "Mutagenicity" in m for m in texts(at.sidebar.markdown))
+    keys = {w.key for w in at.sidebar.selectbox} | {w.key for w in at.sidebar.slider}
+    assert "sb_dataset" not in keys and not any(k.startswith("sb_k_") for k in keys)
+    assert any(c.startswith("Running on CPU") or c.startswith("Running on CUDA")
+               for c in texts(at.sidebar.caption))
+
+
+def test_a_salt_in_a_file_follows_the_toggle(needs_mutagenicity_model):
+    at = _molecule_page()
+    data = b"Nc1ccccc1.Cl aniline-hcl\nNc1ccccc1 aniline\n"
+    at.file_uploader(key="mol_file").upload("salts.smi", data, "text/plain").run()
+    no_exception(at)
+    assert list(at.dataframe[-1].value["status"]) == ["error", "ok"]
+    at.toggle(key="mol_largest").set_value(True).run()
+    no_exception(at)
+    df = at.dataframe[-1].value
+    assert list(df["status"]) == ["ok", "ok"] and "largest" in df["message"][0]
 
 
 def test_typed_smiles(needs_mutagenicity_model):
@@ -92,7 +144,7 @@ def test_batch_file_gives_a_table(needs_mutagenicity_model):
     assert list(df["name"]) == ["nitrobenzene", "broken", "aniline"]
     assert list(df["status"]) == ["ok", "error", "ok"]
     assert "Could not parse" in df["message"][1]
-    assert set(df["prediction"].dropna()) <= {"mutagen", "nonmutagen"}
+    assert set(df["prediction"].dropna()) <= {"mutagen", "non-mutagen"}
     assert all("-" in b for b in df["bonds"].dropna())
     assert at.download_button(key="mol_batch_csv").label == "Download table (CSV)"
 
