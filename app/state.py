@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 import torch
 
-from gem_core.config import DATASETS, DatasetSpec, get_spec
+from gem_core.config import DATASETS, DatasetSpec, get_spec, target_names
 from gem_core.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
 from gem_core.session import Workbench, workbench
@@ -48,6 +48,7 @@ class Selection:
     device: str
     k: int
     methods: tuple[str, ...]
+    target: str = "paper"
 
     @property
     def spec(self) -> DatasetSpec:
@@ -62,6 +63,26 @@ def device_options() -> list[str]:
 
 
 DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
+
+
+TARGET_TITLES = {"paper": "the paper's (GraphConv)", "strong": "stronger (bond-aware GINE)"}
+
+
+def _target_selector(spec: DatasetSpec) -> str:
+    """Which target model to explain, where the dataset has more than the paper's."""
+    names = target_names(spec)
+    if len(names) == 1:
+        return names[0]
+    return st.selectbox("Target model", names, format_func=TARGET_TITLES.get,
+                        key=f"sb_target_{spec.name}", persist_state="session",
+                        help="The model being explained: the paper's architecture, or a "
+                             "stronger one that reads bond types. Explainers are fitted per "
+                             "model.")
+
+
+def molecule_target() -> str:
+    """The Mutagenicity target the Molecule page uses (set by the sidebar)."""
+    return st.session_state.get("molecule_target", "paper")
 
 
 def device_label(device: str) -> str:
@@ -92,6 +113,7 @@ def sidebar(page: str = "") -> Selection:
             dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
                                    key="sb_dataset", persist_state="session")
         spec = get_spec(dataset)
+        target = _target_selector(get_spec("mutagenicity") if molecule_page else spec)
         device = st.selectbox("Device", device_options(), format_func=DEVICE_TITLES.get,
                               key="sb_device", persist_state="session")
         st.caption(f"Running on {device_label(device)}", help="The torch device the models use.")
@@ -108,7 +130,10 @@ def sidebar(page: str = "") -> Selection:
         fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
         st.caption(f"{' and '.join(fitted)} are fitted once per dataset; the others explain "
                    f"directly.")
-    sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods))
+    sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods),
+                    target if not molecule_page or dataset == "mutagenicity" else "paper")
+    if molecule_page:  # the Molecule page's model: Mutagenicity, with the target chosen here
+        st.session_state["molecule_target"] = target
     st.session_state["selection"] = sel
     return sel
 
@@ -125,9 +150,9 @@ def selection() -> Selection:
 # ----------------------------------------------------------------------------- engine objects
 
 @st.cache_resource(show_spinner=False)
-def get_workbench(dataset: str, device: str) -> Workbench:
-    """The shared, thread-safe workbench of a dataset on a device."""
-    return workbench(dataset, device)
+def get_workbench(dataset: str, device: str, target: str = "paper") -> Workbench:
+    """The shared, thread-safe workbench of a dataset's target model on a device."""
+    return workbench(dataset, device, target)
 
 
 def method_ready(wb: Workbench, method: str) -> bool:
@@ -142,9 +167,10 @@ def explainer_token(wb: Workbench, method: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def test_predictions(dataset: str, device: str, digest: str) -> list[list[float]]:
+def test_predictions(dataset: str, device: str, digest: str,
+                     target: str = "paper") -> list[list[float]]:
     """Class probabilities of the target on every test instance (full computation graphs)."""
-    wb = get_workbench(dataset, device)
+    wb = get_workbench(dataset, device, target)
     inst = wb.instances("test")
     out: list[list[float]] = []
     for start in range(0, len(inst), 256):
@@ -154,9 +180,9 @@ def test_predictions(dataset: str, device: str, digest: str) -> list[list[float]
 
 @st.cache_data(show_spinner=False, max_entries=4000)
 def explain_test_instance(dataset: str, device: str, method: str, position: int,
-                          token: str) -> tuple[tuple[float, ...], float]:
+                          token: str, target: str = "paper") -> tuple[tuple[float, ...], float]:
     """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
-    wb = get_workbench(dataset, device)
+    wb = get_workbench(dataset, device, target)
     inst = wb.instances("test")[position]
     explained = wb.explain(method, [inst])
     return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)

@@ -62,14 +62,16 @@ def suggested_k(num_bonds: int) -> int:
 
 # ----------------------------------------------------------------------------- the model
 
-def target_checkpoint_available() -> bool:
+def target_checkpoint_available(target: str = "paper") -> bool:
     """Whether the Mutagenicity target loads from a checkpoint (no training needed)."""
     from .targets import cached_target_path, shipped_target_path
 
-    return any(p.exists() for p in (cached_target_path(DATASET), shipped_target_path(DATASET)))
+    return any(p.exists() for p in (cached_target_path(DATASET, target),
+                                    shipped_target_path(DATASET, target)))
 
 
-def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None) -> Workbench:
+def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None,
+                   target: str = "paper") -> Workbench:
     """The shared Mutagenicity :class:`~gem_core.session.Workbench` of ``device``, target loaded.
 
     The target comes from its checkpoint when there is one (no data needed); otherwise it is
@@ -78,7 +80,7 @@ def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None) 
     Raises:
         ModelUnavailableError: no usable checkpoint and no raw data to train one.
     """
-    wb = workbench(DATASET, device)
+    wb = workbench(DATASET, device, target)
     wb.target(progress)
     return wb
 
@@ -195,7 +197,7 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
 
 
 def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", device: str = "auto",
-                   progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+                   progress: Optional[ProgressFn] = None, target: str = "paper") -> dict[str, Any]:
     """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
 
     Returns ``{"smiles", "prediction": {"label", "probability"}, "explanation": {"bonds",
@@ -210,7 +212,8 @@ def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", de
     method = check_method(method)
     k = default_k() if k is None else check_k(k)
     mol = smiles_to_instance(smiles)
-    result = explain_molecules([mol], [method], device=device, progress=progress)[0]
+    result = explain_molecules([mol], [method], device=device, progress=progress,
+                               model=molecule_model(device, target=target))[0]
     return result.to_json(method, k)
 
 

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 from torch import Tensor
 
-from .config import DatasetSpec, get_spec
+from .config import DatasetSpec, get_spec, target_config
 from .datasets import DataUnavailableError, GemDataset, load_dataset
 from .device import resolve_device
 from .explainers import (Explainer, ExplainerContext, Explanation, check_method, method_spec,
@@ -27,7 +27,8 @@ from .explainers import (Explainer, ExplainerContext, Explanation, check_method,
 from .instances import Instance, split_instances
 from .progress import ProgressFn, report, scaled
 from .store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
-from .targets import GNNBlackBox, TrainedTarget, get_target, load_saved_target
+from .targets import (GNNBlackBox, TrainedTarget, get_target, load_saved_target,
+                      target_filename)
 
 SPLITS = ("train", "val", "test")
 
@@ -42,10 +43,15 @@ class Workbench:
     Args:
         dataset: dataset name (``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1``).
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        target: which target model: ``paper`` (the paper's architecture) or, where the dataset has
+            one, ``strong`` (bond-aware). Everything fitted for one target is kept apart from the
+            other's (cache keys hold the target checkpoint's digest).
     """
 
-    def __init__(self, dataset: str, device: str = "auto"):
+    def __init__(self, dataset: str, device: str = "auto", target: str = "paper"):
         self.spec: DatasetSpec = get_spec(dataset)
+        target_config(self.spec, target)  # a clear error for a target the dataset lacks
+        self.target_name = str(target).strip().lower()
         self.device = resolve_device(device)
         self._lock = threading.RLock()
         self._dataset: Optional[GemDataset] = None
@@ -95,18 +101,28 @@ class Workbench:
             if self._target is None:
                 if self.has_data():
                     self._target = get_target(self.dataset, device=str(self.device),
-                                              progress=progress)
+                                              progress=progress, name=self.target_name)
                 else:
                     self._target = self._target_from_checkpoint()
             return self._target
 
+    @property
+    def label(self) -> str:
+        """The dataset and, when it is not the paper's, the target: "Mutagenicity (strong)"."""
+        return self.spec.title + ("" if self.target_name == "paper" else f" ({self.target_name})")
+
+    @property
+    def asset_name(self) -> str:
+        """File-name stem of this dataset and target: ``mutagenicity``, ``mutagenicity-strong``."""
+        return self.name if self.target_name == "paper" else f"{self.name}-{self.target_name}"
+
     def _target_from_checkpoint(self) -> TrainedTarget:
-        target = load_saved_target(self.name)
+        target = load_saved_target(self.name, self.target_name)
         if target is None:
             raise ModelUnavailableError(
-                f"No {self.spec.title} target model is available: no checkpoint in the cache or "
-                f"in assets/targets/{self.name}.pt, and the raw data to train one is missing "
-                f"({self._data_error})")
+                f"No {self.label} target model is available: no checkpoint in the cache or in "
+                f"assets/targets/{target_filename(self.name, self.target_name)}, and the raw "
+                f"data to train one is missing ({self._data_error})")
         return target
 
     @property
@@ -245,7 +261,7 @@ class Workbench:
 
     def shipped_path(self, exp: Explainer) -> Path:
         """The fitted explainer shipped in ``assets/explainers/`` (see ``Explainer.asset_stem``)."""
-        stem = exp.asset_stem.format(dataset=self.name, method=exp.name)
+        stem = exp.asset_stem.format(dataset=self.asset_name, method=exp.name)
         return ASSETS_DIR / "explainers" / f"{stem}.pt"
 
     def _load_saved(self, exp: Explainer) -> Optional[Explainer]:
@@ -272,13 +288,14 @@ _WORKBENCHES: dict[tuple[str, str], Workbench] = {}
 _WB_LOCK = threading.Lock()
 
 
-def workbench(dataset: str, device: str = "auto") -> Workbench:
-    """The process-wide shared :class:`Workbench` of (dataset, device)."""
+def workbench(dataset: str, device: str = "auto", target: str = "paper") -> Workbench:
+    """The process-wide shared :class:`Workbench` of (dataset, device, target)."""
     spec = get_spec(dataset)
-    key = (spec.name, str(resolve_device(device)))
+    target_config(spec, target)
+    key = (spec.name, str(resolve_device(device)), str(target).strip().lower())
     with _WB_LOCK:
         if key not in _WORKBENCHES:
-            _WORKBENCHES[key] = Workbench(spec.name, device)
+            _WORKBENCHES[key] = Workbench(spec.name, device, target)
         return _WORKBENCHES[key]
 
 
@@ -286,6 +303,6 @@ def forget_explainer(dataset: str, method: Optional[str] = None) -> None:
     """Drop a held explainer from every shared workbench of ``dataset`` (e.g. after a refit)."""
     name = get_spec(dataset).name
     with _WB_LOCK:
-        benches = [wb for (ds, _), wb in _WORKBENCHES.items() if ds == name]
+        benches = [wb for (ds, _, _), wb in _WORKBENCHES.items() if ds == name]
     for wb in benches:
         wb.forget(method)

@@ -139,7 +139,17 @@ class GNNBlackBox:
 
 
 def build_model(spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None) -> nn.Module:
+    """The untrained target of ``cfg``: the paper's GraphConv stack, or the bond-aware GINE."""
     cfg = cfg or spec.target
+    if cfg.arch == "gine":
+        from .strong_target import GINETarget
+
+        if spec.task != "graph":
+            raise ValueError("the bond-aware target is a graph classifier")
+        return GINETarget(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers, cfg.dropout,
+                          none_bond="unknown" if cfg.unknown_bond_prob > 0 else "single")
+    if cfg.arch != "graphconv":
+        raise ValueError(f"unknown target architecture {cfg.arch!r}")
     cls = NodeGCN if spec.task == "node" else GraphGCN
     return cls(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers)
 
@@ -164,8 +174,13 @@ class TrainedTarget:
     path: Optional[Path] = None
 
     def black_box(self, device: Union[str, torch.device, None] = "auto") -> GNNBlackBox:
-        spec_task = "node" if isinstance(self.model, NodeGCN) else "graph"
-        return GNNBlackBox(self.model, spec_task, self.model.lin.out_features, device)
+        from .config import DATASETS
+
+        spec = DATASETS.get(self.dataset)
+        if spec is not None:
+            return GNNBlackBox(self.model, spec.task, spec.num_classes, device)
+        task = "node" if isinstance(self.model, NodeGCN) else "graph"  # a model of no dataset
+        return GNNBlackBox(self.model, task, self.model.lin.out_features, device)
 
 
 # ----------------------------------------------------------------------------- training
@@ -197,6 +212,8 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
     The checkpoint with the best validation accuracy (ties: lower validation loss) is kept.
     """
     cfg = cfg or ds.spec.target
+    if cfg.arch == "gine":
+        return _train_gine(ds, cfg, progress)
     dev = resolve_device(device)
     torch.manual_seed(cfg.seed)
     model = build_model(ds.spec, ds.num_features, cfg).to(dev)
@@ -267,16 +284,17 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
 
 # ----------------------------------------------------------------------------- persistence
 
-def target_filename(dataset: str) -> str:
-    return f"{dataset}.pt"
+def target_filename(dataset: str, name: str = "paper") -> str:
+    """``<dataset>.pt`` for the paper's target, ``<dataset>-<name>.pt`` for another one."""
+    return f"{dataset}.pt" if name == "paper" else f"{dataset}-{name}.pt"
 
 
-def shipped_target_path(dataset: str) -> Path:
-    return ASSETS_DIR / "targets" / target_filename(dataset)
+def shipped_target_path(dataset: str, name: str = "paper") -> Path:
+    return ASSETS_DIR / "targets" / target_filename(dataset, name)
 
 
-def cached_target_path(dataset: str) -> Path:
-    return cache_dir() / "targets" / target_filename(dataset)
+def cached_target_path(dataset: str, name: str = "paper") -> Path:
+    return cache_dir() / "targets" / target_filename(dataset, name)
 
 
 def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: Path,
@@ -341,12 +359,13 @@ def find_target_checkpoint(dataset: str) -> Optional[Path]:
     return None
 
 
-def load_saved_target(dataset: str) -> Optional[TrainedTarget]:
-    """The first checkpoint of ``dataset`` that loads on its own (cache, then shipped), or None.
+def load_saved_target(dataset: str, name: str = "paper") -> Optional[TrainedTarget]:
+    """The first checkpoint of ``dataset``'s target ``name`` that loads on its own (cache, then
+    shipped), or None.
 
     No data needed: the checkpoint records its shapes. Corrupted or foreign files are skipped.
     """
-    for path in (cached_target_path(dataset), shipped_target_path(dataset)):
+    for path in (cached_target_path(dataset, name), shipped_target_path(dataset, name)):
         if path.exists():
             try:
                 return load_target_checkpoint(path, dataset)
@@ -356,15 +375,34 @@ def load_saved_target(dataset: str) -> Optional[TrainedTarget]:
 
 
 def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
-               progress: Optional[ProgressFn] = None) -> TrainedTarget:
-    """The target GNN of ``ds``: from the cache, else the shipped asset, else trained now."""
+               progress: Optional[ProgressFn] = None, name: str = "paper") -> TrainedTarget:
+    """The target GNN ``name`` of ``ds``: from the cache, else the shipped asset, else trained."""
+    from .config import target_config
+
+    cfg = target_config(ds.spec, name)
     if not retrain:
-        for path in (cached_target_path(ds.name), shipped_target_path(ds.name)):
+        for path in (cached_target_path(ds.name, name), shipped_target_path(ds.name, name)):
             if path.exists():
                 try:
                     return load_target(path, ds)
                 except ArtifactError:
                     continue
-    model, metrics = train_target(ds, device=device, progress=progress)
-    path = save_target(model, metrics, ds, cached_target_path(ds.name))
+    model, metrics = train_target(ds, cfg, device=device, progress=progress)
+    path = save_target(model, metrics, ds, cached_target_path(ds.name, name), cfg)
     return load_target(path, ds)
+
+
+def _train_gine(ds: GemDataset, cfg: TargetConfig,
+                progress: Optional[ProgressFn]) -> tuple[nn.Module, TargetMetrics]:
+    """Train the bond-aware target (:func:`gem_core.strong_target.train_strong_target`)."""
+    from .strong_target import train_strong_target
+
+    report(progress, 0.0, "training the bond-aware target")
+    model, m = train_strong_target(
+        ds, seed=cfg.seed, hidden=cfg.hidden, num_layers=cfg.num_layers, dropout=cfg.dropout,
+        lr=cfg.lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
+        max_epochs=cfg.max_epochs, patience=cfg.patience, schedule=cfg.schedule,
+        unknown_bond_prob=cfg.unknown_bond_prob, drop_edge=cfg.drop_edge, ema=cfg.ema)
+    report(progress, 1.0, "done")
+    return model.eval(), TargetMetrics(m["train_accuracy"], m["val_accuracy"], m["test_accuracy"],
+                                       m["train_seconds"], m["epochs"])

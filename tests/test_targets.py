@@ -66,3 +66,24 @@ def test_cli_train_json(tmp_path, monkeypatch, capsys):
 def test_cli_unknown_dataset_is_a_clear_error(capsys):
     assert main(["train", "--dataset", "cora", "--no-progress"]) == 2
     assert "Unknown dataset 'cora'" in capsys.readouterr().err
+
+
+def test_target_names_and_the_bond_aware_architecture(capsys):
+    """Mutagenicity has a second, bond-aware target; the others only the paper's."""
+    from gem_core.config import get_spec, target_config, target_names
+    from gem_core.session import Workbench
+    from gem_core.targets import GNNBlackBox, build_model, target_filename
+
+    mut, nci1 = get_spec("mutagenicity"), get_spec("nci1")
+    assert target_names(mut) == ("paper", "strong") and target_names(nci1) == ("paper",)
+    assert target_config(mut, "paper") is mut.target and target_config(mut, "strong").arch == "gine"
+    assert target_filename("mutagenicity") == "mutagenicity.pt"
+    assert target_filename("mutagenicity", "strong") == "mutagenicity-strong.pt"
+    with pytest.raises(ValueError, match="Unknown target 'strong' for NCI1. Choose one of: paper"):
+        Workbench("nci1", "cpu", target="strong")
+    model = build_model(mut, 14, target_config(mut, "strong")).eval()
+    bb = GNNBlackBox(model, "graph", 2, "cpu")
+    assert bb.uses_edge_attr  # its batches must carry the bond types
+    assert main(["reproduce", "--dataset", "nci1", "--target", "strong", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Unknown target 'strong' for NCI1" in err

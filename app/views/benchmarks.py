@@ -22,16 +22,6 @@ from state import progress_bar, run_page, selection, show_error
 from theme import method_title
 
 
-def _results_path(dataset: str) -> Path:
-    try:
-        from gem_core.reproduce import results_path
-    except ImportError:
-        from gem_core.store import ASSETS_DIR
-
-        return ASSETS_DIR / "results" / f"{dataset}.json"
-    return results_path(dataset)
-
-
 @st.cache_data(show_spinner=False, max_entries=16)
 def _load(path: str, mtime: float) -> Optional[dict[str, Any]]:
     """The results JSON (keyed by modification time, so a rewrite is picked up)."""
@@ -39,8 +29,10 @@ def _load(path: str, mtime: float) -> Optional[dict[str, Any]]:
         return json.load(fh)
 
 
-def _read(dataset: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
-    path = _results_path(dataset)
+def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
+    from gem_core.reproduce import results_path
+
+    path = results_path(dataset, target)
     if not path.exists():
         return None, path, None
     try:
@@ -163,13 +155,9 @@ def _toxicophore_table(tox: dict[str, Any], methods: list[str]) -> None:
 
 
 def _recompute(sel) -> None:
+    from gem_core.reproduce import run_reproduce
+
     st.subheader("Recompute", anchor=False)
-    try:
-        from gem_core.reproduce import run_reproduce
-    except ImportError:
-        st.warning("The engine's reproduce step (gem_core.reproduce.run_reproduce) is not "
-                   "available in this build, so benchmarks cannot be recomputed here.")
-        return
     methods = st.multiselect("Explainers to evaluate", list(METHODS),
                              default=list(REPRODUCE_METHODS),
                              format_func=method_title, key="bm_methods")
@@ -183,6 +171,7 @@ def _recompute(sel) -> None:
             with st.status(f"Recomputing {sel.spec.title} benchmarks…", expanded=True) as status:
                 with progress_bar("reproduce") as progress:
                     run_reproduce(sel.dataset, device=sel.device, methods=methods,
+                                  target=sel.target,
                                   progress=progress)
                 status.update(label="Benchmarks recomputed", state="complete")
         except Exception as exc:
@@ -197,7 +186,7 @@ def render() -> None:
     st.header("Benchmarks", anchor="benchmarks")
     st.caption(f"{sel.spec.title}: our measurements (solid) beside the paper's (dashed, same "
                f"colour).")
-    result, path, problem = _read(sel.dataset)
+    result, path, problem = _read(sel.dataset, sel.target)
     try:
         rel = path.relative_to(PROJECT_ROOT)
     except ValueError:

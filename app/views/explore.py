@@ -146,7 +146,7 @@ def render() -> None:
                f"keeps its K most important edges and the model is run again on that subgraph "
                f"alone.")
     try:
-        wb = get_workbench(sel.dataset, sel.device)
+        wb = get_workbench(sel.dataset, sel.device, sel.target)
         ds = wb.dataset
     except DataUnavailableError as exc:
         st.warning(f"The {spec.title} data is not available on this machine. {DATA_HELP}",
@@ -160,7 +160,7 @@ def render() -> None:
     try:
         target = _load_target(wb)
         instances = wb.instances("test")
-        probs = test_predictions(sel.dataset, sel.device, target.digest)
+        probs = test_predictions(sel.dataset, sel.device, target.digest, sel.target)
     except Exception as exc:
         show_error(exc, "Cannot load the target model")
         return
@@ -288,7 +288,8 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
             return None
         with st.spinner(f"{title} is explaining…"):
             token = explainer_token(wb, method)
-            scores, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token)
+            scores, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token,
+                                               sel.target)
             scores = list(scores)
         ranked = _ranked(scores, sel.k)
         mask = topk_mask(torch.tensor(scores), sel.k)
@@ -318,7 +319,7 @@ def _teacher_overlap(sel: Selection, wb: Workbench, pos: int, method: str, teach
     """Say how many of the method's top-K edges the slow teacher it imitates keeps too."""
     try:
         teacher_scores, _ = explain_test_instance(sel.dataset, sel.device, teacher, pos,
-                                                  explainer_token(wb, teacher))
+                                                  explainer_token(wb, teacher), sel.target)
     except Exception as exc:  # a drawing aid: never stop the panel
         show_error(exc, f"{method_title(teacher)} failed")
         return None

@@ -22,7 +22,8 @@ from gem_core.evaluate import topk_overlap
 from gem_core.explainers import method_spec
 from gem_core.session import Workbench
 from theme import method_title
-from state import DATA_HELP, fit_offer, progress_bar, run_page, selection, show_error
+from state import (DATA_HELP, fit_offer, molecule_target, progress_bar, run_page, selection,
+                   show_error)
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -51,13 +52,13 @@ def _submit() -> None:
 
 def _model(device: str) -> Workbench | None:
     try:
-        if target_checkpoint_available():
+        if target_checkpoint_available(molecule_target()):
             with st.spinner("Loading the Mutagenicity target model…"):
-                return molecule_model(device)
+                return molecule_model(device, target=molecule_target())
         with st.status("Training the Mutagenicity target model (first use, minutes)…",
                        expanded=True):
             with progress_bar("training") as progress:
-                return molecule_model(device, progress)
+                return molecule_model(device, progress, target=molecule_target())
     except ModelUnavailableError as exc:
         st.error(str(exc), icon=":material/error:")
         st.caption(DATA_HELP)

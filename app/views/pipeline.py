@@ -29,7 +29,7 @@ def _stage(title: str):
 def _run(sel, refit: bool, full: bool) -> dict:
     """Run the four stages; returns a summary for the page (also kept in the session)."""
     summary: dict = {"dataset": sel.dataset, "device": sel.device, "stages": []}
-    wb = get_workbench(sel.dataset, sel.device)
+    wb = get_workbench(sel.dataset, sel.device, sel.target)
     spec = wb.spec
 
     with _stage("1 · Target model") as box:
@@ -80,14 +80,12 @@ def _run(sel, refit: bool, full: bool) -> dict:
 
     with _stage("4 · Evaluate") as box:
         t0 = time.perf_counter()
-        try:
-            from gem_core.reproduce import run_reproduce
-        except ImportError:
-            box.update(label="4 · Evaluate: gem_core.reproduce is not available", state="error")
-            return summary
+        from gem_core.reproduce import run_reproduce
+
         methods = list(sel.methods) or ["gem"]
         with progress_bar("evaluating " + ", ".join(method_title(m) for m in methods)) as p:
             result = run_reproduce(sel.dataset, device=sel.device, methods=methods,
+                                   target=sel.target,
                                    limit=None if full else QUICK_LIMIT, progress=p)
         summary["result"] = result
         summary["stages"].append(("evaluate", time.perf_counter() - t0))

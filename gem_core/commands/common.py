@@ -43,6 +43,15 @@ def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argpa
     return p
 
 
+def add_target_arg(parser: argparse.ArgumentParser) -> None:
+    """``--target paper|strong``: which target model of the dataset to use."""
+    from ..config import TARGET_NAMES
+
+    parser.add_argument("--target", default="paper", choices=TARGET_NAMES,
+                        help="the target model: the paper's architecture (default) or, where the "
+                             "dataset has one, the stronger bond-aware model")
+
+
 def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
     parser.add_argument("--dataset", required=required, metavar="NAME",
                         help=f"one of: {', '.join(DATASETS)}")

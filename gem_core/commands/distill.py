@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..progress import scaled
-from .common import add_command, progress_bar, write_json
+from .common import add_command, add_target_arg, progress_bar, write_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..instances import Instance
@@ -49,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="top explanations with fewer than K pairs up with the highest-Δ missing "
                         "pairs (keeping them connected under the connectivity rule)")
     p.add_argument("--refresh", action="store_true", help="recompute even if cached")
+    add_target_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         check_k(k)
     start = time.perf_counter()
     with progress_bar(args, f"distill {ds.name}") as progress:
-        target = get_target(ds, device=args.device, progress=scaled(progress, 0.0, 0.05))
+        target = get_target(ds, device=args.device, progress=scaled(progress, 0.0, 0.05),
+                            name=args.target)
         dist = None if args.refresh else load_distillation(ds, target, args.split, args.label_source)
         cached = dist is not None
         if dist is None:

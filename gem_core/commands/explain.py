@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ..explainers import METHODS
-from .common import add_command, progress_bar, write_json
+from .common import add_command, add_target_arg, progress_bar, write_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="number of explanation bonds (default: the paper's default K for "
                         "Mutagenicity)")
     p.add_argument("--method", default="gem", choices=METHODS, help="explainer (default: gem)")
+    add_target_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     quiet = args.json == "-"
     with progress_bar(args, "explain", quiet=quiet) as progress:
         result = explain_smiles(args.smiles, k=args.k, method=args.method, device=args.device,
-                                progress=progress)
+                                progress=progress, target=args.target)
     if not quiet:
         pred = result["prediction"]
         print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f})")

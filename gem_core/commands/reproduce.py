@@ -10,7 +10,7 @@ import argparse
 
 from ..config import DATASETS
 from ..explainers import METHODS, REPRODUCE_METHODS
-from .common import add_command, progress_bar, write_json
+from .common import add_command, add_target_arg, progress_bar, write_json
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "reproduce", run, __doc__, dataset=False)
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default=",".join(REPRODUCE_METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)} "
                         f"(default: {','.join(REPRODUCE_METHODS)})")
+    add_target_arg(p)
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate on the first N test instances only (quick check; not saved to assets)")
 
@@ -27,7 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..reproduce import format_tables, run_reproduce
 
-    names = list(DATASETS) if args.all else [args.dataset]
+    from ..config import get_spec, target_names
+
+    names = ([n for n in DATASETS if args.target in target_names(get_spec(n))] if args.all
+             else [args.dataset])
     methods = [m for m in args.methods.split(",") if m.strip()]
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         with progress_bar(args, f"reproduce {name}") as progress:
             result = run_reproduce(name, device=args.device, methods=methods, limit=args.limit,
-                                   progress=progress)
+                                   progress=progress, target=args.target)
         print(format_tables(result))
         print()
         outputs[result["dataset"]] = result

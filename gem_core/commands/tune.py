@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_command, progress_bar, write_json
+from .common import add_command, add_target_arg, progress_bar, write_json
 
 EXAMPLES = """\
 examples:
@@ -34,13 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a named set of setting overrides (repeat for several)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="SEED",
                    help="Gem seeds, the same for every variant (default: 0 1 2)")
+    add_target_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..session import workbench
     from ..tuning import check_variants, format_sweep, parse_variant, validation_sweep
 
-    wb = workbench(args.dataset, args.device)
+    wb = workbench(args.dataset, args.device, args.target)
     variants = [parse_variant(v) for v in args.variant]
     check_variants(variants, wb.spec)  # bad settings fail before any fitting
     with progress_bar(args, f"tune {wb.name}") as progress:

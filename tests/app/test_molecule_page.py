@@ -166,8 +166,8 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
 
-    monkeypatch.setattr(session, "load_saved_target", lambda name: None)
-    monkeypatch.setattr(molecules, "target_checkpoint_available", lambda: False)
+    monkeypatch.setattr(session, "load_saved_target", lambda name, target="paper": None)
+    monkeypatch.setattr(molecules, "target_checkpoint_available", lambda target="paper": False)
     monkeypatch.setattr(session, "load_dataset", missing)
     monkeypatch.setattr(session, "_WORKBENCHES", {})
     st.cache_resource.clear()

@@ -34,7 +34,8 @@ def results_file(tmp_path, monkeypatch):
     import gem_core.reproduce as reproduce
 
     path = tmp_path / "ba_shapes.json"
-    monkeypatch.setattr(reproduce, "results_path", lambda dataset: tmp_path / f"{dataset}.json")
+    monkeypatch.setattr(reproduce, "results_path",
+                        lambda dataset, target="paper": tmp_path / f"{dataset}.json")
     return path
 
 
@@ -132,7 +133,7 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     calls = {}
 
     def fake_reproduce(dataset, device="auto", methods=(), limit=None, write_assets=True,
-                       progress=None):
+                       progress=None, target="paper"):
         calls.update(dataset=dataset, methods=list(methods), limit=limit)
         if progress:
             progress(1.0, "done")
