@@ -91,3 +91,18 @@ def graph_kwargs(model_takes_num_graphs: bool, batch: Tensor, num_graphs: int,
 def node_kwargs(edge_attr: Optional[Tensor]) -> dict:
     """Keyword arguments of a node-level forward pass (edge features of a bond-aware target)."""
     return {} if edge_attr is None else {"edge_attr": edge_attr}
+
+
+def run_on_instance(explainer, instance, task: str, device: torch.device,
+                    model_takes_num_graphs: bool, model_takes_edge_attr: bool, **kwargs):
+    """A PyG ``Explainer`` on one instance's computation graph: at its target node (node task)
+    or on the whole graph as a batch of one (graph task), with the bonds of a bond-aware model.
+
+    Captum's explainers pass the extra inputs to the model positionally, in this order."""
+    x, ei = instance.x.to(device), instance.edge_index().to(device)
+    attr = directed_edge_attr(instance, model_takes_edge_attr)
+    attr = None if attr is None else attr.to(device)
+    if task == "node":
+        return explainer(x, ei, index=int(instance.target), **node_kwargs(attr), **kwargs)
+    batch = torch.zeros(instance.num_nodes, dtype=torch.long, device=device)
+    return explainer(x, ei, **graph_kwargs(model_takes_num_graphs, batch, 1, attr), **kwargs)

@@ -9,8 +9,8 @@ from torch import Tensor, nn
 from ..device import resolve_device
 from ..instances import Instance
 from ..progress import ProgressFn, report
-from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
-                   graph_kwargs, model_config, node_kwargs, takes_edge_attr, takes_num_graphs)
+from ._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy, model_config,
+                   run_on_instance, takes_edge_attr, takes_num_graphs)
 from .base import Explainer, instance_seed
 
 
@@ -62,17 +62,10 @@ class GNNExplainerBaseline(Explainer):
         if inst.num_pairs == 0:
             return torch.zeros(0)
         explainer = self._explainer()
-        x = inst.x.to(self.device)
-        ei = inst.edge_index().to(self.device)
-        attr = directed_edge_attr(inst, self._takes_edge_attr)
-        attr = None if attr is None else attr.to(self.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(instance_seed(self.seed, inst))
-            if self.task == "node":
-                expl = explainer(x, ei, index=int(inst.target), **node_kwargs(attr))
-            else:
-                batch = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
-                expl = explainer(x, ei, **graph_kwargs(self._takes_num_graphs, batch, 1, attr))
+            expl = run_on_instance(explainer, inst, self.task, self.device,
+                                   self._takes_num_graphs, self._takes_edge_attr)
         return directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce)
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

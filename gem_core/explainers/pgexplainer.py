@@ -13,7 +13,8 @@ from ..device import resolve_device
 from ..instances import Instance, collate
 from ..progress import ProgressFn, report
 from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
-                   graph_kwargs, model_config, node_kwargs, takes_edge_attr, takes_num_graphs)
+                   graph_kwargs, model_config, node_kwargs, run_on_instance, takes_edge_attr,
+                   takes_num_graphs)
 from .base import Explainer, NotFittedError
 
 
@@ -231,16 +232,11 @@ class PGExplainerBaseline(Explainer):
                 continue
             with torch.no_grad():
                 target = self.predict([inst]).to(self.device)
-            x, ei = inst.x.to(self.device), inst.edge_index().to(self.device)
-            attr = directed_edge_attr(inst, self._takes_edge_attr)
-            attr = None if attr is None else attr.to(self.device)
             if self.task == "node":
                 y = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
                 y[inst.target] = target[0]
-                expl = self.explainer_(x, ei, target=y, index=int(inst.target),
-                                       **self._node_kwargs(attr))
-            else:
-                batch = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
-                expl = self.explainer_(x, ei, target=target, **self._graph_kwargs(batch, 1, attr))
+                target = y
+            expl = run_on_instance(self.explainer_, inst, self.task, self.device,
+                                   self._takes_num_graphs, self._takes_edge_attr, target=target)
             out.append(directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce))
         return out
