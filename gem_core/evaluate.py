@@ -86,6 +86,37 @@ def topk_mask(scores: Tensor, k: int) -> Tensor:
     return mask
 
 
+def rank_scores(scores: Tensor) -> Tensor:
+    """Scores on one scale for every method: each pair's rank within its instance mapped to
+    (0, 1], the most important pair 1 (ties share their mean rank). Raw scores differ by method
+    (probabilities, logits, attributions); their ranking is what top-K reads."""
+    s = _as_scores(scores)
+    n = s.numel()
+    if n == 0:
+        return s.float()
+    ranks = torch.from_numpy(np.asarray(
+        _average_ranks(s.numpy()), dtype=np.float64))  # 1 = lowest score
+    return (ranks / n).float()
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0
+    return avg_rank[inverse.reshape(-1)]
+
+
+def tied_at_cut(scores: Tensor, k: int) -> Tensor:
+    """Pairs whose score equals the K-th best score when that tie crosses the top-K cut (some of
+    them kept, some not: :func:`topk_mask` kept the lower pair indices). Empty otherwise."""
+    s = _as_scores(scores)
+    mask = topk_mask(s, k)
+    if bool(mask.all()) or not bool(mask.any()):
+        return torch.zeros_like(mask)
+    cut = s[mask].min()
+    tied = s == cut
+    return tied if bool((tied & ~mask).any()) else torch.zeros_like(mask)
+
+
 def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:
     """How many pairs two explanations of one instance share in their top ``k``."""
     return int((topk_mask(scores_a, k) & topk_mask(scores_b, k)).sum())
@@ -161,9 +192,7 @@ def roc_auc(scores: Any, labels: Any) -> Optional[float]:
     n_neg = int(y.size - n_pos)
     if n_pos == 0 or n_neg == 0:
         return None
-    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based average rank of each value
-    ranks = avg_rank[inverse.reshape(-1)]
+    ranks = _average_ranks(s)  # 1-based average rank of each value
     u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
     return float(u / (n_pos * n_neg))
 

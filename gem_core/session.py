@@ -278,7 +278,9 @@ class Workbench:
                 meta = state.get("meta", {})
                 if any(meta.get(k) != v for k, v in meta_wanted.items()):
                     continue  # fitted for another dataset, target or settings
-                return exp.load_state(state)
+                loaded = exp.load_state(state)
+                loaded.loaded_from_ = str(path)
+                return loaded
             except (ArtifactError, KeyError, TypeError, ValueError, RuntimeError):
                 continue  # corrupted or foreign: never trusted
         return None

@@ -295,3 +295,17 @@ def test_agreement_counts_predictions_kept_on_the_explanation_not_labels():
     # accuracy reads the labels instead: the mislabelled path and the single pair are wrong
     assert res.accuracy_at_k == {1: pytest.approx(1 / 3), 2: pytest.approx(1 / 3),
                                  3: pytest.approx(1 / 3)}
+
+
+def test_rank_scores_and_ties_at_the_cut():
+    from gem_core.evaluate import rank_scores, tied_at_cut
+
+    raw = torch.tensor([-245.5, 3.0, 0.5, 0.5, 0.5, 7.0])  # logits, say: any scale
+    ranks = rank_scores(raw)
+    assert ranks.tolist() == pytest.approx([1 / 6, 5 / 6, 3 / 6, 3 / 6, 3 / 6, 1.0])
+    assert torch.equal(torch.argsort(ranks, stable=True), torch.argsort(raw, stable=True))
+    # K = 3 keeps 7.0, 3.0 and the first 0.5: the three 0.5 tie across the cut
+    assert tied_at_cut(raw, 3).tolist() == [False, False, True, True, True, False]
+    # no tie across the cut at K = 2 or K = 5, nor when K keeps everything
+    assert not tied_at_cut(raw, 2).any() and not tied_at_cut(raw, 5).any()
+    assert not tied_at_cut(raw, 6).any() and not tied_at_cut(raw, 100).any()

@@ -98,3 +98,11 @@ def test_batched_methods_are_timed_warm_and_gnnexplainer_once(monkeypatch):
     assert calls == {"random": 1 + reproduce.TIMING_REPEATS, "gnnexplainer": 1}
     assert out["methods"]["random"]["ms_per_instance"] == 3.0  # median of 3, 1, 2, 9, 4
     assert out["methods"]["gnnexplainer"]["ms_per_instance"] == 50.0
+
+
+def test_a_loaded_explainer_says_where_it_came_from():
+    """The session marks a fit it loaded (the Pipeline page says so instead of 'fitted in')."""
+    wb = Workbench("tree_cycles", "cpu")
+    gem = wb.explainer("gem")  # the shipped checkpoint, or this session's cache
+    assert gem.loaded_from_ is not None and gem.loaded_from_.endswith(".pt")
+    assert wb.explainer("random").loaded_from_ is None  # nothing to load

@@ -16,14 +16,14 @@ import torch
 
 from components import graph_view, molecule_view, network_view
 from gem_core.datasets import DataUnavailableError, GemDataset
-from gem_core.evaluate import topk_mask, topk_overlap
+from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask, topk_overlap
 from gem_core.explainers import method_spec
 from gem_core.instances import Instance
 from gem_core.session import Workbench
 from theme import method_color, method_title
-from state import (DATA_HELP, Selection, explain_test_instance, explainer_token, fit_offer,
-                   get_workbench, method_ready, progress_bar, run_page, selection, show_error,
-                   test_predictions)
+from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
+                   fit_offer, get_workbench, method_ready, progress_bar, run_page, selection,
+                   show_error, test_predictions)
 
 PANEL_HEIGHT = 330
 PER_ROW = 3
@@ -211,11 +211,17 @@ def render() -> None:
         if not results:
             st.caption("No explanation yet.")
         else:
+            st.caption("Scores on one scale: each edge's rank within this instance, from 0 to 1 "
+                       "(1 = the most important edge), since methods score differently "
+                       "(probabilities, logits, attributions). The raw scores are in the JSON "
+                       "download.")
             table = {"edge": names}
             for m, r in results.items():
                 chosen = set(r["ranked"])
-                table[f"{method_title(m)} score"] = r["scores"]
+                table[f"{method_title(m)} score"] = [round(v, 4) for v in r["shown"]]
                 table[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(names))]
+                if any(r["tied"]):
+                    table[f"{method_title(m)} tied at the cut"] = r["tied"]
             df = pd.DataFrame(table)
             first = f"{method_title(next(iter(results)))} score"
             st.dataframe(df.sort_values(first, ascending=False), hide_index=True,
@@ -230,8 +236,10 @@ def render() -> None:
             [(inst.node_ids[u], inst.node_ids[v]) for u, v in pairs] if ds.task == "node"
             else pairs)],
         "edge_names": names,
-        "methods": {m: {"scores": r["scores"], "top_k": r["ranked"],
+        "device": device_label(sel.device),
+        "methods": {m: {"scores": r["scores"], "rank_scores": r["shown"], "top_k": r["ranked"],
                         "top_k_edges": [names[j] for j in r["ranked"]],
+                        "tied_at_cut": [j for j, t in enumerate(r["tied"]) if t],
                         "probability": r["probability"], "prediction": r["prediction"],
                         "ms_per_instance": r["ms"]} for m, r in results.items()},
     }
@@ -297,16 +305,24 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
     except Exception as exc:
         show_error(exc, f"{title} failed")
         return None
-    pic = base.with_explanation(mask.tolist(), scores, method_color(method))
-    _draw(pic, mol, hide_h, ranked, scores, f"{ds.name}-{pos}-{method}-k{sel.k}",
+    # widths from the rank within the instance: raw scores are on each method's own scale
+    shown = rank_scores(torch.tensor(scores)).tolist()
+    pic = base.with_explanation(mask.tolist(), shown, method_color(method))
+    _draw(pic, mol, hide_h, ranked, shown, f"{ds.name}-{pos}-{method}-k{sel.k}",
           f"{title}, K = {sel.k}", method)
     sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)
     same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
     st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")
     st.caption(f"Prediction on the explanation: {ds.class_names[sub_pred]} ({same}) · "
-               f"{len(ranked)} edges · explain time {ms:.1f} ms")
-    out = {"scores": scores, "ranked": ranked, "probability": p_sub[pred],
-           "prediction": ds.class_names[sub_pred], "ms": ms}
+               f"{len(ranked)} edges · explain time {ms:.1f} ms on {device_label(sel.device)}")
+    tied = tied_at_cut(torch.tensor(scores), sel.k)
+    if bool(tied.any()):
+        kept = int((tied & mask).sum())
+        st.caption(f"⚖ {int(tied.sum())} edges tie at the K cut (score "
+                   f"{scores[int(tied.nonzero()[0])]:.4g}); the {kept} with the lowest edge "
+                   f"index were kept. Marked in the edge table.")
+    out = {"scores": scores, "shown": shown, "ranked": ranked, "probability": p_sub[pred],
+           "prediction": ds.class_names[sub_pred], "ms": ms, "tied": tied.tolist()}
     teacher = method_spec(method).teacher
     if teacher is not None:
         out["teacher_overlap"] = _teacher_overlap(sel, wb, pos, method, teacher, scores,

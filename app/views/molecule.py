@@ -22,8 +22,8 @@ from gem_core.evaluate import topk_overlap
 from gem_core.explainers import method_spec
 from gem_core.session import Workbench
 from theme import method_title
-from state import (DATA_HELP, fit_offer, molecule_target, progress_bar, run_page, selection,
-                   show_error)
+from state import (DATA_HELP, device_label, fit_offer, molecule_target, progress_bar, run_page,
+                   selection, show_error)
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -251,7 +251,7 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     except Exception:  # drawing aid only
         fragment = ""
     st.caption(f"The explanation as a fragment (heavy atoms) · explain time "
-               f"{res.ms_per_instance.get(method, 0.0):.1f} ms")
+               f"{res.ms_per_instance.get(method, 0.0):.1f} ms on {device_label(model.device.type)}")
     st.code(fragment or "(no bond)", language=None)
     c1, c2 = st.columns(2)
     c1.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",

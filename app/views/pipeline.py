@@ -73,7 +73,7 @@ def _run(sel, refit: bool, full: bool) -> dict:
         hist = getattr(gem, "history_", {}) or {}
         summary["gem"] = {"fit_seconds": float(getattr(gem, "fit_seconds_", 0.0) or 0.0),
                           "best_epoch": hist.get("best_epoch"), "epochs": hist.get("epochs"),
-                          "refit": refit}
+                          "refit": refit, "loaded_from": getattr(gem, "loaded_from_", None)}
         summary["stages"].append(("gem", time.perf_counter() - t0))
         box.update(label="3 · Gem fitted" if refit else "3 · Gem ready (fitted or from cache)",
                    state="complete", expanded=False)
@@ -109,7 +109,11 @@ def _show(summary: dict) -> None:
     g = summary.get("gem")
     if g:
         epochs = f", best epoch {g['best_epoch']} of {g['epochs']}" if g.get("epochs") else ""
-        st.caption(f"Gem: fitted in {g['fit_seconds']:.1f} s{epochs}")
+        if g.get("loaded_from"):
+            st.caption(f"Gem: loaded from {g['loaded_from']} (its fit took "
+                       f"{g['fit_seconds']:.1f} s{epochs})")
+        else:
+            st.caption(f"Gem: fitted now in {g['fit_seconds']:.1f} s{epochs}")
     result = summary.get("result")
     if result:
         ks = [str(k) for k in result.get("k_grid", [])]

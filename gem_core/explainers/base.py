@@ -149,6 +149,8 @@ class Explainer(ABC):
     fit_seconds_: float = 0.0
     explain_seconds_: float = 0.0
     task: Optional[str] = None
+    #: the checkpoint a saved fit was loaded from (None: fitted in this process, or no fit)
+    loaded_from_: Optional[str] = None
 
     # -- fitting
     def fit(self, train: Sequence[Instance] = (), val: Optional[Sequence[Instance]] = None,

@@ -226,3 +226,36 @@ def test_gem_panel_says_how_much_of_it_the_distilled_teacher_keeps():
     expected = (f"The distilled teacher (predicted label), which Gem learns to imitate, keeps "
                 f"{shared} of these {min(k, inst.num_pairs)} edges.")
     assert expected in texts(at.caption)
+
+
+def test_scores_on_one_scale_ties_and_the_device():
+    """Integrated Gradients' signed attributions and random scores share the table's 0-1 rank
+    scale; ties at the K cut are marked; timings name the device."""
+    import pytest
+    import torch
+
+    from gem_core.evaluate import rank_scores, tied_at_cut
+
+    wb = Workbench("ba_shapes", "cpu")
+    k = get_spec("ba_shapes").default_k
+    test = wb.instances("test")
+    # an instance whose Gem scores tie across the K cut, when the shipped Gem has one
+    gem = wb.explain("gem", test)
+    pos = next((i for i, s in enumerate(gem) if bool(tied_at_cut(s, k).any())), 0)
+    at = make_app(methods=("gem", "integrated_gradients", "random"), ex_index_ba_shapes=pos)
+    no_exception(at)
+    df = at.dataframe[0].value.sort_index()  # back in edge order
+    raw = wb.explain("integrated_gradients", [test[pos]])[0]
+    assert df["Integrated Gradients score"].between(0, 1).all()
+    assert df["Integrated Gradients score"].tolist() == pytest.approx(
+        [round(v, 4) for v in rank_scores(raw).tolist()], abs=1e-4)
+    caps = texts(at.caption)
+    assert any("explain time" in c and "on CPU" in c for c in caps)
+    tied = tied_at_cut(gem[pos], k)
+    if bool(tied.any()):
+        assert any(c.startswith("⚖") and f"{int(tied.sum())} edges tie at the K cut" in c
+                   for c in caps)
+        assert df["Gem tied at the cut"].tolist() == tied.tolist()
+    else:
+        assert "Gem tied at the cut" not in df.columns
+    assert torch.equal(torch.tensor(df["Random top-K"].tolist()).sum(), torch.tensor(k))

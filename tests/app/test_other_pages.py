@@ -166,6 +166,8 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     assert metrics[f"Distillation accuracy (train, K = {get_spec('ba_shapes').default_k})"] == "90.0 %"
     assert "Target test accuracy" in metrics
     assert calls == {"dataset": "ba_shapes", "methods": ["random"], "limit": 20}
+    # a Gem fitted in this run says so (one loaded from a checkpoint says where from)
+    assert any(c.startswith("Gem: fitted now in 2.0 s") for c in texts(at.caption))
     assert list(at.dataframe[0].value["method"]) == ["Gem", "GNNExplainer", "Random"]
     assert any(c.startswith("Stage times:") for c in texts(at.caption))
 
