@@ -61,6 +61,7 @@ class Workbench:
         self._instances: dict[str, list[Instance]] = {}
         self._split_keys: dict[str, tuple] = {}
         self._explainers: dict[str, Explainer] = {}
+        self._never_saved: set[str] = set()
         # one lock per method: explainers (PyG's in particular) are not safe to share across threads
         self._method_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
@@ -190,7 +191,13 @@ class Workbench:
         with self._lock:
             if method in self._explainers or not method_spec(method).needs_fit:
                 return True
-            saved = self._load_saved(method_spec(method).create(self.context))
+            if method in self._never_saved:  # its fits live in memory only (PGExplainer)
+                return False
+            exp = method_spec(method).create(self.context)
+            if self.checkpoint_path(exp) is None:
+                self._never_saved.add(method)
+                return False
+            saved = self._load_saved(exp)
             if saved is not None:
                 self._explainers[method] = saved
             return saved is not None
