@@ -1,4 +1,4 @@
-"""A stronger, bond-aware Mutagenicity target GNN (experiment; not wired into the engine yet).
+"""A stronger, bond-aware Mutagenicity target GNN: the ``strong`` target of ``config.py``.
 
 :class:`GINETarget` is a GIN with edge features (PyG ``GINEConv``):
 
@@ -34,7 +34,6 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch
 from torch_geometric.nn import GINEConv, global_add_pool, global_max_pool
 
-STRONG_TARGET_KIND = "gem-target-strong"
 BOND_CHANNELS = 3  # single, double, triple (Mutagenicity edge labels 0, 1, 2)
 
 DEFAULT_RECIPE = dict(
@@ -248,16 +247,3 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
         metrics["test_accuracy_no_bonds"] = evaluate(model, fixed["test"], edge_attr=False)[0]
     metrics["history"] = history
     return model, metrics
-
-
-def load_strong_target(path) -> tuple[GINETarget, dict]:
-    """Rebuild the model saved by ``scripts/experiments/strong_target.py``; returns (model, state)."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(state, dict) or state.get("kind") != STRONG_TARGET_KIND:
-        raise ValueError(f"{path} is not a {STRONG_TARGET_KIND} checkpoint")
-    r = {**DEFAULT_RECIPE, **state["recipe"]}
-    model = GINETarget(state.get("in_channels", 14), state.get("num_classes", 2), r["hidden"],
-                       r["num_layers"], r["dropout"],
-                       none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single")
-    model.load_state_dict(state["state_dict"])
-    return model.eval(), state
