@@ -259,3 +259,26 @@ def test_scores_on_one_scale_ties_and_the_device():
     else:
         assert "Gem tied at the cut" not in df.columns
     assert torch.equal(torch.tensor(df["Random top-K"].tolist()).sum(), torch.tensor(k))
+
+
+def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutagenicity_model):
+    """Mutagenicity offers its two target models; the page explains the one chosen."""
+    from gem_core.session import workbench
+    from gem_core.targets import load_saved_target
+
+    if load_saved_target("mutagenicity", "strong") is None:
+        import pytest
+
+        pytest.skip("no strong Mutagenicity target checkpoint")
+    at = make_app(methods=("random",), sb_dataset="mutagenicity")
+    no_exception(at)
+    box = at.sidebar.selectbox(key="sb_target_mutagenicity")
+    assert list(box.proto.options) == ["the paper's (GraphConv)", "stronger (bond-aware GINE)"]
+    assert box.value == "paper"  # the paper's target unless asked
+    box.set_value("strong").run()
+    no_exception(at)
+    strong = workbench("mutagenicity", "cpu", "strong")
+    p = strong.predict_proba(strong.instances("test")[:1])[0]
+    head = next(m for m in texts(at.markdown) if m.startswith("**Test instance #0**"))
+    assert f"p = {float(p.max()):.3f}" in head
+    assert at.sidebar.selectbox(key="sb_target_mutagenicity").value == "strong"
