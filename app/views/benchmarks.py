@@ -87,8 +87,8 @@ def _show(result: dict[str, Any], sel) -> None:
               delta=None if test_acc is None or ref is None else
               f"{100 * (test_acc - ref):+.1f} pts vs paper ({100 * ref:.1f} %)",
               delta_color="off")
-    c2.metric("Target train / val accuracy",
-              f"{_pct(target.get('train_accuracy'))} / {_pct(target.get('val_accuracy'))} %")
+    c2.metric("Target val accuracy", f"{_pct(target.get('val_accuracy'))} %",
+              delta=f"train {_pct(target.get('train_accuracy'))} %", delta_color="off")
     dk = str(result.get("log_odds_k", spec.default_k))
     d_acc = (dist.get("accuracy_at_k") or {}).get(dk)
     d_ref = (paper.DISTILLATION_ACCURACY.get(ds) or {}).get(dk)

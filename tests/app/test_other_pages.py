@@ -65,6 +65,14 @@ def test_benchmarks_charts_from_results(results_file):
     assert figs[2]["layout"]["yaxis"]["type"] == "log"
     names = [t["name"] for t in figs[0]["data"]]
     assert "Gem (ours)" in names and "Gem (paper)" in names
+    # log-odds: one box per method, none hidden behind another
+    assert [(t["type"], t["name"]) for t in figs[1]["data"]] == [
+        ("box", "Gem"), ("box", "GNNExplainer"), ("box", "Random")]
+    # timings: ours and the paper's side by side (grouped bars), every bar labelled
+    assert [t["name"] for t in figs[2]["data"]] == ["ours (CPU)", "paper (GPU)"]
+    assert figs[2]["layout"]["barmode"] == "group"
+    assert all(t["textposition"] == "outside" for t in figs[2]["data"])
+    assert metrics["Target val accuracy"] == "96.0 %"
     table = at.dataframe[0].value
     assert list(table["method"]) == ["Gem", "GNNExplainer", "Random"]
     assert table["K=5"][0] == "90.0 (93.4)"
