@@ -83,3 +83,67 @@ def greedy_trace(instance: Instance, black_box, connected: bool, tol: float = TI
                           current.clone(), dropped if accepted else []))
     weights[~current] = 0.0
     return Trace(delta, full_loss, label, steps, weights, current)
+
+
+# ----------------------------------------------------------------------------- wording
+
+def fmt_change(before: float, after: float) -> tuple[str, str]:
+    """Two losses with just enough decimals that a change shows (0.00041 → 0.00043, not
+    0.0004 → 0.0004); scientific notation when even 10 decimals cannot tell them apart."""
+    for decimals in range(4, 11):
+        a, b = f"{before:.{decimals}f}", f"{after:.{decimals}f}"
+        if a != b or before == after:
+            return a, b
+    return f"{before:.3e}", f"{after:.3e}"
+
+
+def fmt_small(value: float) -> str:
+    """A weight or Δ readable at any size: 3 significant digits below 0.001, else 4 decimals."""
+    return f"{value:.3g}" if value != 0 and abs(value) < 1e-3 else f"{value:.4f}"
+
+
+_TARGETS = {
+    "weights": "the distilled weights, divided by the largest (the paper's targets)",
+    "graded": "how often each edge is in the distilled top-K explanation over the K grid "
+              "({ks})",
+    "mix": "the average of the distilled weights and how often each edge is in the distilled "
+           "top-K over the K grid ({ks})",
+    "graded+add": "how often each edge is in the distilled top-K over the K grid ({ks}), and, "
+                  "for the edges outside it, how little adding them back disturbs the "
+                  "prediction",
+}
+
+
+def describe_gem(spec) -> str:
+    """What Gem learns and reads for a dataset, from the settings the engine really uses."""
+    from gem_core.explainers.gem_autoencoder import autoencoder_settings
+
+    settings = {"decoder": "inner", "degree_features": False, "wl_edge_labels": False,
+                "edge_features": False, **autoencoder_settings(spec)}
+    ks = ", ".join(map(str, spec.k_grid))
+    labels = ("each node's hop distance to the explained node" if spec.task == "node"
+              else "Weisfeiler-Lehman colours of the nodes (their structural roles)")
+    if settings["degree_features"]:
+        labels += " and its degree"
+    if settings["wl_edge_labels"]:
+        labels += ", refined with the bond types"
+    decoder = ("scores an edge with the inner product of its two nodes' embeddings"
+               if settings["decoder"] == "inner" else
+               "scores an edge with the inner product of its two nodes' embeddings plus a small "
+               "network on the pair")
+    teacher = ("the model's own prediction" if spec.explainer_label_source == "predicted"
+               else "the true label")
+    text = (f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
+            f"nodes' own features, and {decoder}. It learns "
+            f"{_TARGETS[spec.explainer_target].format(ks=ks)}, distilled against {teacher}")
+    if spec.explainer_topk_policy == "refine":
+        text += ", the top-K cut by the loss"
+    text += "."
+    if spec.explainer_condition_on_prediction:
+        text += (" It also reads the class the model predicts, so it can explain a mutagen "
+                 "call differently from a non-mutagen one.")
+    return text + (" After training it never calls the target model to explain: one forward "
+                   "pass of the auto-encoder per batch." if not
+                   spec.explainer_condition_on_prediction else
+                   " Explaining a batch is one forward pass of the model (for its prediction) "
+                   "and one of the auto-encoder.")

@@ -17,7 +17,7 @@ from gem_core.datasets import GemDataset
 from gem_core.evaluate import topk_mask
 from state import (explain_test_instance, explainer_token, get_workbench, method_ready,
                    run_page, selection, show_error)
-from teaching import Trace, greedy_trace
+from teaching import Trace, describe_gem, fmt_change, fmt_small, greedy_trace
 from theme import method_color
 
 EXAMPLE_DATASET = "ba_shapes"
@@ -43,12 +43,11 @@ each one (keeping only the connected part around the explained node), keep the d
 loss does not rise, otherwise put the edge back and give it the weight *new loss − current
 loss*. The K heaviest remaining edges are the **distilled explanation**.
 
-Distillation needs the label and many forward passes, so it is too slow to run for every new
-question. Gem therefore trains a small **graph auto-encoder** (3 GCN layers, inner-product
-decoder) to predict the distilled edge weights from the graph's structure alone (nodes labelled
-by hop distance to the explained node, or by Weisfeiler-Lehman colours for whole graphs). After
-training, explaining a new instance is one forward pass of the explainer: no call to the target
-model, no per-instance optimisation.
+Distillation needs many forward passes of the model per instance, so it is too slow to run for
+every new question. Gem therefore trains a small **graph auto-encoder** to generate the distilled
+explanations from the graph itself; after training, explaining a new instance is one forward
+pass, with no per-instance optimisation. What exactly it reads and learns is below, for the
+example's dataset.
 """
 
 
@@ -57,6 +56,21 @@ def _trace(device: str, position: int, digest: str) -> Trace:
     wb = get_workbench(EXAMPLE_DATASET, device)
     inst = wb.instances("test")[position]
     return greedy_trace(inst, wb.black_box, wb.spec.connected)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _distilled_topk_and_targets(device: str, position: int, digest: str,
+                                k: int) -> tuple[list[bool], list[float]]:
+    """The engine's distilled top-K of the example node and Gem's training target for it."""
+    from gem_core.distill import distill
+    from gem_core.gem_targets import explainer_targets
+
+    wb = get_workbench(EXAMPLE_DATASET, device)
+    inst = wb.instances("test")[position]
+    dist = distill([inst], wb.black_box, connected=wb.spec.connected,
+                   label_source=wb.spec.explainer_label_source, device=wb.device)
+    targets = explainer_targets(dist, wb.spec, instances=[inst], black_box=wb.black_box)[0]
+    return dist.topk(k)[0].tolist(), [float(t) for t in targets]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -144,16 +158,18 @@ def render() -> None:
         s = trace.steps[step - 1]
         mask = s.mask
         focus = s.pair
+        before, after = fmt_change(s.loss_before, s.loss_after)
         if s.accepted:
             extra = (f" The connectivity rule also dropped {len(s.dropped_with)} edge(s) cut off "
                      f"from the node." if s.dropped_with else "")
-            verdict = (f"loss {s.loss_before:.4f} → {s.loss_after:.4f}: no rise, so the edge "
-                       f"**stays removed**.{extra}")
+            change = "the same loss" if before == after else "no rise"
+            verdict = (f"loss {before} → {after}: {change}, so the edge **stays removed**."
+                       f"{extra}")
         else:
-            verdict = (f"loss {s.loss_before:.4f} → {s.loss_after:.4f}: the loss rises, so the "
-                       f"edge is **put back** with weight {s.weight:.4f}.")
+            verdict = (f"loss {before} → {after}: the loss rises by {fmt_small(s.weight)}, so "
+                       f"the edge is **put back** with that weight.")
         st.markdown(f"Step {step} of {n_steps}: try removing edge {names[s.pair]} "
-                    f"(Δ = {delta[s.pair]:.4f}); {verdict}")
+                    f"(Δ = {fmt_small(delta[s.pair])}); {verdict}")
     pic = base.with_explanation(mask.tolist(), [1.0] * inst.num_pairs,
                                 method_color("distilled"))
     pic = replace(pic, focus=focus)
@@ -169,17 +185,22 @@ def render() -> None:
             "removed": s.accepted, "weight": round(s.weight, 5)} for s in trace.steps]),
             hide_index=True, key="hw_steps_df")
 
-    weights = trace.weights
-    top = float(weights.max()) if weights.numel() else 0.0
-    norm = (weights / top).tolist() if top > 0 else [0.0] * len(names)
+    k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
     kept = int(trace.kept.sum())
-    st.markdown(f"**3 · The distilled explanation.** {kept} edges survive the greedy pass; their "
-                f"weights, divided by the largest, are the training targets of Gem. With K = "
-                f"{sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k}, the "
-                f"heaviest edges form the explanation.")
+    weighted = int((trace.weights > 0).sum())
+    distilled, learned = _distilled_topk_and_targets(sel.device, pos, target.digest, k)
+    in_top = int(sum(distilled))
+    st.markdown(f"**3 · The distilled explanation.** {kept} of the {inst.num_pairs} edges survive "
+                f"the greedy pass ({weighted} with a weight above 0: their removal raised the "
+                f"loss). Cut to K = {k} by the distillation's top-K rule (connected around the "
+                f"node), {in_top} edges form the distilled explanation, drawn here.")
+    pic = base.with_explanation(distilled, [1.0] * inst.num_pairs, method_color("distilled"))
+    pic.legend = [e for e in pic.legend if e[2] != "edge"] + [
+        (f"distilled top-{k}", method_color("distilled"), "edge"),
+        ("other edge", graph_view.FADED_EDGE, "edge")]
+    network_view.show(pic, 320, key="hw_net_distilled")
 
-    st.markdown("**4 · What Gem learned.** Gem never sees the target model at explanation "
-                "time: it predicts these weights from the graph's shape alone.")
+    st.markdown("**4 · What Gem learned.** " + describe_gem(wb.spec))
     if not method_ready(wb, "gem"):
         st.info("Gem is not fitted for BA-shapes yet: run the Pipeline page (or pick Gem on "
                 "the Explore page) to fit it, then come back.", icon=":material/hourglass_empty:")
@@ -191,19 +212,19 @@ def render() -> None:
     except Exception as exc:
         show_error(exc, "Gem failed")
         return
-    order = sorted(range(len(names)), key=lambda j: -norm[j])
+    order = sorted(range(len(names)), key=lambda j: (-learned[j], j))
     st.plotly_chart(charts.edge_bars(
         [names[j] for j in order],
-        {"distilled weight (normalised)": [norm[j] for j in order],
-         "Gem score": [gem_scores[j] for j in order]},
-        {"distilled weight (normalised)": method_color("distilled"),
-         "Gem score": method_color("gem")},
-        "Distilled weights vs Gem's scores", "weight / score"), key="hw_gem_chart", theme=None)
-    k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
-    gem_top = set(topk_mask(torch.tensor(gem_scores), k).nonzero().view(-1).tolist())
-    dist_top = set(topk_mask(torch.tensor(norm), k).nonzero().view(-1).tolist())
-    st.markdown(f"At K = {k}, Gem's top edges and the distilled top edges share "
-                f"**{len(gem_top & dist_top)} of {min(k, len(names))}** edges.")
+        {"what Gem learns (its training target)": [learned[j] for j in order],
+         "Gem's score": [gem_scores[j] for j in order]},
+        {"what Gem learns (its training target)": method_color("distilled"),
+         "Gem's score": method_color("gem")},
+        "What Gem learns for this node vs what it predicts", "target / score"),
+        key="hw_gem_chart", theme=None)
+    gem_top = topk_mask(torch.tensor(gem_scores), k)
+    shared = int((gem_top & torch.tensor(distilled)).sum())
+    st.markdown(f"At K = {k}, Gem's top edges and the distilled explanation share "
+                f"**{shared} of {in_top}** edges.")
 
 
 run_page(render)

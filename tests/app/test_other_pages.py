@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from gem_core.config import get_spec
+from theme import METHOD_COLORS
 
 from .conftest import make_app, networks, no_exception, texts
 
@@ -181,23 +182,36 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
 
 
 def test_how_it_works_steps_through_the_distillation():
+    import re
+
+    from teaching import describe_gem
+
     at = make_app()
     at.switch_page("views/how_it_works.py").run()
     no_exception(at)
     assert texts(at.header) == ["How Gem works"]
     assert not at.error
     assert any("Δ loss of each edge" in m for m in texts(at.markdown))
-    assert len(networks(at)) == 2
+    views = networks(at)
+    assert len(views) == 3  # Δ per edge, the step being tried, the distilled explanation
     assert any(m.startswith("Step 0:") for m in texts(at.markdown))
     step = at.slider(key="hw_step")
     assert step.proto.max >= 2
-    step.set_value(2).run()
-    no_exception(at)
-    line = next(m for m in texts(at.markdown) if m.startswith("Step 2 of"))
-    assert "stays removed" in line or "put back" in line
-    assert "What Gem learned" in " ".join(texts(at.markdown))
-    # either Gem's scores are compared with the distilled weights or the page says how to fit it
-    gem_chart = any("Distilled weights vs Gem" in c.proto.spec for c in at.get("plotly_chart"))
+    for value in range(1, int(step.proto.max) + 1):  # every step shows its change of loss
+        at.slider(key="hw_step").set_value(value).run()
+        no_exception(at)
+        line = next(m for m in texts(at.markdown) if m.startswith(f"Step {value} of"))
+        before, after = re.search(r"loss (\S+) → (\S+):", line).groups()
+        assert ("put back" in line) == ("rises" in line) and (before != after or "same" in line)
+    md = " ".join(texts(at.markdown))
+    # the distilled explanation: as many edges drawn as the text says
+    n = int(re.search(r"(\d+) edges form the distilled explanation", md).group(1))
+    assert n >= 1 and sum(e["color"] == METHOD_COLORS["distilled"] for e in views[2]["edges"]) == n
+    # what Gem learns is generated from the engine's settings for BA-shapes
+    assert describe_gem(get_spec("ba_shapes")) in md
+    assert "degree" in describe_gem(get_spec("ba_shapes"))
+    assert "small network on the pair" in describe_gem(get_spec("ba_shapes"))
+    gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
 
 
