@@ -68,6 +68,28 @@ class GraphPicture:
     def num_nodes(self) -> int:
         return len(self.node_labels)
 
+    def restricted(self, keep: Sequence[int]) -> "GraphPicture":
+        """The picture of the nodes ``keep`` only (and the edges between them), laid out to fill
+        the frame: a readable close-up of a large computation graph."""
+        keep = sorted({int(i) for i in keep})
+        new = {old: i for i, old in enumerate(keep)}
+        edges = [j for j, (u, v) in enumerate(self.pairs) if u in new and v in new]
+        pos = self.positions[keep]
+        lo, hi = pos.min(0), pos.max(0)
+        pos = (pos - lo) / np.where(hi - lo > 1e-9, hi - lo, 1.0)
+
+        def pick(values):
+            return None if values is None else [values[j] for j in edges]
+
+        return GraphPicture(
+            pos, [(new[self.pairs[j][0]], new[self.pairs[j][1]]) for j in edges],
+            [self.node_labels[i] for i in keep], [self.node_colors[i] for i in keep],
+            [self.node_titles[i] for i in keep],
+            None if self.target is None else new.get(self.target),
+            pick(self.selected), pick(self.scores), self.accent, pick(self.emphasis),
+            list(self.legend), None if self.focus is None else
+            (edges.index(self.focus) if self.focus in edges else None))
+
     def with_explanation(self, selected: Sequence[bool], scores: Sequence[float],
                          accent: str) -> "GraphPicture":
         legend = [e for e in self.legend if e[2] != "edge"]
@@ -221,7 +243,11 @@ def _pyvis_network(pic: GraphPicture, height: int):
                    "border": "#111111" if is_target else "#ffffff"},
             shape="star" if is_target else "dot", size=22 if is_target else 11,
             borderWidth=3 if is_target else 1, x=float(x * scale), y=float(y * scale),
-            physics=False, font={"size": 12})
+            physics=False,
+            # a white halo keeps labels readable over edges; the target's label sits above its
+            # star instead of under it
+            font={"size": 14, "strokeWidth": 3, "strokeColor": "#ffffff",
+                  **({"vadjust": -40} if is_target else {})})
     # pyvis' own edge records, appended directly: Network.add_edge scans every earlier edge for
     # a duplicate (O(E²): 50 ms for an 873-edge BA-shapes hub node), and our pairs are unique.
     for j, (u, v) in enumerate(pic.pairs):

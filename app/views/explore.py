@@ -26,6 +26,8 @@ from state import (DATA_HELP, Selection, device_label, explain_test_instance, ex
                    show_error, test_predictions)
 
 PANEL_HEIGHT = 330
+CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
+CLOSE_UP_HOPS = 2
 PER_ROW = 3
 MODES = ("Index", "Class", "Model right / wrong", "Random")
 
@@ -190,6 +192,14 @@ def render() -> None:
         mol = instance_to_mol(inst, ds.atom_symbols)
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
     base = _base_picture(ds, inst, _positions(sel.dataset, pos, inst.num_nodes, pairs))
+    close = None  # nodes of the close-up view (None: the whole computation graph)
+    if ds.task == "node" and inst.num_nodes > CLOSE_UP_NODES:
+        if st.toggle(f"Close-up: the explained node's {CLOSE_UP_HOPS}-hop neighbourhood only",
+                     value=True, key="ex_closeup", persist_state="session",
+                     help=f"This computation graph has {inst.num_nodes} nodes; the close-up "
+                          f"keeps the nodes within {CLOSE_UP_HOPS} hops of the explained node "
+                          f"(a house motif lies within 2), so labels stay readable."):
+            close = _within_hops(inst, CLOSE_UP_HOPS)
 
     if not sel.methods:
         st.info("Pick one or more explainers in the sidebar to compare their explanations.")
@@ -200,9 +210,10 @@ def render() -> None:
         for col, panel in zip(cols, panels[start:start + PER_ROW]):
             with col, st.container(border=True, key=f"panel_{panel}"):
                 if panel == "original":
-                    _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos)
+                    _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close)
                 else:
-                    out = _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, panel, pred)
+                    out = _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, panel, pred,
+                                        close)
                     if out is not None:
                         results[panel] = out
 
@@ -249,13 +260,26 @@ def render() -> None:
                        icon=":material/download:")
 
 
+def _within_hops(inst: Instance, hops: int) -> list[int]:
+    """Local nodes at most ``hops`` edges from the instance's target node."""
+    import networkx as nx
+
+    g = nx.Graph(inst.pairs.t().tolist())
+    g.add_nodes_from(range(inst.num_nodes))
+    return sorted(nx.single_source_shortest_path_length(g, int(inst.target), cutoff=hops))
+
+
 def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
-          scores: list[float] | None, key: str, title: str, slot: str) -> None:
+          scores: list[float] | None, key: str, title: str, slot: str,
+          close: list[int] | None = None) -> None:
     """Show one picture (pyvis or RDKit) and its SVG/PNG download buttons.
 
     ``slot`` names the panel ("original" or a method): its live network view keeps that key, so
     a K or instance change updates the drawn network in place instead of rebuilding it.
+    ``close``: draw only these nodes (the close-up of a large computation graph).
     """
+    if close is not None and mol is None:
+        pic = pic.restricted(close)
     if mol is not None:
         top = [pic.pairs[j] for j in ranked]
         top_scores = None if scores is None else [scores[j] for j in ranked]
@@ -280,14 +304,17 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
                        key=f"ex_png_{key}", icon=":material/download:", width="stretch")
 
 
-def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos) -> None:
+def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close=None) -> None:
     st.subheader("Original", anchor=False)
-    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original", "original")
+    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original", "original",
+          close)
+    if close is not None:
+        st.caption(f"Close-up: {len(close)} of {inst.num_nodes} nodes.")
     st.markdown(f"P({ds.class_names[pred]}) = **{p_full[pred]:.3f}** on the whole computation "
                 f"graph")
 
 
-def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
+def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close=None):
     title = method_title(method)
     st.subheader(title, anchor=False)
     try:
@@ -309,7 +336,14 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred):
     shown = rank_scores(torch.tensor(scores)).tolist()
     pic = base.with_explanation(mask.tolist(), shown, method_color(method))
     _draw(pic, mol, hide_h, ranked, shown, f"{ds.name}-{pos}-{method}-k{sel.k}",
-          f"{title}, K = {sel.k}", method)
+          f"{title}, K = {sel.k}", method, close)
+    if close is not None:
+        inside = set(close)
+        outside = sum(1 for j in ranked if not (pic.pairs[j][0] in inside
+                                                 and pic.pairs[j][1] in inside))
+        if outside:
+            st.caption(f"{outside} of its {len(ranked)} edges lie outside the close-up (turn it "
+                       f"off to see them).")
     sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)
     same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
     st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")

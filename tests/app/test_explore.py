@@ -282,3 +282,27 @@ def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutageni
     head = next(m for m in texts(at.markdown) if m.startswith("**Test instance #0**"))
     assert f"p = {float(p.max()):.3f}" in head
     assert at.sidebar.selectbox(key="sb_target_mutagenicity").value == "strong"
+
+
+def test_a_large_computation_graph_gets_a_readable_close_up():
+    """A hub node's 3-hop graph (hundreds of nodes) is drawn as its 2-hop neighbourhood."""
+    import networkx as nx
+    import pytest
+
+    wb = Workbench("ba_shapes", "cpu")
+    test = wb.instances("test")
+    pos = max(range(len(test)), key=lambda i: test[i].num_nodes)
+    inst = test[pos]
+    if inst.num_nodes <= 60:
+        pytest.skip("no large computation graph in the test split")
+    g = nx.Graph(inst.pairs.t().tolist())
+    near = nx.single_source_shortest_path_length(g, int(inst.target), cutoff=2)
+    at = make_app(methods=("random",), ex_index_ba_shapes=pos)
+    no_exception(at)
+    views = networks(at)
+    assert [len(v["nodes"]) for v in views] == [len(near)] * 2
+    assert all(sum(n["shape"] == "star" for n in v["nodes"]) == 1 for v in views)
+    assert f"Close-up: {len(near)} of {inst.num_nodes} nodes." in texts(at.caption)
+    at.toggle(key="ex_closeup").set_value(False).run()
+    no_exception(at)
+    assert [len(v["nodes"]) for v in networks(at)] == [inst.num_nodes] * 2

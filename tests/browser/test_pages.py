@@ -62,6 +62,13 @@ def test_explore_on_a_fresh_cache_shows_ba_shapes_explanations(app_server, page)
             assert page.locator(f".st-key-ex_fit_{key} button").is_visible(), title
             to_fit.append(key)
     _assert_pyvis_drawn(page, "panel_original")
+    # the view's own "fit" button brings a zoomed view back to the whole graph
+    frame = panel_frame(page, "panel_original")
+    frame.evaluate("() => network.moveTo({scale: 4})")
+    zoomed = frame.evaluate("() => network.getScale()")
+    frame.locator("#fit").click()
+    page.wait_for_timeout(500)
+    assert frame.evaluate("() => network.getScale()") < zoomed
     assert drawn, f"no explanation drawn for the default explainers {chosen}"
     assert_no_errors(page)
     # The shipped target served the page: nothing was trained into the empty cache.
