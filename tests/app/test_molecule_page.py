@@ -210,3 +210,24 @@ def test_a_molecule_without_toxicophores_says_so(needs_mutagenicity_model):
     at = _molecule_page()
     _submit(at, "OC(=O)c1ccccc1")  # benzoic acid
     assert any("None of the encoded mutagenicity toxicophores" in c for c in texts(at.caption))
+
+
+def test_fragment_as_smiles_and_atom_numbers_on_request(needs_mutagenicity_model):
+    """Each panel shows its explanation as a heavy-atom SMILES fragment (the engine's), and the
+    drawings can carry the atom numbers the bond table and the JSON use."""
+    from gem_core.chem import fragment_smiles
+    from gem_core.molecules import explain_molecules, molecule_model
+
+    smiles = "Cc1ccc(cc1)[N+](=O)[O-]"
+    at = _molecule_page(methods=("random",))
+    _submit(at, smiles)
+    k = at.slider(key="mol_k").value
+    mol = smiles_to_instance(smiles)
+    res = explain_molecules([mol], ["random"], model=molecule_model("cpu"))[0]
+    bonds, _ = res.bonds("random", k)
+    expected = fragment_smiles(mol.mol, [tuple(b) for b in bonds])
+    codes = [c.value for c in at.code]
+    assert expected in codes and "[H]" not in expected
+    at.toggle(key="mol_numbers").set_value(True).run()
+    no_exception(at)
+    assert at.toggle(key="mol_numbers").value
