@@ -79,3 +79,22 @@ def test_shipped_strong_target_loads_through_the_engine():
     assert target.metrics.test_accuracy > 0.8  # what the recipe reached (82.5 %, seed 0)
     x, ei, ea, batch = _two_molecules()
     assert target.model(x, ei, batch=batch, num_graphs=2, edge_attr=ea).shape == (2, 2)
+
+
+@requires_mutagenicity
+def test_shipped_gem_for_the_strong_target_is_found_and_kept_apart(monkeypatch, tmp_path):
+    """assets/explainers/mutagenicity-strong.pt is the strong target's Gem: found without a fit,
+    and never taken for the paper target's."""
+    from gem_core.session import Workbench
+
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nothing cached: only the assets count
+    strong = Workbench("mutagenicity", "cpu", target="strong")
+    assert strong.is_fitted("gem")
+    gem = strong.explainer("gem")
+    assert Path(gem.loaded_from_).name == "mutagenicity-strong.pt"
+    paper = Workbench("mutagenicity", "cpu", target="paper")
+    assert Path(paper.explainer("gem").loaded_from_).name == "mutagenicity.pt"
+    instances = strong.instances("test")[:3]
+    ours, theirs = strong.explain("gem", instances), paper.explain("gem", instances)
+    assert [len(s) for s in ours] == [inst.num_pairs for inst in instances]
+    assert not all(torch.allclose(a, b) for a, b in zip(ours, theirs))

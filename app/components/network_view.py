@@ -29,10 +29,15 @@ def _assets_ready() -> bool:
     return graph_view.publish_vis_assets(COMPONENT_DIR / "lib")
 
 
-def show(pic: graph_view.GraphPicture, height: int, key: str) -> None:
-    """Draw ``pic`` with a ``height``-pixel canvas; ``key`` keeps the view mounted across reruns."""
+def show(pic: graph_view.GraphPicture, height: int, key: str, step: str = "") -> None:
+    """Draw ``pic`` with a ``height``-pixel canvas; ``key`` keeps the view mounted across reruns.
+
+    ``step`` names what is drawn (instance, K): a new step always re-renders the view (and sets
+    ``window.__gemStep``), even when the picture did not change, e.g. a K step whose new edge
+    lies outside a close-up. Browser tests wait on it.
+    """
     if not _assets_ready():
         st.iframe(graph_view.pyvis_html(pic, height), height=height + LEGEND_HEIGHT)
         return
-    _network_component(**graph_view.network_data(pic), canvas_height=height,
+    _network_component(**graph_view.network_data(pic), canvas_height=height, step=step,
                        height=height + LEGEND_HEIGHT, key=key, default=None)

@@ -290,7 +290,7 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
         def png() -> bytes:
             return molecule_view.molecule_png(mol, top, legend=title)
     else:
-        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}")
+        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=key)
 
         def svg() -> str:
             return graph_view.to_svg(pic, title=title)

@@ -42,10 +42,14 @@ def _ready(page) -> list[str]:
     page.wait_for_selector(f"{MAIN} [data-testid=stHeading]")
     page.wait_for_selector(IDLE)
     page.locator(".st-key-sb_methods [data-tag]").first.wait_for()
-    panels = [f"panel_{KEY_OF_TITLE[t]}" for t in selected_methods(page)]
-    assert panels, "no explainer selected"
-    for p in panels:
-        page.locator(f".st-key-{p} iframe").wait_for()
+    chosen = [KEY_OF_TITLE[t] for t in selected_methods(page)]
+    assert chosen, "no explainer selected"
+    # a default explainer that needs a one-off fit (PGExplainer) offers a button instead
+    for key in chosen:
+        page.wait_for_selector(f".st-key-panel_{key} iframe, .st-key-ex_fit_{key} button")
+    panels = [f"panel_{key}" for key in chosen
+              if page.query_selector(f".st-key-panel_{key} iframe")]
+    assert panels, "no default explainer drew its panel"
     wait_panels_drawn(page, ["panel_original", *panels], timeout=300)
     assert sorted(explanation_panels(page)) == sorted(panels)
     return panels

@@ -129,12 +129,13 @@ def test_benchmarks_page_draws_plotly_charts(app_server, page):
     # Plotly draws each chart asynchronously after the script run: wait for all their traces.
     page.wait_for_function(
         """() => { const c = document.querySelectorAll('[data-testid=stMain] .js-plotly-plot');
-                   return c.length >= 3 && [...c].every(
-                     e => e.querySelector('.scatterlayer .trace, .barlayer .trace')); }""")
+                   return c.length >= 3 && [...c].every(e => e.querySelector(
+                     '.scatterlayer .trace, .barlayer .trace, .boxlayer .trace')); }""")
     for i in range(charts.count()):
         assert charts.nth(i).locator(".main-svg").count() >= 1
-        # at least one trace drawn (lines, bars or points)
-        assert charts.nth(i).locator(".scatterlayer .trace, .barlayer .trace").count() >= 1
+        # at least one trace drawn (lines, bars, points or boxes)
+        assert charts.nth(i).locator(
+            ".scatterlayer .trace, .barlayer .trace, .boxlayer .trace").count() >= 1
     assert "Explanation accuracy" in page.locator(MAIN).inner_text()
     screenshot(page, "benchmarks-charts")
 
