@@ -53,7 +53,11 @@ def file_digest(path: Path) -> str:
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The file keeps the mode of the one it replaces (new files: 0644, not mkstemp's private 0600,
+    so shipped results and shared caches stay readable).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -61,6 +65,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, path.stat().st_mode & 0o777 if path.exists() else 0o644)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -11,6 +11,14 @@ def test_save_and_load_round_trip(tmp_path):
     assert torch.equal(load_torch(path, kind="x")["w"], torch.arange(3))
 
 
+def test_saved_files_are_readable_by_others_and_keep_their_mode(tmp_path):
+    new = save_json({"a": 1}, tmp_path / "r.json")
+    assert new.stat().st_mode & 0o777 == 0o644  # not mkstemp's private 0600
+    new.chmod(0o664)
+    save_json({"a": 2}, new)
+    assert new.stat().st_mode & 0o777 == 0o664
+
+
 def test_interrupted_save_keeps_previous_file(tmp_path):
     path = tmp_path / "model.pt"
     save_torch({"kind": "x", "v": 1}, path)
