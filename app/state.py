@@ -17,6 +17,7 @@ import torch
 from gem_core.config import DATASETS, DatasetSpec, get_spec, target_names
 from gem_core.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
+from gem_core.reproduce import recorded_fit_seconds
 from gem_core.session import Workbench, workbench
 from theme import method_title
 
@@ -209,6 +210,10 @@ def progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
 def fit_offer(wb: Workbench, method: str, message: str, key: str) -> None:
     """Say that ``method`` needs a one-off fit and offer a button that fits it (then reruns)."""
     title = method_title(method)
+    took = recorded_fit_seconds(wb.name, method, wb.target_name)
+    if took is not None:
+        message += (f" In the recorded benchmark run (assets/results) this fit took "
+                    f"{took:.0f} s on a CPU.")
     st.info(message, icon=":material/hourglass_empty:")
     if st.button(f"Fit {title} now", key=key, icon=":material/play_arrow:"):
         try:

@@ -7,6 +7,7 @@ them beside the paper's numbers.
 """
 from __future__ import annotations
 
+import json
 import platform
 import statistics
 import time
@@ -33,6 +34,19 @@ def results_path(dataset: str, target: str = "paper") -> Path:
     """``assets/results/<dataset>.json`` (the paper's target) or ``<dataset>-<target>.json``."""
     name = get_spec(dataset).name
     return ASSETS_DIR / "results" / (f"{name}.json" if target == "paper" else f"{name}-{target}.json")
+
+
+def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Optional[float]:
+    """How long ``method``'s fit took in the shipped results of ``dataset`` (None: not recorded).
+
+    Lets the app say how long a one-off fit will take from a measurement, not a guess.
+    """
+    try:
+        with open(results_path(dataset, target), encoding="utf-8") as f:
+            seconds = float(json.load(f)["methods"][method]["fit_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return seconds if seconds > 0 else None
 
 
 def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressFn]) -> dict[str, Any]:

@@ -134,8 +134,7 @@ def _ranked(scores: list[float], k: int) -> list[int]:
 
 def _fit_button(wb: Workbench, method: str) -> None:
     fit_offer(wb, method, f"{method_title(method)} has not been fitted for {wb.spec.title} yet. "
-                          f"Fitting it on the training instances takes minutes on a CPU, once; "
-                          f"the result is cached.", key=f"ex_fit_{method}")
+                          f"It is fitted once on the training instances; the result is cached.", key=f"ex_fit_{method}")
 
 
 # ----------------------------------------------------------------------------- page

@@ -77,7 +77,7 @@ def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str
 def _fit_offer(model: Workbench, waiting: list[str]) -> None:
     for m in waiting:
         fit_offer(model, m, f"{method_title(m)} is not fitted for the Mutagenicity model yet (a "
-                            f"one-off fit on the training molecules, several minutes on a CPU).",
+                            f"one-off fit on the training molecules, cached afterwards).",
                   key=f"mol_fit_{m}")
 
 

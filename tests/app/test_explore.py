@@ -152,6 +152,31 @@ def test_gem_panel_is_explained_or_offers_a_fit():
         assert at.button(key="ex_fit_gem").label == "Fit Gem now"
 
 
+def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
+    """A one-off fit is announced with the time it took in the shipped results, not a guess."""
+    import json
+
+    import streamlit as st
+
+    import gem_core.session as session
+    from gem_core.reproduce import recorded_fit_seconds, results_path
+
+    took = json.loads(results_path("ba_shapes").read_text())["methods"]["pgexplainer"]["fit_seconds"]
+    assert recorded_fit_seconds("ba_shapes", "pgexplainer") == took > 0
+    assert recorded_fit_seconds("ba_shapes", "random") is None  # nothing to fit
+    assert recorded_fit_seconds("mutagenicity", "gem", target="no-such-target") is None
+    monkeypatch.setattr(session, "_WORKBENCHES", {})  # a fresh session: PGExplainer not fitted
+    st.cache_resource.clear()
+    try:
+        at = make_app(methods=("pgexplainer",))
+        no_exception(at)
+        offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
+        assert offer and f"this fit took {took:.0f} s" in offer[0]
+        assert at.button(key="ex_fit_pgexplainer").label == "Fit PGExplainer now"
+    finally:
+        st.cache_resource.clear()
+
+
 def test_explore_explains_missing_data(monkeypatch):
     import streamlit as st
 
