@@ -11,15 +11,22 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune")
+COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune", "screen")
 
 
 class UserError(Exception):
     """An error whose message is meant for the user as-is."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (``PROG: error: ...; see --help``), exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m gem_core",
         description="Gem: generative causal explanations for graph neural networks.",
     )

@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install -q -r requirements.txt
+# the optional Ray extra: its tests run the screen on a local 2-CPU Ray cluster
+python3 -m pip install -q -e '.[ray]'
 
 if [ -z "${GEM_SKIP_BROWSER_INSTALL:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then

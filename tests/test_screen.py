@@ -1,0 +1,210 @@
+"""Library screening: every row accounted for, the same bytes on every path, resumable."""
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from rdkit import RDConfig
+
+from gem_core.molecules import explain_smiles
+from gem_core.screening import ScreenSettings, iter_rows, screen
+
+PROJECT = Path(__file__).resolve().parent.parent
+NCI_SMI = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"  # real NCI compounds, shipped by RDKit
+
+MIXED_LINES = [
+    b"O=[N+]([O-])c1ccccc1 nitrobenzene",      # ok
+    b"CCO ethanol",                            # ok
+    b"",                                       # empty line
+    b"C1CC unclosed",                          # invalid SMILES
+    b"c1ccccc1[Se]C selenide",                 # unsupported element
+    b"Nc1ccccc1.Cl aniline-HCl",               # salt
+    b"# a comment, not a row",
+    b"CC\xff\xfeO latin1",                     # not UTF-8
+    b"[N-]=[N+]=Nc1ccccc1 phenyl-azide",       # ok
+]
+# (status, reason) per row; the comment line is not a row
+EXPECTED = [("ok", None), ("ok", None), ("rejected", "empty"), ("rejected", "parse"),
+            ("rejected", "element"), ("rejected", "fragments"), ("rejected", "encoding"),
+            ("ok", None)]
+
+
+def _write(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _nci_rows(tmp_path: Path, n: int) -> Path:
+    lines = NCI_SMI.read_bytes().splitlines()[:n]
+    return _write(tmp_path / f"nci{n}.smi", lines)
+
+
+def _run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "gem_core", *args], capture_output=True,
+                          text=True, cwd=PROJECT, env=env, timeout=600, **kw)
+
+
+def test_mixed_file_gives_one_row_per_input_row_with_the_right_status(tmp_path):
+    src = _write(tmp_path / "mixed.smi", MIXED_LINES)
+    result = screen(src, tmp_path / "out.parquet", ScreenSettings(k=5), workers=1)
+    table = pq.read_table(tmp_path / "out.parquet").to_pydict()
+    assert table["row"] == list(range(1, 9))
+    assert list(zip(table["status"], table["reason"])) == EXPECTED
+    assert table["id"][:2] == ["nitrobenzene", "ethanol"] and table["id"][2] is None
+    assert result.summary.rows == 8 and result.summary.ok == 3
+    assert dict(result.summary.rejected) == {"empty": 1, "parse": 1, "element": 1,
+                                             "fragments": 1, "encoding": 1}
+    # rejected rows carry the app's one-line message, accepted rows the model's columns
+    assert "Se" in table["message"][4] and "largest fragment" in table["message"][5]
+    assert "UTF-8" in table["message"][6]
+    assert all("\n" not in (m or "") for m in table["message"])
+    for i, (status, _) in enumerate(EXPECTED):
+        assert (table["prediction"][i] is None) == (status != "ok")
+    assert "aromatic_nitro" in table["toxicophores"][0]
+    assert not (tmp_path / "out.parquet.parts").exists()
+
+
+def test_salts_follow_largest_fragment(tmp_path):
+    src = _write(tmp_path / "salt.smi", [b"Nc1ccccc1.Cl"])
+    screen(src, tmp_path / "a.parquet", ScreenSettings(largest_fragment=True), workers=1)
+    row = pq.read_table(tmp_path / "a.parquet").to_pylist()[0]
+    assert row["status"] == "ok" and row["canonical_smiles"] == "Nc1ccccc1"
+    assert "largest" in row["message"]
+
+
+def test_rows_match_the_explain_command(tmp_path):
+    smiles = ["O=[N+]([O-])c1ccc(C)cc1", "Nc1ccc2cc3ccccc3cc2c1", "C1OC1c1ccccc1"]
+    src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
+    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6), workers=1)
+    rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
+    for smi, row in zip(smiles, rows):
+        ref = explain_smiles(smi, k=6, device="cpu")
+        assert row["bonds"] == ref["explanation"]["bonds"]
+        # float32 batches of other sizes round differently in the last digits
+        assert row["scores"] == pytest.approx(ref["explanation"]["scores"], abs=1e-5)
+        assert row["prediction"] == ref["prediction"]["label"]
+        p_pred = row["p_mutagen"] if row["prediction"] == "mutagen" else 1 - row["p_mutagen"]
+        assert p_pred == pytest.approx(ref["prediction"]["probability"], abs=1e-5)
+        assert row["fragment"]
+
+
+def test_table_input_with_named_columns_and_csv_output(tmp_path):
+    src = tmp_path / "lib.csv"
+    src.write_text("Compound,SMILES,mw\nA1,CCO,46\nA2,,0\nA3,\"O=[N+]([O-])c1ccccc1\",123\n")
+    with pytest.raises(ValueError, match="no SMILES column 'smi'"):
+        screen(src, tmp_path / "o.csv", ScreenSettings(), workers=1, smiles_column="smi")
+    screen(src, tmp_path / "o.csv", ScreenSettings(k=3), workers=1, smiles_column="SMILES",
+           id_column="Compound")
+    screen(src, tmp_path / "o.parquet", ScreenSettings(k=3), workers=1, smiles_column="SMILES",
+           id_column="Compound")
+    csv_rows = pacsv.read_csv(tmp_path / "o.csv").to_pylist()
+    pq_rows = pq.read_table(tmp_path / "o.parquet").to_pylist()
+    assert [r["id"] for r in csv_rows] == ["A1", "A2", "A3"]
+    assert [r["status"] for r in csv_rows] == ["ok", "rejected", "ok"]
+    for c, p in zip(csv_rows, pq_rows):
+        if p["bonds"] is None:
+            continue
+        assert c["bonds"] == ";".join(f"{i}-{j}" for i, j in p["bonds"])
+        assert [float(x) for x in c["scores"].split(";")] == p["scores"]  # exact round trip
+
+
+def test_stdin_input(tmp_path):
+    out = tmp_path / "s.parquet"
+    proc = _run_cli("screen", "-", "--out", str(out), "--workers", "1", "--no-progress",
+                    input="CCO\nC1CC\n")
+    assert proc.returncode == 0, proc.stderr
+    assert pq.read_table(out).column("status").to_pylist() == ["ok", "rejected"]
+    assert "ok 1" in proc.stderr and "parse 1" in proc.stderr
+
+
+def test_worker_processes_give_identical_bytes(tmp_path):
+    src = _nci_rows(tmp_path, 300)
+    one = screen(src, tmp_path / "one.parquet", ScreenSettings(), workers=1, chunk_size=37)
+    two = screen(src, tmp_path / "two.parquet", ScreenSettings(), workers=2, chunk_size=37)
+    assert one.backend == "process" and two.backend == "processes"
+    assert one.summary.rows == two.summary.rows == 300
+    assert one.summary.ok > 200  # real compounds: most are accepted
+    assert (tmp_path / "one.parquet").read_bytes() == (tmp_path / "two.parquet").read_bytes()
+
+
+def test_ray_path_equals_the_local_path(tmp_path):
+    import ray
+
+    src = _nci_rows(tmp_path, 300)
+    screen(src, tmp_path / "local.parquet", ScreenSettings(), workers=1, chunk_size=50)
+    assert not ray.is_initialized()
+    result = screen(src, tmp_path / "ray.parquet", ScreenSettings(), workers=2, use_ray=True,
+                    chunk_size=50)
+    assert result.backend == "ray" and not ray.is_initialized()  # a local Ray, shut down
+    assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_output(tmp_path):
+    src = _nci_rows(tmp_path, 2000)
+    reference = tmp_path / "ref.parquet"
+    args = ["--chunk-size", "20", "--workers", "1", "--no-progress"]
+    assert _run_cli("screen", str(src), "--out", str(reference), *args).returncode == 0
+
+    out = tmp_path / "run.parquet"
+    parts = tmp_path / "run.parquet.parts"
+    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "gem_core", "screen", str(src), "--out",
+                             str(out), *args], cwd=PROJECT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while len(list(parts.glob("chunk-*.parquet"))) < 5 and time.time() < deadline:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists(), "killed mid-run: no final output yet"
+    finished = len(list(parts.glob("chunk-*.parquet")))
+    assert 5 <= finished < 100
+
+    again = _run_cli("screen", str(src), "--out", str(out), *args)
+    assert again.returncode == 0, again.stderr
+    assert f"resumed: {finished} of 100 chunks" in again.stderr
+    assert out.read_bytes() == reference.read_bytes()
+    assert pq.read_table(out).num_rows == 2000 and not parts.exists()
+
+
+def test_other_settings_do_not_mix_into_an_unfinished_run(tmp_path):
+    src = _nci_rows(tmp_path, 40)
+    out = tmp_path / "o.parquet"
+    parts = tmp_path / "o.parquet.parts"
+    parts.mkdir()
+    (parts / "manifest.json").write_text('{"version": 1, "settings": {"k": 3}}')
+    (parts / "chunk-000000.parquet").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="other settings .*--restart"):
+        screen(src, out, ScreenSettings(), workers=1)
+    result = screen(src, out, ScreenSettings(), workers=1, restart=True)
+    assert result.summary.rows == 40 and result.chunks_resumed == 0
+
+
+def test_help_and_bad_arguments():
+    ok = _run_cli("screen", "--help")
+    assert ok.returncode == 0 and "--ray" in ok.stdout and "--largest-fragment" in ok.stdout
+    for bad in (["screen"], ["screen", "x.smi", "--out", "y.parquet", "--k", "0"],
+                ["screen", "x.smi", "--out", "y.parquet", "--method", "gnnexplainer"],
+                ["screen", "missing.smi", "--out", "y.parquet"],
+                ["screen", __file__, "--out", "y.txt"]):
+        proc = _run_cli(*bad)
+        assert proc.returncode == 2, bad
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_reader_keeps_every_row_in_order():
+    text = b"smiles,name\nCCO,a\n\n\"C(=O)O\",b\n# note\nCC\xff,c\n"
+    rows = list(iter_rows(io.BytesIO(text)))
+    assert [(r.row, r.id, r.smiles) for r in rows] == [
+        (1, "a", "CCO"), (2, None, ""), (3, "b", "C(=O)O"), (4, "c", "CC\ufffd")]
+    assert [r.error and r.error[0] for r in rows] == [None, "empty", None, "encoding"]
