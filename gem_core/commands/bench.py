@@ -180,4 +180,6 @@ def black_box_warmup(black_box: Any, instances: Sequence[Any]) -> None:
 BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...] = (
     ("distill", _register_distill),
     ("app", _register_app),
+    ("screen", lambda sub: __import__("gem_core.commands.bench_screen",
+                                      fromlist=["register"]).register(sub)),
 )

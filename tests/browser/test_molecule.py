@@ -69,3 +69,36 @@ def test_bad_smiles_gets_a_message_not_a_traceback(app_server, page, smiles, mes
     assert message in alert.first.inner_text()
     assert page.locator("[data-testid=stException]").count() == 0
     assert page.locator(".st-key-mol_prediction").count() == 0
+
+
+def test_a_file_is_screened_and_a_clicked_row_is_drawn(app_server, page, tmp_path):
+    """The "File of molecules" tab: upload, the table (flagged first), click a row's checkbox,
+    and that molecule is drawn below with its explanation."""
+    library = tmp_path / "library.smi"
+    library.write_bytes(b"OC(=O)c1ccccc1 benzoic-acid\nC1CC( broken\n"
+                        b"O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2 2-nitrofluorene\n")
+    open_app(page, app_server, "/molecule")
+    page.get_by_role("tab", name="File of molecules").click()
+    page.locator(".st-key-mol_file input[type=file]").set_input_files(str(library))
+    page.wait_for_timeout(200)
+    page.wait_for_selector(IDLE)
+    grid = page.locator(".st-key-mol_batch_table [data-testid=stDataFrame]")
+    grid.wait_for()
+    assert_no_errors(page)
+    assert "2 of 3 rows screened" in page.locator(MAIN).inner_text()
+    page.wait_for_timeout(500)  # the grid's canvas is laid out
+    box = grid.bounding_box()
+    # the selection checkbox of the first data row (under a header row of ~35 px)
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)
+    page.wait_for_timeout(200)
+    page.wait_for_selector(IDLE)
+    detail = page.locator(".st-key-mol_batch_detail")
+    detail.wait_for()
+    assert_no_errors(page)
+    text = detail.inner_text()
+    assert text.startswith("Row 3") and "2-nitrofluorene" in text, text[:200]  # flagged first
+    assert "P(mutagen)" in text
+    img = detail.locator("img").first
+    img.wait_for()
+    assert img.evaluate("i => i.complete && i.naturalWidth > 0")
+    screenshot(page, "molecule-batch-selected")

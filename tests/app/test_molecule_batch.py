@@ -1,0 +1,236 @@
+"""The Molecule page's "File of molecules" tab: the engine path of `python -m gem_core screen`.
+
+The upload is read by ``gem_core.screening.iter_rows`` and computed by ``explain_rows``; the page
+sorts (flagged first, rejected last), filters, downloads, and draws the selected row.
+"""
+from __future__ import annotations
+
+import io
+
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from gem_core.chem import smiles_to_instance
+from gem_core.explainers import METHODS, method_spec
+from gem_core.screening import ScreenSettings, csv_table, explain_rows, iter_rows
+from gem_core.screening.runner import check_settings
+
+from .conftest import make_app, no_exception, texts
+
+# One row of each kind: valid (a mutagen and a non-mutagen), invalid SMILES, an unsupported
+# element, an empty line, a line that is not UTF-8, a salt.
+MIXED = (b"smiles,name\n"
+         b"OC(=O)c1ccccc1,benzoic acid\n"
+         b"C1CC(,broken\n"
+         b"O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2,2-nitrofluorene\n"
+         b"C[Se]C,selenide\n"
+         b"\n"
+         b"\xff\xfeCCO,latin\n"
+         b"Nc1ccc2cc3ccccc3cc2c1,2-aminoanthracene\n"
+         b"Nc1ccccc1.Cl,aniline hcl\n")
+MIXED_STATUS = {1: ("ok", None), 2: ("rejected", "parse"), 3: ("ok", None),
+                4: ("rejected", "element"), 5: ("rejected", "empty"), 6: ("rejected", "encoding"),
+                7: ("ok", None), 8: ("rejected", "fragments")}
+
+
+def _page(methods=("random",)):
+    at = make_app(methods=methods)
+    at.switch_page("views/molecule.py").run()
+    no_exception(at)
+    return at
+
+
+def _upload(at, name: str, data: bytes, mime: str = "text/csv"):
+    at.file_uploader(key="mol_file").upload(name, data, mime).run()
+    no_exception(at)
+    return at
+
+
+def _table(at):
+    """The result table element (its key changes with the result and the filters)."""
+    found = [d for d in at.dataframe if (d.key or "").startswith("mol_batch_df")]
+    assert len(found) == 1, [d.key for d in at.dataframe]
+    return found[0]
+
+
+def _expected(data: bytes, method: str = "random", k: int = 8, largest: bool = False):
+    rows = list(iter_rows(io.BytesIO(data)))
+    return explain_rows(rows, check_settings(ScreenSettings(
+        method=method, k=k, target="paper", device="auto", largest_fragment=largest)))
+
+
+def _select(at, position: int):
+    """Select the ``position``-th shown row, the way Streamlit stores a dataframe selection."""
+    at.session_state[_table(at).key] = {"selection": {"rows": [position], "columns": []}}
+    at.run()
+    no_exception(at)
+    return at
+
+
+def test_the_cli_command_is_shown_above_the_uploader():
+    at = _page()
+    codes = [c.value for c in at.code]
+    assert "python -m gem_core screen library.smi --out hits.parquet" in codes
+    assert any("1,000 rows" in c and "command line" in c for c in texts(at.caption))
+
+
+def test_only_batched_methods_are_offered(needs_mutagenicity_model):
+    from theme import method_title
+
+    at = _upload(_page(), "one.smi", b"Nc1ccccc1 aniline\n", "text/plain")
+    batched = [m for m in METHODS if method_spec(m).batched]
+    assert at.selectbox(key="mol_batch_method").options == [method_title(m) for m in batched]
+    assert len(batched) < len(METHODS)
+
+
+def test_a_mixed_file_gives_one_row_per_input_row(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    df = _table(at).value
+    assert len(df) == len(MIXED_STATUS)
+    by_row = {int(r["row"]): r for _, r in df.iterrows()}
+    assert {r: (by_row[r]["status"], by_row[r]["reason"] if by_row[r]["status"] != "ok" else None)
+            for r in by_row} == MIXED_STATUS
+    assert by_row[6]["id"] == "latin" and "not UTF-8" in by_row[6]["message"]
+    assert by_row[4]["id"] == "selenide" and "Se" in by_row[4]["message"]
+    assert any("3 of 8 rows screened" in m for m in texts(at.markdown))
+
+
+def test_flagged_first_by_p_then_rejected_last(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    df = _table(at).value
+    status = list(df["status"])
+    ok = [i for i, s in enumerate(status) if s == "ok"]
+    assert ok == list(range(len(ok)))  # accepted rows first, rejected after them
+    p = list(df["p_mutagen"][: len(ok)])
+    assert p == sorted(p, reverse=True)
+    flagged = [pred == "mutagen" for pred in df["prediction"][: len(ok)]]
+    assert flagged == sorted(flagged, reverse=True)  # flagged before the other accepted ones
+    assert list(df["row"][len(ok):]) == sorted(df["row"][len(ok):])  # rejected in input order
+
+
+def test_the_numbers_shown_are_those_of_explain_rows(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    df = _table(at).value
+    expected = {r["row"]: r for r in _expected(MIXED).to_pylist()}
+    for _, shown in df.iterrows():
+        exp = expected[int(shown["row"])]
+        assert shown["status"] == exp["status"]
+        if exp["status"] == "ok":
+            assert shown["p_mutagen"] == exp["p_mutagen"]  # exactly, not rounded
+            assert shown["fragment"] == exp["fragment"]
+            assert shown["prediction"] == {"mutagen": "mutagen",
+                                           "nonmutagen": "non-mutagen"}[exp["prediction"]]
+        else:
+            assert shown["message"] == exp["message"]
+
+
+def test_gem_numbers_match_the_engine(needs_mutagenicity_model):
+    from gem_core.molecules import molecule_model
+
+    if not molecule_model("cpu").is_fitted("gem"):
+        pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
+    at = _upload(_page(methods=("gem",)), "mixed.csv", MIXED)
+    at.number_input(key="mol_batch_k").set_value(5).run()
+    no_exception(at)
+    assert at.selectbox(key="mol_batch_method").value == "gem"
+    expected = {r["row"]: r for r in _expected(MIXED, "gem", 5).to_pylist()}
+    for _, shown in _table(at).value.iterrows():
+        exp = expected[int(shown["row"])]
+        if exp["status"] == "ok":
+            assert (shown["p_mutagen"], shown["fragment"]) == (exp["p_mutagen"], exp["fragment"])
+
+
+def test_downloads_are_the_whole_result_in_input_order(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    entry = next(iter(at.session_state["mol_batch"].values()))
+    expected = _expected(MIXED)
+    got = pq.read_table(io.BytesIO(entry["parquet"]))
+    assert got.to_pylist() == expected.to_pylist()
+    assert b"gem_screen" in got.schema.metadata
+    buf = io.BytesIO()
+    pacsv.write_csv(csv_table(expected), buf)
+    assert entry["csv"] == buf.getvalue()
+
+
+def test_filters_by_prediction_status_and_text(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    at.radio(key="mol_batch_show").set_value("rejected").run()
+    no_exception(at)
+    assert set(_table(at).value["status"]) == {"rejected"} and len(_table(at).value) == 5
+    # rejected rows show why, not empty prediction columns
+    assert list(_table(at).proto.column_order) == ["row", "id", "smiles", "reason", "message"]
+    at.radio(key="mol_batch_show").set_value("mutagen").run()
+    assert set(_table(at).value["prediction"]) <= {"mutagen"}
+    at.radio(key="mol_batch_show").set_value("all").run()
+    at.text_input(key="mol_batch_search").input("NITRO").run()  # ids: any case
+    assert list(_table(at).value["id"]) == ["2-nitrofluorene"]
+    at.text_input(key="mol_batch_search").input("[Se]").run()  # SMILES: as typed
+    assert list(_table(at).value["id"]) == ["selenide"]
+    at.text_input(key="mol_batch_search").input("no such thing").run()
+    no_exception(at)
+    assert not [d for d in at.dataframe if (d.key or "").startswith("mol_batch_df")]
+    assert any("No row matches" in i for i in texts(at.info))
+
+
+def test_selecting_a_row_opens_that_molecule(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    assert not any(s.startswith("Row ") for s in texts(at.subheader))  # nothing selected yet
+    df = _table(at).value
+    expected = {r["row"]: r for r in _expected(MIXED).to_pylist()}
+    first = expected[int(df["row"][0])]  # the most likely mutagen
+    _select(at, 0)
+    assert f"Row {first['row']}" in texts(at.subheader)[-1]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["P(mutagen)"] == f"{first['p_mutagen']:.3f}"
+    codes = [c.value for c in at.code]
+    assert first["canonical_smiles"] in codes and first["fragment"] in codes
+    assert " ".join(f"{a}-{b}" for a, b in first["bonds"]) in codes
+    # the bonds are pairs of the molecule re-parsed from the row's SMILES
+    mol = smiles_to_instance(first["smiles"]).mol
+    assert all(mol.GetBondBetweenAtoms(a, b) is not None for a, b in first["bonds"])
+    assert len(at.image) >= 1
+
+
+def test_selecting_a_rejected_row_says_why(needs_mutagenicity_model):
+    at = _upload(_page(), "mixed.csv", MIXED)
+    at.radio(key="mol_batch_show").set_value("rejected").run()
+    df = _table(at).value
+    pos = list(df["row"]).index(4)  # the selenide
+    _select(at, pos)
+    assert any(s.startswith("Row 4") for s in texts(at.subheader))
+    assert any("Rejected (element)" in e and "Se" in e for e in texts(at.error))
+    assert "C[Se]C" in [c.value for c in at.code]
+    # another filter is another table: the selection does not carry over to another molecule
+    at.radio(key="mol_batch_show").set_value("all").run()
+    no_exception(at)
+    assert not any(s.startswith("Row ") for s in texts(at.subheader))
+
+
+def test_a_table_without_a_smiles_column_is_a_message():
+    at = _upload(_page(), "weights.csv", b"name,weight\nfoo,1\n")
+    errors = texts(at.error)
+    assert any("no SMILES column" in e for e in errors), errors
+    assert not [d for d in at.dataframe if (d.key or "").startswith("mol_batch_df")]
+
+
+def test_a_file_longer_than_the_cap_is_read_up_to_it(needs_mutagenicity_model):
+    data = b"".join(b"CCO ethanol-%d\n" % i for i in range(1005))
+    at = _upload(_page(), "big library.smi", data, "text/plain")
+    assert any("1,005 rows" in w and "first 1,000" in w for w in texts(at.warning))
+    assert "python -m gem_core screen 'big library.smi' --out hits.parquet" in \
+        [c.value for c in at.code]
+    assert len(_table(at).value) == 1000
+    assert any("1,000 of 1,000 rows screened" in m for m in texts(at.markdown))
+
+
+def test_a_method_that_needs_a_fit_is_offered_a_fit(needs_mutagenicity_model):
+    from gem_core.molecules import molecule_model
+
+    if molecule_model("cpu").is_fitted("pgexplainer"):
+        pytest.skip("PGExplainer is already fitted here")
+    at = _upload(_page(), "one.smi", b"Nc1ccccc1 aniline\n", "text/plain")
+    at.selectbox(key="mol_batch_method").set_value("pgexplainer").run()
+    no_exception(at)
+    assert at.button(key="mol_fit_pgexplainer").label == "Fit PGExplainer now"
+    assert not [d for d in at.dataframe if (d.key or "").startswith("mol_batch_df")]
