@@ -14,6 +14,7 @@ Everything here is local: drawing produces SVG text with RDKit and never reaches
 """
 from __future__ import annotations
 
+import bisect
 import csv
 import functools
 import io
@@ -55,6 +56,9 @@ _BOND_LABEL = {Chem.BondType.SINGLE: 0, Chem.BondType.DOUBLE: 1, Chem.BondType.T
 _LABEL_BOND = {0: Chem.BondType.SINGLE, 1: Chem.BondType.DOUBLE, 2: Chem.BondType.TRIPLE}
 assert len(_LABEL_BOND) == len(BOND_ORDERS)
 _ATOM_COLUMN = {s: i for i, s in enumerate(MUTAGENICITY_ATOMS)}
+# Rows of these are the one-hot node / edge features (``index_select`` copies them).
+_ATOM_ONE_HOT = torch.eye(len(MUTAGENICITY_ATOMS))
+_BOND_ONE_HOT = torch.eye(len(BOND_ORDERS))
 
 #: Example molecules for the app (name -> SMILES); every one converts with smiles_to_instance.
 EXAMPLE_SMILES: dict[str, str] = {
@@ -186,16 +190,20 @@ def _sanitize_failure(smiles: str, mol: Chem.Mol) -> Optional[MoleculeError]:
 
 def _parse(smiles: str) -> Chem.Mol:
     """Sanitised RDKit molecule of a stripped SMILES, or a :class:`MoleculeError` saying why not."""
+    # One sanitising parse on the (common) success path; only a failure is parsed again,
+    # unsanitised and with the error log captured, to tell a syntax error (its message) from
+    # a chemically invalid molecule.
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+    if mol is not None:
+        return mol
     with rdBase.CaptureErrorLog() as capture:
         raw = Chem.MolFromSmiles(smiles, sanitize=False)
     if raw is None:
         raise MoleculeError(_parse_failure_message(smiles, capture.messages), "parse")
     with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles)
-        if mol is None:
-            err = _sanitize_failure(smiles, raw)
-            raise err or MoleculeError(f"{_show(smiles)} is not a valid molecule.", "valence")
-    return mol
+        err = _sanitize_failure(smiles, raw)
+    raise err or MoleculeError(f"{_show(smiles)} is not a valid molecule.", "valence")
 
 
 def _clean(smiles: str) -> tuple[str, str]:
@@ -235,12 +243,23 @@ def _atom_label(atom: Chem.Atom) -> str:
     return f"{atom.GetSymbol()}{atom.GetIdx()}"
 
 
-def _charge_warnings(mol: Chem.Mol) -> list[str]:
-    exempt: set[int] = set()
-    for patt in _NEUTRAL_GROUPS:
-        for match in mol.GetSubstructMatches(patt):
-            exempt.update(match)
-    charged = [a for a in mol.GetAtoms() if a.GetFormalCharge() != 0 and a.GetIdx() not in exempt]
+def _atom_list(mol: Chem.Mol, count: Optional[int] = None) -> list[Chem.Atom]:
+    """The first ``count`` (default: all) atoms of ``mol``, without RDKit's slow Python iterator."""
+    return list(map(mol.GetAtomWithIdx, range(mol.GetNumAtoms() if count is None else count)))
+
+
+def _charge_warnings(mol: Chem.Mol, atoms: Optional[list[Chem.Atom]] = None) -> list[str]:
+    """Warnings for charged and radical atoms. ``atoms``: the atoms that can carry a charge or
+    a radical (default: all of ``mol``; hydrogens added by ``AddHs`` carry neither)."""
+    if atoms is None:
+        atoms = _atom_list(mol)
+    charged = [a for a in atoms if a.GetFormalCharge() != 0]
+    if charged:  # the neutral-group SMARTS only matter when some atom is charged
+        exempt: set[int] = set()
+        for patt in _NEUTRAL_GROUPS:
+            for match in mol.GetSubstructMatches(patt):
+                exempt.update(match)
+        charged = [a for a in charged if a.GetIdx() not in exempt]
     out = []
     if charged:
         listed = ", ".join(f"{_atom_label(a)} ({a.GetFormalCharge():+d})" for a in charged[:10])
@@ -249,11 +268,18 @@ def _charge_warnings(mol: Chem.Mol) -> list[str]:
             f"Formal charge on {listed}{more}. The training molecules carry no charges (only "
             f"nitro and azide groups, which are converted), and the model sees elements and bond "
             f"orders only, so the charged form is read as an unusual neutral graph.")
-    radicals = [a for a in mol.GetAtoms() if a.GetNumRadicalElectrons() > 0]
+    radicals = [a for a in atoms if a.GetNumRadicalElectrons() > 0]
     if radicals:
         out.append("Radical (unpaired-electron) atoms: " + ", ".join(_atom_label(a) for a in radicals)
                    + ". Hydrogens are not added to them; the training data has no radicals.")
     return out
+
+
+def _one_hot(table: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+    """A new ``[len(rows), k]`` tensor of one-hot rows (in the default dtype, like torch.zeros)."""
+    if table.dtype != torch.get_default_dtype():  # the default dtype changed after import
+        table = table.to(torch.get_default_dtype())
+    return table.index_select(0, torch.tensor(rows))
 
 
 def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
@@ -279,29 +305,35 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
     mol = _parse(text)
     warnings: list[str] = []
 
-    frags = _fragments(mol)
-    if len(frags) > 1:
-        frag_smiles = [Chem.MolToSmiles(f) for f in frags]
+    if len(Chem.GetMolFrags(mol)) > 1:  # atom-index tuples: cheap; fragment mols only if needed
+        frags = _fragments(mol)
         best = max(range(len(frags)), key=lambda i: (_fragment_key(frags[i]), -i))
+        # SMILES only of the fragments a message shows: the first 7 and the largest
+        frag_smiles = {i: Chem.MolToSmiles(frags[i])
+                       for i in sorted({*range(min(7, len(frags))), best})}
         if not keep_largest_fragment:
-            shown = ", ".join(frag_smiles[:6]) + (", ..." if len(frags) > 6 else "")
+            shown = (", ".join(frag_smiles[i] for i in range(min(6, len(frags))))
+                     + (", ..." if len(frags) > 6 else ""))
             shown = shown if len(shown) < 300 else shown[:297] + "..."
             raise MoleculeError(
                 f"{_show(text)} has {len(frags)} disconnected fragments ({shown}): a salt or mixture. "
                 f"The model explains one connected molecule: keep the largest fragment, "
                 f"{frag_smiles[best]}.", "fragments")
-        removed = [s for i, s in enumerate(frag_smiles) if i != best]
+        removed = [frag_smiles[i] for i in range(min(7, len(frags))) if i != best][:6]
         text = frag_smiles[best]
         mol = _parse(text)
         warnings.append(f"Kept the largest of {len(frags)} fragments ({text}); removed "
-                        f"{', '.join(removed[:6])}{', ...' if len(removed) > 6 else ''}.")
+                        f"{', '.join(removed)}{', ...' if len(frags) - 1 > 6 else ''}.")
 
-    unsupported: list[str] = []
-    for atom in mol.GetAtoms():
-        sym = atom.GetSymbol()
-        if sym not in _ATOM_COLUMN and sym not in unsupported:
-            unsupported.append(sym)
-    if unsupported:
+    # Node k < n0 of the graph is atom k of ``mol``; AddHs appends the hydrogens after them.
+    n0 = mol.GetNumAtoms()
+    symbols = [a.GetSymbol() for a in _atom_list(mol)]
+    columns = [_ATOM_COLUMN.get(sym) for sym in symbols]
+    if None in columns:
+        unsupported: list[str] = []
+        for sym in symbols:
+            if sym not in _ATOM_COLUMN and sym not in unsupported:
+                unsupported.append(sym)
         listed = ", ".join("'*' (wildcard)" if s == "*" else s for s in unsupported)
         raise MoleculeError(
             f"{_show(text)} contains {'elements' if len(unsupported) > 1 else 'an element'} the model "
@@ -313,7 +345,8 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         raise MoleculeError(
             f"{_show(text)} has {n} atoms including hydrogens, more than the limit of {max_atoms} "
             f"({mol.GetNumHeavyAtoms()} heavy atoms).", "too_large")
-    if molh.GetNumBonds() == 0:
+    num_bonds = molh.GetNumBonds()
+    if num_bonds == 0:
         raise MoleculeError(
             f"{_show(text)} is a single atom with no bonds: there is nothing to explain (an explanation "
             f"is a set of bonds).", "no_bonds")
@@ -323,33 +356,36 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         raise MoleculeError(f"The aromatic system of {_show(text)} cannot be kekulized ({exc}).",
                             "kekulize") from exc
 
-    bad_bonds = [b for b in molh.GetBonds() if b.GetBondType() not in _BOND_LABEL]
+    bonds = []  # (u, v, label, bond index) with u < v
+    bad_bonds = []
+    for k, b in enumerate(map(molh.GetBondWithIdx, range(num_bonds))):
+        u, v, bond_type = b.GetBeginAtomIdx(), b.GetEndAtomIdx(), b.GetBondType()
+        label = _BOND_LABEL.get(bond_type)
+        if label is None:
+            bad_bonds.append(bond_type)
+        bonds.append((u, v, label, k) if u < v else (v, u, label, k))
     if bad_bonds:
-        kinds = sorted({str(b.GetBondType()).lower() for b in bad_bonds})
+        kinds = sorted({str(t).lower() for t in bad_bonds})
         raise MoleculeError(
             f"{_show(text)} has bond types the dataset does not use ({', '.join(kinds)}); only single, "
             f"double and triple bonds are supported.", "bond_type")
 
-    warnings.extend(_charge_warnings(molh))
+    warnings.extend(_charge_warnings(molh, _atom_list(molh, n0)))
     if n > LARGE_MOLECULE_ATOMS:
         warnings.append(f"{n} atoms including hydrogens: larger than all but 38 of the 4,337 "
                         f"training molecules, so the prediction is less reliable.")
 
-    x = torch.zeros(n, len(MUTAGENICITY_ATOMS))
-    for atom in molh.GetAtoms():
-        x[atom.GetIdx(), _ATOM_COLUMN[atom.GetSymbol()]] = 1.0
-    bonds = sorted(
-        (min(b.GetBeginAtomIdx(), b.GetEndAtomIdx()), max(b.GetBeginAtomIdx(), b.GetEndAtomIdx()),
-         _BOND_LABEL[b.GetBondType()], b.GetIdx())
-        for b in molh.GetBonds())
-    pairs = torch.tensor([[u for u, _, _, _ in bonds], [v for _, v, _, _ in bonds]], dtype=torch.long)
-    edge_attr = torch.zeros(len(bonds), len(BOND_ORDERS))
-    edge_attr[torch.arange(len(bonds)), torch.tensor([lab for _, _, lab, _ in bonds])] = 1.0
+    columns.extend([_ATOM_COLUMN["H"]] * (n - n0))
+    x = _one_hot(_ATOM_ONE_HOT, columns)
+    bonds.sort()
+    us, vs, labels, bond_idx = zip(*bonds)
+    pairs = torch.tensor([us, vs], dtype=torch.long)
+    edge_attr = _one_hot(_BOND_ONE_HOT, labels)
 
     inst = Instance(x=x, pairs=pairs, y=-1, target=None, edge_attr=edge_attr, dataset=DATASET, index=-1)
     return MoleculeInstance(
         instance=inst, mol=molh, smiles=Chem.MolToSmiles(mol), input_smiles=text,
-        warnings=warnings, name=name, pair_bond_index=[i for _, _, _, i in bonds])
+        warnings=warnings, name=name, pair_bond_index=list(bond_idx))
 
 
 # ----------------------------------------------------------------------------- dataset graphs
@@ -482,9 +518,11 @@ def _as_pair_list(pairs) -> list[tuple[int, int]]:
 
 def _bond_indices(mol: Chem.Mol, pairs: Iterable[tuple[int, int]]) -> list[int]:
     out = []
+    num_atoms = mol.GetNumAtoms()
+    between = mol.GetBondBetweenAtoms
     for i, j in pairs:
-        inside = 0 <= min(i, j) and max(i, j) < mol.GetNumAtoms()
-        bond = mol.GetBondBetweenAtoms(int(i), int(j)) if inside else None
+        inside = 0 <= min(i, j) and max(i, j) < num_atoms
+        bond = between(int(i), int(j)) if inside else None
         if bond is None:
             raise ValueError(f"atoms {i} and {j} are not bonded in this molecule")
         out.append(bond.GetIdx())
@@ -523,20 +561,57 @@ def fragment_smiles(mol: Chem.Mol, pairs) -> str:
     if not pair_list:
         return ""
     _bond_indices(mol, pair_list)  # validates the pairs
-    m = Chem.Mol(mol)
-    for atom in m.GetAtoms():
-        atom.SetIntProp("gem_orig_idx", atom.GetIdx())
-    heavy = _without_hydrogens(m, keep=set())
-    new_of_orig = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in heavy.GetAtoms()}
+    heavy, gone = _heavy_atom_mol(mol)
     atoms, bonds = set(), set()
     for i, j in pair_list:
-        a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
+        a, b = _index_after_removal(int(i), gone), _index_after_removal(int(j), gone)
         atoms.update(k for k in (a, b) if k is not None)
         if a is not None and b is not None:
             bonds.add(heavy.GetBondBetweenAtoms(a, b).GetIdx())
     with rdBase.BlockLogs():
         return Chem.MolFragmentToSmiles(heavy, atomsToUse=sorted(atoms),
                                         bondsToUse=sorted(bonds) or None, canonical=True)
+
+
+_TERMINAL_H = Chem.MolFromSmarts("[#1;D1]~*")  # (hydrogen, its neighbour)
+_ISOLATED_H = Chem.MolFromSmarts("[#1;D0]")
+
+
+def _heavy_atom_mol(mol: Chem.Mol) -> tuple[Chem.Mol, list[int]]:
+    """``(_without_hydrogens(mol, keep=set()), sorted indices of the removed hydrogens)``.
+
+    The same molecule, built without per-atom Python loops: the hydrogens with at most one
+    neighbour are found by SMARTS (``D`` is the atom degree), each neighbour's explicit H count
+    grows by its removed hydrogens, and the hydrogens are removed in one batch (the kept atoms
+    and bonds keep their relative order, as with one-by-one removal).
+    """
+    rw = Chem.RWMol(mol)
+    size = rw.GetNumAtoms() + 1
+    terminal = rw.GetSubstructMatches(_TERMINAL_H, uniquify=False, maxMatches=size)
+    gone = sorted([h for h, _ in terminal]
+                  + [h for h, in rw.GetSubstructMatches(_ISOLATED_H, maxMatches=size)])
+    if gone:
+        added: dict[int, int] = {}
+        for _, nb in terminal:
+            added[nb] = added.get(nb, 0) + 1
+        for nb, count in added.items():
+            atom = rw.GetAtomWithIdx(nb)
+            atom.SetNumExplicitHs(atom.GetNumExplicitHs() + count)
+        rw.BeginBatchEdit()
+        for idx in gone:
+            rw.RemoveAtom(idx)
+        rw.CommitBatchEdit()
+    with rdBase.BlockLogs():
+        rw.UpdatePropertyCache(strict=False)
+    return rw, gone  # the RWMol itself: GetMol() would copy it once more
+
+
+def _index_after_removal(idx: int, gone: list[int]) -> Optional[int]:
+    """Index of atom ``idx`` once the sorted atoms ``gone`` are removed (None if removed)."""
+    pos = bisect.bisect_left(gone, idx)
+    if pos < len(gone) and gone[pos] == idx:
+        return None
+    return idx - pos
 
 
 # ----------------------------------------------------------------------------- drawing

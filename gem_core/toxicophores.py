@@ -57,6 +57,7 @@ from typing import Any, Optional, Union
 
 import torch
 from rdkit import Chem, rdBase
+from rdkit.Chem.rdMolDescriptors import CalcNumAromaticRings
 from torch import Tensor
 
 from .chem import _as_pair_list, instance_to_mol
@@ -174,7 +175,9 @@ def prepare_mol(mol: Chem.Mol) -> Chem.Mol:
     m = Chem.Mol(mol)
     with rdBase.BlockLogs():
         m.UpdatePropertyCache(strict=False)
-        if any(a.GetTotalNumHs() > 0 for a in m.GetAtoms()):  # implicit or H-count hydrogens
+        # implicit or H-count hydrogens: GetNumAtoms(onlyExplicit=False) adds every atom's
+        # GetTotalNumHs() to the atom count (one C++ call instead of a loop over the atoms)
+        if m.GetNumAtoms(onlyExplicit=False) > m.GetNumAtoms():
             m = Chem.AddHs(m)
             m.UpdatePropertyCache(strict=False)
         Chem.SanitizeMol(m, sanitizeOps=Chem.SanitizeFlags.SANITIZE_SYMMRINGS
@@ -184,9 +187,16 @@ def prepare_mol(mol: Chem.Mol) -> Chem.Mol:
 
 def _fused_aromatic_systems(m: Chem.Mol) -> list[tuple[int, ...]]:
     """Atoms of each system of ≥ 3 aromatic rings fused through shared bonds (sorted tuples)."""
+    # Quick exit (one C++ call): CalcNumAromaticRings counts the rings of BondRings() whose
+    # bonds are all aromatic, i.e. the rings kept below (0 when no ring information is set, as
+    # BondRings() is then empty); fewer than _MIN_FUSED_RINGS of them make no system.
+    if CalcNumAromaticRings(m) < _MIN_FUSED_RINGS:
+        return []
     info = m.GetRingInfo()
-    rings = [frozenset(r) for r in info.BondRings()
-             if all(m.GetBondWithIdx(b).GetIsAromatic() for b in r)]
+    bond_rings = info.BondRings()
+    kept = [k for k, bonds in enumerate(bond_rings)
+            if all(m.GetBondWithIdx(b).GetIsAromatic() for b in bonds)]
+    rings = [frozenset(bond_rings[k]) for k in kept]
     parent = list(range(len(rings)))
 
     def find(i: int) -> int:
@@ -203,13 +213,14 @@ def _fused_aromatic_systems(m: Chem.Mol) -> list[tuple[int, ...]]:
     for i in range(len(rings)):
         groups.setdefault(find(i), []).append(i)
     out = []
+    atom_rings = None
     for members in groups.values():
         if len(members) >= _MIN_FUSED_RINGS:
+            if atom_rings is None:
+                atom_rings = info.AtomRings()  # ring k's atoms: the atoms of its bonds
             atoms = set()
             for i in members:
-                for b in rings[i]:
-                    bond = m.GetBondWithIdx(b)
-                    atoms.update((bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()))
+                atoms.update(atom_rings[kept[i]])
             out.append(tuple(sorted(atoms)))
     return sorted(out)
 
@@ -247,8 +258,15 @@ def match_toxicophores(mol: Chem.Mol) -> dict[str, list[tuple[int, ...]]]:
 
 
 def toxicophore_classes(mol: Chem.Mol) -> list[str]:
-    """Names of the toxicophore classes present in ``mol``, in :data:`TOXICOPHORES` order."""
-    return list(match_toxicophores(mol))
+    """Names of the toxicophore classes present in ``mol``, in :data:`TOXICOPHORES` order.
+
+    The classes of :func:`match_toxicophores` (a class is present when its SMARTS matches at
+    all, or some fused system exists), without collecting the matches.
+    """
+    m = prepare_mol(mol)
+    return [tox.name for tox in TOXICOPHORES
+            if (m.HasSubstructMatch(tox.query) if tox.query is not None
+                else _fused_aromatic_systems(m))]
 
 
 def _mask_from_matches(mol: Chem.Mol, pair_list: list[tuple[int, int]],

@@ -10,9 +10,9 @@ from rdkit import Chem
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
 from gem_core.chem import (
-    EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance, bond_index_of_pair,
-    draw_molecule_svg, fragment_smarts, instance_to_mol, largest_fragment, parse_smiles_file,
-    smiles_to_instance,
+    EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance, _without_hydrogens,
+    bond_index_of_pair, draw_molecule_svg, fragment_smarts, fragment_smiles, instance_to_mol,
+    largest_fragment, parse_smiles_file, smiles_to_instance,
 )
 from gem_core.datasets import MUTAGENICITY_ATOMS
 from gem_core.instances import Instance
@@ -250,6 +250,106 @@ def test_fragment_smarts_nitro_and_edge_cases():
     assert fragment_smarts(res.mol, torch.zeros(2, 0, dtype=torch.long)) == ""
     with pytest.raises(ValueError, match="not bonded"):
         fragment_smarts(res.mol, [(0, 2)])
+
+
+@pytest.mark.parametrize("smiles, keep, text", [
+    # the message shows the first six fragments; the largest may come after them
+    ("O.N.Cl.Br.I.F.S.CCC", False, "has 8 disconnected fragments (O, N, Cl, Br, I, F, ...): a salt "
+     "or mixture. The model explains one connected molecule: keep the largest fragment, CCC."),
+    ("CCC.O.N.Cl.Br.I.F.S", False, "has 8 disconnected fragments (CCC, O, N, Cl, Br, I, ...)"),
+    ("O.N.Cl.Br.I.F.S.CCC", True, "Kept the largest of 8 fragments (CCC); removed O, N, Cl, Br, I, F, ...."),
+    ("CCC.O.N.Cl.Br.I.F.S", True, "Kept the largest of 8 fragments (CCC); removed O, N, Cl, Br, I, F, ...."),
+    ("O.N.Cl.Br.I.F.CCC", True, "Kept the largest of 7 fragments (CCC); removed O, N, Cl, Br, I, F."),
+])
+def test_many_fragments_message_and_warning(smiles, keep, text):
+    if keep:
+        res = smiles_to_instance(smiles, keep_largest_fragment=True)
+        assert res.input_smiles == "CCC" and res.warnings == [text]
+    else:
+        with pytest.raises(MoleculeError) as err:
+            smiles_to_instance(smiles)
+        assert err.value.kind == "fragments" and text in str(err.value)
+
+
+def _reference_fragment_smiles(mol: Chem.Mol, pairs) -> str:
+    """fragment_smiles written plainly: tag atoms, drop hydrogens, map the selection."""
+    m = Chem.Mol(mol)
+    for atom in m.GetAtoms():
+        atom.SetIntProp("orig", atom.GetIdx())
+    heavy = _without_hydrogens(m, keep=set())
+    new_of_orig = {a.GetIntProp("orig"): a.GetIdx() for a in heavy.GetAtoms()}
+    atoms, bonds = set(), set()
+    for i, j in pairs:
+        a, b = new_of_orig.get(i), new_of_orig.get(j)
+        atoms.update(k for k in (a, b) if k is not None)
+        if a is not None and b is not None:
+            bonds.add(heavy.GetBondBetweenAtoms(a, b).GetIdx())
+    return Chem.MolFragmentToSmiles(heavy, atomsToUse=sorted(atoms), bondsToUse=sorted(bonds) or None,
+                                    canonical=True)
+
+
+def test_fragment_smiles_heavy_atoms_and_hydrogen_only_selections():
+    res = smiles_to_instance("OCC")  # O0 C1 C2, H3 on O, H4 H5 on C1, H6 H7 H8 on C2
+    mol = res.mol
+    assert fragment_smiles(mol, [(0, 3)]) == "O"  # an O-H bond reads as its heavy atom
+    assert fragment_smiles(mol, [(1, 4)]) == "C"
+    # only C-H bonds: their heavy atoms, with the bonds between them
+    assert fragment_smiles(mol, [(1, 4), (2, 6)]) == "CC"
+    assert fragment_smiles(mol, [(0, 1)]) == "CO"
+    assert fragment_smiles(mol, [(0, 1), (2, 6)]) == "C.CO"
+    assert fragment_smiles(mol, [(1, 2), (0, 3)]) == "O.CC"
+    assert fragment_smiles(mol, [(3, 0), (2, 1)]) == "O.CC"  # either order
+    assert fragment_smiles(mol, torch.tensor([[1, 0], [2, 3]])) == "O.CC"
+    assert fragment_smiles(mol, []) == ""
+    with pytest.raises(ValueError, match="not bonded"):
+        fragment_smiles(mol, [(0, 2)])
+    with pytest.raises(ValueError, match="not bonded"):
+        fragment_smiles(mol, [(0, 99)])
+    assert mol.GetNumAtoms() == 9  # the input is not modified
+    nitro = smiles_to_instance("O=[N+]([O-])c1ccccc1N")  # ..., N9 with H14 H15
+    assert fragment_smiles(nitro.mol, [(0, 1), (1, 2)]) == "O=[N+][O-]"
+    assert fragment_smiles(nitro.mol, [(9, 14), (9, 15)]) == "N"
+    assert fragment_smiles(nitro.mol, [(0, 1), (1, 2), (9, 14)]) == "N.O=[N+][O-]"
+    assert fragment_smiles(instance_to_mol(nitro.instance, restore_charges=False),
+                           [(0, 1), (1, 2)]) == "[O]N=O"
+
+
+@pytest.mark.parametrize("smiles", [
+    "OCC", "O=[N+]([O-])c1ccccc1N", "[2H]C([2H])Cl", "C[N+](C)(C)C", "[H][H]",
+    "B1[H]B[H]1", "c1ccc2c(c1)cc1ccc3cccc4ccc2c1c34", *EXAMPLE_SMILES.values(),
+])
+def test_fragment_smiles_equals_plain_hydrogen_removal(smiles):
+    import random
+
+    base = Chem.MolFromSmiles(smiles, sanitize=False)
+    try:
+        Chem.SanitizeMol(base)
+    except Chem.MolSanitizeException:  # the bridging hydrogens of diborane
+        base.UpdatePropertyCache(strict=False)
+    mols = [Chem.AddHs(base), base]
+    if all(a.GetSymbol() in COL for a in base.GetAtoms()) and base.GetNumAtoms() > 1:
+        res = smiles_to_instance(smiles)
+        mols += [res.mol, instance_to_mol(res.instance),  # dataset style: hydrogens interleaved
+                 instance_to_mol(res.instance, restore_charges=False)]
+    rng = random.Random(0)
+    for mol in mols:
+        pairs = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in mol.GetBonds()]
+        hydrogen = [p for p in pairs if 1 in (mol.GetAtomWithIdx(p[0]).GetAtomicNum(),
+                                              mol.GetAtomWithIdx(p[1]).GetAtomicNum())]
+        selections = [pairs, hydrogen]
+        selections += [rng.sample(pairs, rng.randint(1, min(8, len(pairs)))) for _ in range(30)]
+        selections += [rng.sample(hydrogen, rng.randint(1, min(4, len(hydrogen))))
+                       for _ in range(10) if hydrogen]
+        for sel in selections:
+            if not sel:
+                continue
+            try:
+                want = _reference_fragment_smiles(mol, sel)
+            except ValueError as exc:  # e.g. H2: no heavy atom to write
+                with pytest.raises(ValueError, match=str(exc)):
+                    fragment_smiles(mol, sel)
+                continue
+            assert fragment_smiles(mol, sel) == want, (smiles, sel)
 
 
 # ----------------------------------------------------------------------------- drawing

@@ -8,7 +8,8 @@ from rdkit import Chem
 from gem_core.chem import instance_to_mol, smiles_to_instance
 from gem_core.toxicophores import (
     TOXICOPHORE_NAMES, TOXICOPHORES, ToxMolecule, as_tox_molecules, match_toxicophores,
-    toxicophore_benchmark, toxicophore_bond_mask, toxicophore_classes, toxicophore_prevalence,
+    prepare_mol, toxicophore_benchmark, toxicophore_bond_mask, toxicophore_classes,
+    toxicophore_prevalence,
 )
 
 from .conftest import requires_mutagenicity
@@ -166,6 +167,26 @@ def test_implicit_hydrogen_molecule_reports_own_numbering():
     assert mask.tolist() == [True, False]
 
 
+@pytest.mark.parametrize("smiles", [s for group in POSITIVES.values() for s in group]
+                         + list(NEGATIVES.values()) + ["CN(CCCl)Cc1ccc2c(c1)ccc1c3ccccc3ccc21"])
+def test_classes_are_the_classes_of_the_matches(smiles):
+    # toxicophore_classes only asks whether each class matches; match_toxicophores collects
+    _, forms = _all_forms(smiles)
+    for m in forms + [Chem.MolFromSmiles(smiles)]:
+        assert toxicophore_classes(m) == list(match_toxicophores(m))
+
+
+def test_prepare_mol_adds_hydrogens_only_when_some_are_implicit():
+    implicit = Chem.MolFromSmiles("Nc1ccccc1")
+    assert prepare_mol(implicit).GetNumAtoms() == 14  # 7 heavy atoms + 7 hydrogens appended
+    explicit = smiles_to_instance("Nc1ccccc1").mol
+    prepared = prepare_mol(explicit)
+    assert prepared.GetNumAtoms() == explicit.GetNumAtoms() == 14
+    assert prepared.GetAtomWithIdx(1).GetIsAromatic() and not explicit.GetAtomWithIdx(1).GetIsAromatic()
+    radical = Chem.MolFromSmiles("[CH2]C")  # H counts on atoms, one radical
+    assert prepare_mol(radical).GetNumAtoms() == 7
+
+
 def test_mask_rejects_pairs_that_are_not_bonds():
     res = smiles_to_instance("Nc1ccccc1")
     with pytest.raises(ValueError, match="not bonded"):
@@ -316,3 +337,12 @@ def test_real_nitro_groups_match_neutral_and_charged(tu_molecules):
         if nitro >= 200:
             break
     assert nitro >= 200
+
+
+@requires_mutagenicity
+def test_real_classes_are_the_classes_of_the_matches(tu_molecules):
+    ds, insts, mols = tu_molecules
+    for inst, mol in zip(insts[::4], mols[::4]):
+        assert toxicophore_classes(mol.mol) == list(match_toxicophores(mol.mol))
+        neutral = instance_to_mol(inst, ds.atom_symbols, restore_charges=False)
+        assert toxicophore_classes(neutral) == list(match_toxicophores(neutral))
