@@ -215,20 +215,18 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
     try:
         rows = iter_rows(stream, smiles_column, id_column)
         first = next(rows, None)  # header errors surface before any model is loaded
-        model = _model(settings)
-        store = ChunkStore(output, _fingerprint(source, settings, chunk_size, smiles_column,
-                                                id_column, model))
-        done = store.open(restart=restart)
-        expected = count_lines(source)
-        all_rows = rows if first is None else _prepend(first, rows)
-        if use_ray:
-            backend: Any = _Ray(settings, workers, ray_address)
-        elif workers > 1:
-            backend = _Processes(settings, workers)
-        else:
-            backend = _Inline(settings)
+        # Ray boots its workers (imports, model) while this process loads its own model.
+        backend: Any = _Ray(settings, workers, ray_address) if use_ray else None
         num_chunks, resumed = 0, 0
         try:
+            model = _model(settings)
+            store = ChunkStore(output, _fingerprint(source, settings, chunk_size, smiles_column,
+                                                    id_column, model))
+            done = store.open(restart=restart)
+            expected = count_lines(source)
+            all_rows = rows if first is None else _prepend(first, rows)
+            if backend is None:
+                backend = _Processes(settings, workers) if workers > 1 else _Inline(settings)
             rows_done = 0
             pending: deque = deque()
             window = 2 * workers
@@ -255,7 +253,8 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
             while pending:
                 drain_one()
         finally:
-            backend.close()
+            if backend is not None:
+                backend.close()
     finally:
         if stream is not getattr(__import__("sys").stdin, "buffer", None):
             stream.close()
