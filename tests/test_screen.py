@@ -208,3 +208,20 @@ def test_reader_keeps_every_row_in_order():
     assert [(r.row, r.id, r.smiles) for r in rows] == [
         (1, "a", "CCO"), (2, None, ""), (3, "b", "C(=O)O"), (4, "c", "CC\ufffd")]
     assert [r.error and r.error[0] for r in rows] == [None, "empty", None, "encoding"]
+
+
+def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
+    """The CUDA layout (workers parse, this process predicts and explains), run on CPU."""
+    from gem_core.screening.chunk import screen_chunk
+    from gem_core.screening.runner import _Processes
+
+    rows = list(iter_rows(io.BytesIO(b"\n".join(MIXED_LINES) + b"\n")))
+    settings = ScreenSettings(k=5, device="cpu")
+    backend = _Processes(settings, 2)
+    backend.gpu = True  # what a CUDA device selects
+    try:
+        index, table = backend.result(backend.submit(3, rows))
+    finally:
+        backend.close()
+    assert index == 3
+    assert table.equals(screen_chunk(3, rows, settings)[1])

@@ -175,6 +175,14 @@ def _one_thread() -> None:
         torch.set_num_threads(1)
 
 
+def warm_up(settings: ScreenSettings) -> bool:
+    """Load this process's model ahead of the first chunk (Ray workers boot while the driver
+    reads its input)."""
+    _one_thread()
+    _model(settings)
+    return True
+
+
 def screen_chunk(index: int, rows: Sequence[InputRow],
                  settings: ScreenSettings) -> tuple[int, pa.Table]:
     """``(index, table)`` of one chunk, on one torch thread: the unit of work of every CPU path

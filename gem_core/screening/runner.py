@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 from ..explainers import check_method, method_spec
 from ..config import check_k
-from .chunk import ScreenSettings, finish_rows, parse_chunk, screen_chunk
+from .chunk import ScreenSettings, finish_rows, parse_chunk, screen_chunk, warm_up
 from .output import ChunkStore, Summary, compact, output_format
 from .reader import InputRow, count_lines, iter_rows, open_source
 
@@ -157,6 +157,9 @@ class _Ray:
             self.started = True
         self.settings = settings
         self.task = ray.remote(num_cpus=1)(screen_chunk)
+        # Each worker imports the engine and loads the model while this process gets ready.
+        warm = ray.remote(num_cpus=1)(warm_up)
+        self.warming = [warm.remote(settings) for _ in range(workers)]
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         return self.task.remote(index, rows, self.settings)
