@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..explainers import METHODS, method_spec
+from ..explainers import BATCH_METHODS
 from .common import add_command, add_target_arg, write_json
-
-BATCH_METHODS = tuple(m for m in METHODS if method_spec(m).batched)
 
 
 def _positive(text: str) -> int:

@@ -13,11 +13,11 @@ it learns, ``_fit``), add its row to :mod:`registry` and its colour to ``app/the
 """
 from .base import (EdgeExplainer, Explainer, ExplainerContext, Explanation, FittableExplainer,
                    NotFittedError, instance_seed)
-from .registry import (METHODS, REGISTRY, REPRODUCE_METHODS, MethodSpec, UnknownMethodError,
-                       check_method, method_spec, title)
+from .registry import (BATCH_METHODS, DEFAULT_TEACHER, METHODS, REGISTRY, REPRODUCE_METHODS,
+                       MethodSpec, UnknownMethodError, check_method, method_spec, title)
 
 __all__ = [
     "Explainer", "Explanation", "ExplainerContext", "EdgeExplainer", "FittableExplainer",
     "NotFittedError", "instance_seed", "MethodSpec", "REGISTRY", "METHODS", "REPRODUCE_METHODS",
-    "UnknownMethodError", "check_method", "method_spec", "title",
+    "UnknownMethodError", "check_method", "method_spec", "title", "BATCH_METHODS", "DEFAULT_TEACHER",
 ]

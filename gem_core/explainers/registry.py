@@ -122,6 +122,11 @@ REGISTRY: Mapping[str, MethodSpec] = MappingProxyType({row.name: row for row in 
 METHODS: tuple[str, ...] = tuple(REGISTRY)
 #: what ``reproduce`` measures by default
 REPRODUCE_METHODS: tuple[str, ...] = tuple(m for m in METHODS if REGISTRY[m].in_reproduce)
+#: the explanations a label-free explainer is compared with: the distillation against the
+#: target's own prediction (Gem's teacher)
+DEFAULT_TEACHER: str = next(row.teacher for row in _ROWS if row.teacher)
+#: methods that explain many instances in one call (the ones a library screen can use)
+BATCH_METHODS: tuple[str, ...] = tuple(m for m in METHODS if REGISTRY[m].batched)
 
 
 def check_method(method: str) -> str:

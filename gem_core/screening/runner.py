@@ -71,11 +71,10 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
 
     method = check_method(settings.method)
     if not method_spec(method).batched:
-        from ..explainers import METHODS
+        from ..explainers import BATCH_METHODS
 
-        batched = [m for m in METHODS if method_spec(m).batched]
         raise ValueError(f"{method!r} explains one molecule at a time; a screen needs a batched "
-                         f"method: {', '.join(batched)}.")
+                         f"method: {', '.join(BATCH_METHODS)}.")
     check_k(settings.k)
     device = resolve_device(settings.device).type
     return ScreenSettings(method=method, k=int(settings.k), target=settings.target, device=device,
