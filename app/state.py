@@ -190,6 +190,26 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
     return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)
 
 
+@st.cache_data(show_spinner=False, max_entries=512)
+def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[str, ...],
+            edge: str, _model: Workbench, _instance):
+    """The engine's :func:`gem_core.whatif.evaluate_edits` of ``_instance`` (identified by
+    ``key``), cached by (instance, edits, methods); ``tokens`` name the explainers used (a refit
+    is a new entry). Returns ``(original, outcomes)``; an :class:`EditError` is not cached."""
+    from gem_core.whatif import evaluate_edits
+
+    return evaluate_edits(_model, _instance, list(edits), list(methods), edge=edge)
+
+
+def what_if_evaluator(key: tuple, model: Workbench, instance, edge: str):
+    """``evaluate(edits, methods)`` for the What-if section: :func:`what_if` of this instance."""
+    def evaluate(edits: tuple, methods: tuple[str, ...]):
+        tokens = tuple(explainer_token(model, m) for m in methods)
+        return what_if(key, tuple(edits), tuple(methods), tokens, edge, model, instance)
+
+    return evaluate
+
+
 # ----------------------------------------------------------------------------- progress
 
 @contextmanager

@@ -7,7 +7,11 @@ measures, as a user sees it:
   has its pyvis network drawn on the canvas (goal ≤ 15 s);
 * K change: from the key press on the sidebar's K slider until every explanation panel shows
   the new top-K (goal ≤ 1 s);
-* instance change: from entering another test instance until every panel shows it (≤ 1 s).
+* instance change: from entering another test instance until every panel shows it (≤ 1 s);
+* what-if edit: from picking an edge to delete (the Explore page's "What if…" section, test
+  instance 0, house edges one after another) until the edited graph and every fast explainer's
+  new top-K are drawn (≤ 1 s), and "Undo all" until the original is back; the same for the
+  nitro group's C–N bond of 4-nitrotoluene on the Molecule page (RDKit pictures loaded).
 
 Run as ``python -m gem_core bench app`` from a source checkout (the app is not part of the
 installed engine).
@@ -25,12 +29,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gem_core.commands.common import add_json_arg, write_json
-from tools.browser import (MAIN, AppServer, browser_unavailable_reason, error_texts,
-                           explanation_panels, launch_chromium, mark_panels_old, panel_drawn,
-                           selected_methods, set_instance, set_k, slider_value, wait_idle,
-                           wait_panels_drawn)
+from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, choose_option,
+                           error_texts, explanation_panels, launch_chromium, mark_panels_old,
+                           open_multiselect, panel_drawn, selected_methods, set_instance, set_k,
+                           slider_value, wait_idle, wait_panels_drawn)
 
-GOALS = {"first_explanation_s": 15.0, "k_change_s": 1.0, "instance_change_s": 1.0}
+GOALS = {"first_explanation_s": 15.0, "k_change_s": 1.0, "instance_change_s": 1.0,
+         "edit_s": 1.0}
+NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"  # the nitro group's C–N bond is atoms 4-5
 
 
 def _cache_state(cache: Path, dataset: str) -> dict[str, Any]:
@@ -137,6 +143,11 @@ def run_app(args: argparse.Namespace) -> int:
             result["instance_change_s"] = {"median": _median(i_times), "max": max(i_times),
                                            "runs": i_times, "positions": list(args.positions),
                                            "per_panel": i_panels}
+            if args.edits:
+                set_instance(page, dataset, 0)
+                wait_idle(page, args.timeout * 1000)
+                result["edit_s"] = _time_explore_edits(page, dataset, args.edits, args.timeout)
+                result["molecule_edit_s"] = _time_molecule_edit(page, server.url, args.timeout)
             result["errors"] = error_texts(page)
             if args.screenshot:
                 page.screenshot(path=args.screenshot)
@@ -148,6 +159,95 @@ def run_app(args: argparse.Namespace) -> int:
     _print_table(result)
     write_json({"bench": {"app": result}}, args.json)
     return 1 if result["errors"] else 0
+
+
+def _whatif_panels(page: Any, prefix: str) -> list[str]:
+    """Container keys of the What-if panels that draw a network (edited graph, explainers)."""
+    keys = page.eval_on_selector_all(
+        f"{MAIN} [class*='st-key-{prefix}_panel_']",
+        "els => els.filter(e => e.querySelector('iframe')).map("
+        f"e => [...e.classList].find(c => c.startsWith('st-key-{prefix}_panel_')).slice(7))")
+    return [k for k in keys if "_cmp_" not in k]
+
+
+def _time_explore_edits(page: Any, dataset: str, count: int, timeout: float) -> dict[str, Any]:
+    """Delete house edges of test instance 0 one by one (each adds to the edit), then undo."""
+    from gem_core.session import workbench
+    from gem_core.whatif import Edit, evaluate_edits
+
+    wb = workbench(dataset, "cpu")
+    inst = wb.instances("test")[0]
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    ids = inst.node_ids.tolist()
+    motif = [j for j in range(len(pairs)) if inst.motif_mask is not None and inst.motif_mask[j]]
+    order = [j for j in motif if inst.target not in pairs[j]] + \
+        [j for j in motif if inst.target in pairs[j]]
+    chosen: list[int] = []
+    for j in order:  # never an edit the engine rejects: every step must draw
+        _, (out,) = evaluate_edits(wb, inst, [Edit.of([pairs[i] for i in [*chosen, j]])])
+        if out.error is None:
+            chosen.append(j)
+        if len(chosen) == count:
+            break
+    times, panels = [], []
+    for step, j in enumerate(chosen):
+        label = f"{ids[pairs[j][0]]}–{ids[pairs[j][1]]}"
+        token = "e" + "_".join(map(str, sorted(chosen[:step + 1])))
+        mark_panels_old(page, panels)
+        open_multiselect(page, "ex_whatif_edges_", label)
+        t = time.perf_counter()
+        choose_option(page, label)
+        sel = f".st-key-ex_whatif_result_{token}"
+        if not panels:  # the first edit mounts the panels: find them once they are there
+            page.wait_for_selector(sel, timeout=timeout * 1000)
+            wait_idle(page, timeout * 1000)
+            panels = _whatif_panels(page, "ex_whatif")
+        seen = wait_panels_drawn(page, panels, [sel], timeout, start=t)
+        times.append(max(seen.values()))
+        page.keyboard.press("Escape")
+        wait_idle(page, timeout * 1000)
+    t = time.perf_counter()
+    page.locator("[class*='st-key-ex_whatif_undo_'] button").click()
+    page.wait_for_selector(".st-key-ex_whatif_result_none", timeout=timeout * 1000)
+    undo = time.perf_counter() - t
+    wait_idle(page, timeout * 1000)
+    return {"median": _median(times), "max": max(times) if times else float("nan"),
+            "runs": times, "first": times[0] if times else float("nan"),
+            "edges": [f"{ids[pairs[j][0]]}–{ids[pairs[j][1]]}" for j in chosen],
+            "panels": [p.removeprefix("ex_whatif_panel_") for p in panels], "undo_s": undo}
+
+
+def _time_molecule_edit(page: Any, url: str, timeout: float) -> dict[str, Any]:
+    """4-nitrotoluene on the Molecule page: delete the C–N bond, until every What-if picture
+    (edited molecule, each fast explainer) is loaded; then undo."""
+    page.goto(url + "/molecule")
+    page.wait_for_selector(f"{MAIN} [data-testid=stHeading]", timeout=timeout * 1000)
+    wait_idle(page, timeout * 1000)
+    page.locator(".st-key-mol_smiles input").fill(NITROTOLUENE)
+    page.locator(".st-key-mol_explain button").click()
+    page.wait_for_timeout(200)
+    page.wait_for_selector(".st-key-mol_whatif_result_none", timeout=timeout * 1000)
+    wait_idle(page, timeout * 1000)
+    label = "C4–N5 (aromatic nitro)"
+    open_multiselect(page, "mol_whatif_edges_", "C4")
+    t = time.perf_counter()
+    choose_option(page, label)
+    page.wait_for_selector("[class*='st-key-mol_whatif_result_e']", timeout=timeout * 1000)
+    page.wait_for_selector(IDLE, timeout=timeout * 1000)
+    page.wait_for_function(
+        "() => { const im = [...document.querySelectorAll("
+        "\"[class*='st-key-mol_whatif_panel_'] img\")];"
+        " return im.length > 0 && im.every(i => i.complete && i.naturalWidth > 0); }",
+        timeout=timeout * 1000)
+    edit = time.perf_counter() - t
+    panels = page.eval_on_selector_all("[class*='st-key-mol_whatif_panel_']", "els => els.length")
+    page.keyboard.press("Escape")
+    t = time.perf_counter()
+    page.locator("[class*='st-key-mol_whatif_undo_'] button").click()
+    page.wait_for_selector(".st-key-mol_whatif_result_none", timeout=timeout * 1000)
+    undo = time.perf_counter() - t
+    wait_idle(page, timeout * 1000)
+    return {"edit_s": edit, "panels": panels, "undo_s": undo, "bond": label}
 
 
 def _print_table(r: dict[str, Any]) -> None:
@@ -172,6 +272,16 @@ def _print_table(r: dict[str, Any]) -> None:
          GOALS["instance_change_s"]),
         ("instance change, max", r["instance_change_s"]["max"], None),
     ]
+    if "edit_s" in r:
+        e, m = r["edit_s"], r["molecule_edit_s"]
+        rows += [
+            (f"what-if edit → repaint, median ({len(e['runs'])})", e["median"], GOALS["edit_s"]),
+            ("what-if edit → repaint, first (mounts)", e["first"], None),
+            ("what-if edit → repaint, max", e["max"], None),
+            ("what-if undo all", e["undo_s"], None),
+            ("molecule edit → pictures (C4–N5)", m["edit_s"], GOALS["edit_s"]),
+            ("molecule undo all", m["undo_s"], None),
+        ]
     print(f"  {'measure':44s} {'seconds':>8s}  {'goal':>6s}")
     for name, value, goal in rows:
         verdict = "" if goal is None else (f"≤ {goal:g}  " + ("ok" if value <= goal else "MISSED"))
@@ -183,6 +293,10 @@ def _print_table(r: dict[str, Any]) -> None:
             parts = [f"{p} {_median([run.get(p, float('nan')) for run in per]):.2f}"
                      for p in panels]
             print(f"  {label} per panel (median s): " + ", ".join(parts))
+    if "edit_s" in r:
+        print(f"  what-if: deleted {', '.join(r['edit_s']['edges'])} one after another; panels "
+              f"{', '.join(r['edit_s']['panels'])}; molecule: {r['molecule_edit_s']['panels']} "
+              f"pictures")
     if r["errors"]:
         print(f"  ERRORS on the page: {r['errors']}")
 
@@ -194,13 +308,17 @@ def register_app(sub: argparse._SubParsersAction) -> None:
         description="Start a fresh `streamlit run` server on 127.0.0.1, open the Explore page "
                     "in Debian's Chromium (Playwright) and time launch → first explanation "
                     "drawn, a K change and an instance change until the page shows the new "
-                    "explanations. Uses $GEM_CACHE_DIR unless --fresh-cache.")
+                    "explanations, and what-if edits until the edited graph is drawn. Uses "
+                    "$GEM_CACHE_DIR unless --fresh-cache.")
     p.add_argument("--fresh-cache", action="store_true",
                    help="start the server with an empty temporary engine cache")
     p.add_argument("--repeats", type=int, default=3, metavar="N",
                    help="K changes to time (default: 3)")
     p.add_argument("--positions", type=int, nargs="+", default=[1, 2, 3], metavar="POS",
                    help="test-instance positions to switch to, in order (default: 1 2 3)")
+    p.add_argument("--edits", type=int, default=3, metavar="N",
+                   help="what-if edits to time on test instance 0 (default: 3; 0 skips the "
+                        "what-if timings)")
     p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for any step (default: 180)")

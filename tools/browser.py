@@ -278,3 +278,23 @@ def set_instance(page: Any, dataset: str, position: int) -> None:
 
 def error_texts(page: Any) -> list[str]:
     return page.locator(ERRORS).all_inner_texts()
+
+
+def open_multiselect(page: Any, key_prefix: str, search: str) -> None:
+    """Focus the multiselect whose widget key starts with ``key_prefix`` and type ``search``
+    (the dropdown opens on typing and lists the matching options)."""
+    page.locator(f"{MAIN} [class*='st-key-{key_prefix}'] input").first.click()
+    page.keyboard.type(search)
+
+
+def choose_option(page: Any, label: str) -> None:
+    """Click the open dropdown's option ``label`` (its whole text)."""
+    page.get_by_role("option", name=label, exact=True).click()
+
+
+def pick_option(page: Any, key_prefix: str, label: str, search: Optional[str] = None) -> None:
+    """Select ``label`` in a multiselect (typing ``search``, default the label's first word, to
+    find it), then close the dropdown."""
+    open_multiselect(page, key_prefix, search or label.split(" ")[0])
+    choose_option(page, label)
+    page.keyboard.press("Escape")

@@ -27,6 +27,10 @@ FADED_EDGE = "rgba(150,150,150,0.28)"
 PLAIN_EDGE = "#8a8f98"
 MOTIF_EDGE = "#2b2b2b"
 FOCUS_EDGE = "#ff7f0e"
+# What-if edits: deleted edges stay drawn, dashed, where they were; deleted nodes are hollow.
+DELETED_EDGE = "#e377c2"
+DELETED_NODE = "#ffffff"
+DASH = (6, 5)
 
 
 def palette(i: int) -> str:
@@ -48,7 +52,10 @@ class GraphPicture:
         scores: per pair importance (sets the width of selected edges).
         accent: colour of the explanation edges.
         emphasis: per pair, drawn dark in the plain graph (e.g. ground-truth motif edges).
-        legend: ``(text, colour, kind)`` entries, kind ``node`` / ``edge`` / ``target``.
+        legend: ``(text, colour, kind)`` entries, kind ``node`` / ``edge`` / ``target`` /
+            ``deleted`` (a dashed edge) / ``hollow`` (a deleted node).
+        removed: per pair, deleted by a what-if edit (drawn dashed in :data:`DELETED_EDGE`).
+        removed_nodes: per node, deleted by a what-if edit (drawn hollow, dashed border).
     """
 
     positions: np.ndarray
@@ -63,6 +70,8 @@ class GraphPicture:
     emphasis: Optional[list[bool]] = None
     legend: list[tuple[str, str, str]] = field(default_factory=list)
     focus: Optional[int] = None  # one pair drawn in FOCUS_EDGE (the edge being tried)
+    removed: Optional[list[bool]] = None
+    removed_nodes: Optional[list[bool]] = None
 
     @property
     def num_nodes(self) -> int:
@@ -88,7 +97,9 @@ class GraphPicture:
             None if self.target is None else new.get(self.target),
             pick(self.selected), pick(self.scores), self.accent, pick(self.emphasis),
             list(self.legend), None if self.focus is None else
-            (edges.index(self.focus) if self.focus in edges else None))
+            (edges.index(self.focus) if self.focus in edges else None),
+            pick(self.removed),
+            None if self.removed_nodes is None else [self.removed_nodes[i] for i in keep])
 
     def with_explanation(self, selected: Sequence[bool], scores: Sequence[float],
                          accent: str) -> "GraphPicture":
@@ -97,7 +108,32 @@ class GraphPicture:
                    ("other edge", FADED_EDGE, "edge")]
         return GraphPicture(self.positions, self.pairs, self.node_labels, self.node_colors,
                             self.node_titles, self.target, [bool(s) for s in selected],
-                            [float(s) for s in scores], accent, None, legend)
+                            [float(s) for s in scores], accent, None, legend,
+                            removed=self.removed, removed_nodes=self.removed_nodes)
+
+    def with_deletions(self, removed: Sequence[bool],
+                       removed_nodes: Optional[Sequence[bool]] = None) -> "GraphPicture":
+        """The same picture with a what-if edit marked: deleted edges dashed in
+        :data:`DELETED_EDGE` (never part of an explanation), deleted nodes hollow."""
+        removed = [bool(r) for r in removed]
+        gone = None if removed_nodes is None or not any(removed_nodes) else [
+            bool(r) for r in removed_nodes]
+        legend = [e for e in self.legend if e[2] not in ("deleted", "hollow")]
+        if any(removed):
+            legend.append(("deleted edge", DELETED_EDGE, "deleted"))
+        if gone:
+            legend.append(("deleted node", DELETED_EDGE, "hollow"))
+        selected = None if self.selected is None else [
+            s and not r for s, r in zip(self.selected, removed)]
+        return GraphPicture(self.positions, self.pairs, self.node_labels, self.node_colors,
+                            self.node_titles, self.target, selected, self.scores, self.accent,
+                            self.emphasis, legend, self.focus, removed, gone)
+
+    def is_removed(self, j: int) -> bool:
+        return self.removed is not None and bool(self.removed[j])
+
+    def node_removed(self, i: int) -> bool:
+        return self.removed_nodes is not None and bool(self.removed_nodes[i])
 
 
 # ----------------------------------------------------------------------------- layout
@@ -124,6 +160,8 @@ def layout(num_nodes: int, pairs: Sequence[tuple[int, int]], seed: int = 0) -> n
 
 def _edge_style(pic: GraphPicture, j: int) -> tuple[str, float, bool]:
     """(colour, width, on_top) of pair ``j``."""
+    if pic.is_removed(j):
+        return DELETED_EDGE, 2.2, True
     if pic.focus is not None and j == pic.focus:
         return FOCUS_EDGE, 6.0, True
     if pic.selected is None:
@@ -161,6 +199,12 @@ def _legend_html(pic: GraphPicture) -> str:
         elif kind == "target":
             swatch = (f"<span style='display:inline-block;color:{c};margin-right:4px'>&#9733;"
                       f"</span>")
+        elif kind == "deleted":
+            swatch = (f"<span style='display:inline-block;width:18px;height:0;border-top:3px "
+                      f"dashed {c};vertical-align:middle;margin-right:4px'></span>")
+        elif kind == "hollow":
+            swatch = (f"<span style='display:inline-block;width:8px;height:8px;border-radius:50%;"
+                      f"border:2px dashed {c};vertical-align:middle;margin-right:4px'></span>")
         else:
             swatch = (f"<span style='display:inline-block;width:10px;height:10px;border-radius:50%;"
                       f"background:{c};vertical-align:middle;margin-right:4px'></span>")
@@ -237,13 +281,16 @@ def _pyvis_network(pic: GraphPicture, height: int):
     for i in range(pic.num_nodes):
         x, y = pic.positions[i]
         is_target = pic.target is not None and i == pic.target
+        gone = pic.node_removed(i)
+        extra = {"shapeProperties": {"borderDashes": list(DASH)}} if gone else {}
         net.add_node(
-            i, label=html.escape(pic.node_labels[i]), title=html.escape(pic.node_titles[i]),
-            color={"background": pic.node_colors[i],
-                   "border": "#111111" if is_target else "#ffffff"},
+            i, label=html.escape(pic.node_labels[i]),
+            title=html.escape(pic.node_titles[i] + (" · deleted" if gone else "")),
+            color={"background": DELETED_NODE if gone else pic.node_colors[i],
+                   "border": DELETED_EDGE if gone else "#111111" if is_target else "#ffffff"},
             shape="star" if is_target else "dot", size=22 if is_target else 11,
-            borderWidth=3 if is_target else 1, x=float(x * scale), y=float(y * scale),
-            physics=False,
+            borderWidth=3 if is_target or gone else 1, x=float(x * scale), y=float(y * scale),
+            physics=False, **extra,
             # a white halo keeps labels readable over edges; the target's label sits above its
             # star instead of under it
             font={"size": 14, "strokeWidth": 3, "strokeColor": "#ffffff",
@@ -253,10 +300,13 @@ def _pyvis_network(pic: GraphPicture, height: int):
     for j, (u, v) in enumerate(pic.pairs):
         colour, width, _ = _edge_style(pic, j)
         title = f"{pic.node_labels[u]} – {pic.node_labels[v]}"
-        if pic.scores is not None:
+        if pic.is_removed(j):
+            title += ": deleted"
+        elif pic.scores is not None and pic.scores[j] == pic.scores[j]:  # not NaN
             title += f": score {pic.scores[j]:.4f}"
+        extra = {"dashes": list(DASH)} if pic.is_removed(j) else {}
         net.edges.append(Edge(int(u), int(v), directed=False, color=colour, width=width,
-                              title=html.escape(title)).options)
+                              title=html.escape(title), **extra).options)
     net.set_options(json.dumps(NETWORK_OPTIONS))
     return net
 
@@ -327,6 +377,12 @@ def to_svg(pic: GraphPicture, width: int = 480, height: int = 400, title: str = 
             elif kind == "target":
                 out.append(f"<circle cx='{x + 7}' cy='{y - 4}' r='6' fill='white' stroke='{c}' "
                            f"stroke-width='3'/>")
+            elif kind == "deleted":
+                out.append(f"<line x1='{x}' y1='{y - 4}' x2='{x + 18}' y2='{y - 4}' stroke='{c}' "
+                           f"stroke-width='3' stroke-dasharray='4 3'/>")
+            elif kind == "hollow":
+                out.append(f"<circle cx='{x + 7}' cy='{y - 4}' r='5' fill='white' stroke='{c}' "
+                           f"stroke-width='2' stroke-dasharray='3 2'/>")
             else:
                 out.append(f"<circle cx='{x + 7}' cy='{y - 4}' r='5' fill='{c}'/>")
             out.append(f"<text x='{x + 22}' y='{y}' font-size='11' fill='#333'>"
@@ -337,19 +393,24 @@ def to_svg(pic: GraphPicture, width: int = 480, height: int = 400, title: str = 
         u, v = pic.pairs[j]
         colour, width_, _ = _edge_style(pic, j)
         stroke, opacity = _svg_colour(colour)
+        dash = f" stroke-dasharray='{DASH[0]} {DASH[1]}'" if pic.is_removed(j) else ""
         out.append(f"<line x1='{xy[u, 0]:.1f}' y1='{legend_h + xy[u, 1]:.1f}' "
                    f"x2='{xy[v, 0]:.1f}' y2='{legend_h + xy[v, 1]:.1f}' stroke='{stroke}' "
                    f"stroke-opacity='{opacity}' stroke-width='{width_:.1f}' "
-                   f"stroke-linecap='round'/>")
+                   f"stroke-linecap='round'{dash}/>")
     for i in range(pic.num_nodes):
         is_target = pic.target is not None and i == pic.target
         r = 10 if is_target else 6
         cx, cy = xy[i, 0], legend_h + xy[i, 1]
+        gone = pic.node_removed(i)
+        fill = DELETED_NODE if gone else pic.node_colors[i]
+        stroke = DELETED_EDGE if gone else "#111" if is_target else "white"
+        dash = " stroke-dasharray='3 2'" if gone else ""
         out.append(f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='{r}' "
-                   f"fill='{html.escape(pic.node_colors[i])}' "
-                   f"stroke='{'#111' if is_target else 'white'}' "
-                   f"stroke-width='{3 if is_target else 1}'><title>"
-                   f"{html.escape(pic.node_titles[i])}</title></circle>")
+                   f"fill='{html.escape(fill)}' stroke='{stroke}' "
+                   f"stroke-width='{3 if is_target or gone else 1}'{dash}><title>"
+                   f"{html.escape(pic.node_titles[i] + (' · deleted' if gone else ''))}"
+                   f"</title></circle>")
         if pic.num_nodes <= 60 or is_target:
             out.append(f"<text x='{cx + r + 1:.1f}' y='{cy - r:.1f}' font-size='9' fill='#222'>"
                        f"{html.escape(pic.node_labels[i])}</text>")
@@ -376,6 +437,22 @@ def _rgb(colour: str) -> tuple[int, int, int, int]:
     return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16), 255
 
 
+def _dashes(a: tuple[float, float], b: tuple[float, float], on: float, off: float
+            ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """The segments of a dashed line from ``a`` to ``b`` (Pillow draws solid lines only)."""
+    (x0, y0), (x1, y1) = a, b
+    length = float(np.hypot(x1 - x0, y1 - y0))
+    if length < 1e-9:
+        return [(a, b)]
+    out, t = [], 0.0
+    while t < length:
+        e = min(length, t + on)
+        out.append(((x0 + (x1 - x0) * t / length, y0 + (y1 - y0) * t / length),
+                    (x0 + (x1 - x0) * e / length, y0 + (y1 - y0) * e / length)))
+        t = e + off
+    return out
+
+
 def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = "") -> bytes:
     """A static PNG of the picture (Pillow; same layout and styles)."""
     from PIL import Image, ImageDraw, ImageFont
@@ -396,17 +473,22 @@ def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = 
     for j in order:
         u, v = pic.pairs[j]
         colour, w, _ = _edge_style(pic, j)
-        draw.line([(xy[u, 0], legend_h + xy[u, 1]), (xy[v, 0], legend_h + xy[v, 1])],
-                  fill=_rgb(colour), width=max(1, int(round(w * scale))))
+        ends = [(xy[u, 0], legend_h + xy[u, 1]), (xy[v, 0], legend_h + xy[v, 1])]
+        for a, b in (_dashes(*ends, DASH[0] * scale, DASH[1] * scale) if pic.is_removed(j)
+                     else [ends]):
+            draw.line([a, b], fill=_rgb(colour), width=max(1, int(round(w * scale))))
     img = Image.alpha_composite(img, layer)
     draw = ImageDraw.Draw(img)
     for i in range(pic.num_nodes):
         is_target = pic.target is not None and i == pic.target
         r = (10 if is_target else 6) * scale
         cx, cy = xy[i, 0], legend_h + xy[i, 1]
-        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=_rgb(pic.node_colors[i]),
-                     outline=(17, 17, 17, 255) if is_target else (255, 255, 255, 255),
-                     width=int(3 * scale) if is_target else 1)
+        gone = pic.node_removed(i)
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r],
+                     fill=_rgb(DELETED_NODE if gone else pic.node_colors[i]),
+                     outline=_rgb(DELETED_EDGE) if gone else
+                     (17, 17, 17, 255) if is_target else (255, 255, 255, 255),
+                     width=int(3 * scale) if is_target or gone else 1)
         if pic.num_nodes <= 60 or is_target:
             draw.text((cx + r + 1, cy - r - 10 * scale), pic.node_labels[i], fill=(34, 34, 34, 255),
                       font=small)
@@ -418,9 +500,15 @@ def to_png(pic: GraphPicture, width: int = 960, height: int = 800, title: str = 
         x = 8 * scale
         yy = y + 18 * scale * r_i + 6 * scale
         for text, colour, kind in row:
-            if kind == "edge":
-                draw.line([(x, yy + 4), (x + 18 * scale, yy + 4)], fill=_rgb(colour),
-                          width=int(3 * scale))
+            if kind in ("edge", "deleted"):
+                ends = [(x, yy + 4), (x + 18 * scale, yy + 4)]
+                for a, b in (_dashes(*ends, 4 * scale, 3 * scale) if kind == "deleted"
+                             else [ends]):
+                    draw.line([a, b], fill=_rgb(colour), width=int(3 * scale))
+            elif kind == "hollow":
+                draw.ellipse([x, yy - 2, x + 12 * scale, yy - 2 + 12 * scale],
+                             fill=(255, 255, 255, 255), outline=_rgb(colour),
+                             width=int(2 * scale))
             else:
                 draw.ellipse([x, yy - 2, x + 12 * scale, yy - 2 + 12 * scale],
                              fill=_rgb(colour) if kind != "target" else (255, 255, 255, 255),

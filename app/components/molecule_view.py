@@ -47,3 +47,108 @@ def molecule_png(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (),
             highlightBonds=list(bonds), highlightBondColors=bonds)
     drawer.FinishDrawing()
     return drawer.GetDrawingText()
+
+
+# ----------------------------------------------------------------------------- what-if edits
+
+#: deleted bonds and atoms of a what-if edit (the network views' colour for deleted edges)
+DELETED_HEX = "#e377c2"
+
+
+def _shaded(intensity: float) -> tuple[float, float, float]:
+    """The explanation colour at ``intensity`` (as :func:`gem_core.chem.draw_molecule_svg`)."""
+    a = min(max(float(intensity), 0.0), 1.0)
+    return tuple(1.0 - a * (1.0 - c) for c in _rgb(HIGHLIGHT_HEX))
+
+
+def _hydrogens_hidden(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
+    """``mol`` without the hydrogen atoms not in ``keep`` (counted on their neighbours)."""
+    rw = Chem.RWMol(mol)
+    gone = [a.GetIdx() for a in rw.GetAtoms()
+            if a.GetAtomicNum() == 1 and a.GetIdx() not in keep and a.GetDegree() <= 1]
+    for idx in sorted(gone, reverse=True):
+        for nb in rw.GetAtomWithIdx(idx).GetNeighbors():
+            nb.SetNumExplicitHs(nb.GetNumExplicitHs() + 1)
+        rw.RemoveAtom(idx)
+    out = rw.GetMol()
+    with rdBase.BlockLogs():
+        out.UpdatePropertyCache(strict=False)
+    return out
+
+
+def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] = (),
+                        removed_atoms: Sequence[int] = (),
+                        pairs: Sequence[tuple[int, int]] = (), scores=None,
+                        size: tuple[int, int] = (420, 340), hide_hydrogens: bool = False,
+                        atom_indices: bool = False) -> str:
+    """SVG of ``mol`` after a what-if edit, laid out as the unedited molecule.
+
+    Deleted bonds stay where they were, drawn dashed on a pink band; deleted atoms get a pink
+    disc (their bonds are deleted too). ``pairs`` (with ``scores``) are an explanation of the
+    edited molecule, shaded like :func:`molecule_svg`. Atom numbers are ``mol``'s.
+    """
+    removed_atoms = {int(a) for a in removed_atoms}
+    gone = {tuple(sorted((int(u), int(v)))) for u, v in removed_pairs}
+    gone |= {tuple(sorted((b.GetBeginAtomIdx(), b.GetEndAtomIdx()))) for b in mol.GetBonds()
+             if b.GetBeginAtomIdx() in removed_atoms or b.GetEndAtomIdx() in removed_atoms}
+    top = [tuple(sorted((int(u), int(v)))) for u, v in pairs]
+    vals = [1.0] * len(top) if scores is None else [
+        float(s) if float(s) == float(s) and float(s) > 0 else 0.0 for s in scores]
+    best = max(vals, default=0.0)
+    shades = [_shaded(0.3 + 0.7 * v / best if best > 0 else 0.3) for v in vals]
+
+    m = Chem.Mol(mol)
+    for atom in m.GetAtoms():
+        atom.SetIntProp("gem_orig_idx", atom.GetIdx())
+    if hide_hydrogens:
+        keep = {a for p in [*top, *gone] for a in p} | removed_atoms
+        m = _hydrogens_hidden(m, keep)
+    new = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in m.GetAtoms()}
+    if atom_indices:
+        for atom in m.GetAtoms():
+            atom.SetProp("atomNote", str(atom.GetIntProp("gem_orig_idx")))
+    rdDepictor.Compute2DCoords(m)  # the unedited molecule's layout: the edit moves nothing
+    rw = Chem.RWMol(m)
+    try:  # explicit single/double bonds: a ring cut open stays drawn as it was (never dashed)
+        with rdBase.BlockLogs():
+            Chem.Kekulize(rw, clearAromaticFlags=True)
+    except Exception:  # noqa: BLE001 - a drawing aid: draw the aromatic form instead
+        pass
+    for atom in rw.GetAtoms():  # labels as before the edit (no H filled in on a cut valence)
+        atom.SetNumExplicitHs(atom.GetTotalNumHs())
+        atom.SetNoImplicit(True)
+    pink = _rgb(DELETED_HEX)
+    atom_map: dict[int, list] = {}
+    bond_map: dict[int, list] = {}
+    for u, v in sorted(gone):
+        a, b = new.get(u), new.get(v)
+        if a is None or b is None:
+            continue
+        bond = rw.GetBondBetweenAtoms(a, b)
+        if bond is None:
+            continue
+        bond.SetBondType(Chem.BondType.ZERO)  # RDKit draws zero-order bonds dashed
+        bond.SetIsAromatic(False)
+        bond_map[bond.GetIdx()] = [pink]
+    for i in removed_atoms:
+        if i in new:
+            atom_map[new[i]] = [pink]
+    for (u, v), colour in zip(top, shades):
+        a, b = new.get(u), new.get(v)
+        if a is None or b is None:
+            continue
+        bond = rw.GetBondBetweenAtoms(a, b)
+        if bond is not None:
+            bond_map.setdefault(bond.GetIdx(), []).append(colour)
+        for k in (a, b):
+            if colour not in atom_map.setdefault(k, []) and not any(
+                    c != pink and sum(c) <= sum(colour) for c in atom_map[k]):
+                atom_map[k] = [c for c in atom_map[k] if c == pink] + [colour]
+    out = rw.GetMol()
+    with rdBase.BlockLogs():
+        out.UpdatePropertyCache(strict=False)
+    drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
+    with rdBase.BlockLogs():
+        drawer.DrawMoleculeWithHighlights(out, "", atom_map, bond_map, {}, {})
+    drawer.FinishDrawing()
+    return drawer.GetDrawingText()

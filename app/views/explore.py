@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from components import graph_view, molecule_view, network_view
+from components import graph_view, molecule_view, network_view, whatif_view
 from gem_core.datasets import DataUnavailableError, GemDataset
 from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask, topk_overlap
 from gem_core.explainers import method_spec
@@ -23,7 +23,7 @@ from gem_core.session import Workbench
 from theme import method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
                    fit_offer, get_workbench, method_ready, progress_bar, run_page, selection,
-                   show_error, test_predictions)
+                   show_error, test_predictions, what_if_evaluator)
 
 PANEL_HEIGHT = 330
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
@@ -257,6 +257,83 @@ def render() -> None:
                        file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
                        mime="application/json", key="ex_download_json",
                        icon=":material/download:")
+    with st.container(border=True, key="ex_whatif"):
+        _what_if(sel, wb, ds, inst, pos, base, mol, hide_h, pred, p_full, results, close)
+
+
+def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos: int,
+             base: graph_view.GraphPicture, mol, hide_h: bool, pred: int, p_full: list[float],
+             results: dict[str, dict], close: list[int] | None) -> None:
+    """Delete edges or nodes of this instance and see the prediction and explanations after."""
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    key = ("explore", sel.dataset, sel.device, sel.target, pos)
+    if mol is not None:
+        edge_labels, node_labels = whatif_view.bond_labels(mol, pairs)
+        edge_order, node_order = whatif_view.heavy_first(mol, pairs)
+    else:
+        edge_labels = _edge_names(ds, inst)
+        if ds.task == "node":
+            ids = inst.node_ids.tolist()
+            node_labels = [f"{ids[i]}" + (" (the explained node)" if i == inst.target else "")
+                           for i in range(inst.num_nodes)]
+            hops = _hop_distances(inst)  # nearest the explained node first
+            edge_order = sorted(range(len(pairs)), key=lambda j: (
+                min(hops[pairs[j][0]], hops[pairs[j][1]]),
+                max(hops[pairs[j][0]], hops[pairs[j][1]]), j))
+            node_order = sorted(range(inst.num_nodes), key=lambda i: (hops[i], i))
+        else:
+            types = inst.x.argmax(1).tolist()
+            node_labels = [f"{i} (type {types[i]})" for i in range(inst.num_nodes)]
+            edge_order, node_order = list(range(len(pairs))), list(range(inst.num_nodes))
+    thing = "molecule" if mol is not None else (
+        "computation graph" if ds.task == "node" else "graph")
+
+    def draw(removed, nodes, ranked, shown, method, slot) -> None:
+        if mol is not None:
+            svg = molecule_view.edited_molecule_svg(
+                mol, [pairs[j] for j in removed], nodes, [pairs[j] for j in ranked],
+                None if shown is None else [shown[j] for j in ranked], size=(420, 330),
+                hide_hydrogens=hide_h)
+            st.image(svg, width="stretch")
+            return
+        pic = base
+        if method is not None:
+            chosen = set(ranked)
+            pic = pic.with_explanation([j in chosen for j in range(len(pairs))], shown,
+                                       method_color(method))
+        gone = set(removed)
+        node_gone = set(nodes)
+        pic = pic.with_deletions([j in gone for j in range(len(pairs))],
+                                 [i in node_gone for i in range(inst.num_nodes)])
+        if close is not None:
+            pic = pic.restricted(close)
+        step = f"{ds.name}-{pos}-{slot}-k{sel.k}-" + whatif_view.edit_token(removed, nodes)
+        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=step)
+
+    waiting = [m for m in sel.methods if m not in results]
+    notes = [f"{', '.join(method_title(m) for m in waiting)}: no explanation of the original "
+             f"above (not fitted yet, or failed), so left out here."] if waiting else []
+    whatif_view.render(whatif_view.WhatIf(
+        prefix="ex_whatif", ident=whatif_view.ident_of(*key), pairs=pairs,
+        num_nodes=inst.num_nodes, edge="bond" if mol is not None else "edge",
+        node="atom" if mol is not None else "node", thing=thing, edge_labels=edge_labels,
+        node_labels=node_labels, edge_order=edge_order, node_order=node_order,
+        class_names=list(ds.class_names), focus=pred, original=list(p_full), k=sel.k,
+        methods=[m for m in sel.methods if m in results],
+        scores={m: r["scores"] for m, r in results.items()},
+        evaluate=what_if_evaluator(key, wb, inst, "bond" if mol is not None else "edge"),
+        draw=draw, titles=method_title, notes=notes))
+
+
+def _hop_distances(inst: Instance) -> list[int]:
+    """Hops from the explained node to every node of the instance."""
+    import networkx as nx
+
+    g = nx.Graph(inst.pairs.t().tolist())
+    g.add_nodes_from(range(inst.num_nodes))
+    far = inst.num_nodes + 1
+    dist = nx.single_source_shortest_path_length(g, int(inst.target))
+    return [dist.get(i, far) for i in range(inst.num_nodes)]
 
 
 def _within_hops(inst: Instance, hops: int) -> list[int]:

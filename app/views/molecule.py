@@ -19,7 +19,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import streamlit as st
 
-from components import molecule_view
+from components import molecule_view, whatif_view
 from gem_core.chem import EXAMPLE_SMILES, MoleculeError, fragment_smiles, smiles_to_instance
 from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
@@ -31,7 +31,7 @@ from gem_core.screening.runner import check_settings
 from gem_core.session import Workbench
 from theme import method_title
 from state import (DATA_HELP, device_label, explainer_token, fit_offer, molecule_target,
-                   progress_bar, run_page, selection, show_error)
+                   progress_bar, run_page, selection, show_error, what_if_evaluator)
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -193,16 +193,48 @@ def _single(sel, opts: dict) -> None:
                 _molecule_panel(res, opts, outline)
             else:
                 payload[m] = _panel(model, res, m, k, opts, outline, tox["pairs"])
-    if not shown:
-        return
-    with st.expander("Bond scores", key="mol_bond_table"):
-        _bond_table(res, shown, k)
-    st.download_button("Download explanation (JSON)",
-                       json.dumps(payload[shown[0]] if len(shown) == 1 else
-                                  {"smiles": mol.input_smiles, "k": k, "methods": payload},
-                                  indent=2),
-                       file_name="gem-molecule.json", mime="application/json",
-                       key="mol_download_json", icon=":material/download:")
+    if shown:
+        with st.expander("Bond scores", key="mol_bond_table"):
+            _bond_table(res, shown, k)
+        st.download_button("Download explanation (JSON)",
+                           json.dumps(payload[shown[0]] if len(shown) == 1 else
+                                      {"smiles": mol.input_smiles, "k": k, "methods": payload},
+                                      indent=2),
+                           file_name="gem-molecule.json", mime="application/json",
+                           key="mol_download_json", icon=":material/download:")
+    with st.container(border=True, key="mol_whatif"):
+        _what_if(model, sel, res, shown, waiting, k, opts)
+
+
+def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k: int,
+             opts: dict) -> None:
+    """Delete bonds or atoms and see the prediction and the explanations of what is left."""
+    mol = res.molecule
+    pairs = [tuple(p) for p in mol.pairs]
+    key = ("molecule", mol.input_smiles, opts["largest"], molecule_target(), sel.device)
+    edge_labels, node_labels = whatif_view.bond_labels(mol.mol, pairs)
+    edge_order, node_order = whatif_view.heavy_first(mol.mol, pairs)
+
+    def draw(removed, atoms, ranked, shown_scores, method, slot) -> None:
+        svg = molecule_view.edited_molecule_svg(
+            mol.mol, [pairs[j] for j in removed], atoms, [pairs[j] for j in ranked],
+            None if shown_scores is None else [shown_scores[j] for j in ranked],
+            size=(440, 360), hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"])
+        st.image(svg, width="stretch")
+
+    notes = [f"{method_title(m)} is not fitted yet (fit it above) and is left out here."
+             for m in waiting]
+    whatif_view.render(whatif_view.WhatIf(
+        prefix="mol_whatif", ident=whatif_view.ident_of(*key), pairs=pairs,
+        num_nodes=mol.instance.num_nodes, edge="bond", node="atom", thing="molecule",
+        edge_labels=edge_labels, node_labels=node_labels, edge_order=edge_order,
+        node_order=node_order, class_names=[_display(c) for c in CLASS_NAMES], focus=MUTAGEN,
+        original=list(res.probabilities), k=k, methods=list(shown),
+        scores={m: [float(v) for v in res.scores[m]] for m in shown},
+        evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
+        titles=method_title, notes=notes,
+        hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
+             "hydrogens count as atoms."))
 
 
 def _molecule_panel(res, opts: dict, outline: list[tuple[int, int]]) -> None:

@@ -37,7 +37,8 @@ def test_explore_panels_probabilities_and_offline_graphs():
     at = make_app(methods=("gnnexplainer", "random"))
     no_exception(at)
     assert not at.error
-    assert texts(at.subheader) == ["Original", "GNNExplainer", "Random"]
+    assert texts(at.subheader) == ["Original", "GNNExplainer", "Random",
+                                   "What if these edges were gone?"]
     md = texts(at.markdown)
     assert any(m.startswith("**Test instance #0**") for m in md)
     assert sum("on the explanation" in m for m in md) == 2

@@ -66,7 +66,8 @@ def test_example_smiles_is_predicted_and_explained(needs_mutagenicity_model):
     assert (p >= 0.5) == (metrics["Prediction"] == "mutagen")
     assert metrics["Atoms (with H) / bonds"] == "14 / 14"
     # the molecule alone first, then the sidebar's explainers in its order
-    assert texts(at.subheader) == ["Molecule", "GNNExplainer", "Random"]
+    assert texts(at.subheader) == ["Molecule", "GNNExplainer", "Random",
+                                   "What if these bonds were gone?"]
     assert len(at.image) == 3
     md = texts(at.markdown)
     assert sum("bonds alone:" in m for m in md) == 2

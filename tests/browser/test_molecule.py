@@ -94,6 +94,10 @@ def test_a_file_is_screened_and_a_clicked_row_is_drawn(app_server, page, tmp_pat
     page.wait_for_selector(IDLE)
     detail = page.locator(".st-key-mol_batch_detail")
     detail.wait_for()
+    page.wait_for_selector(IDLE)
+    # Streamlit loads its metric element's script on first use (Metric.js): in a fresh browser
+    # the detail's metrics can be drawn a moment after the run ends
+    detail.locator("[data-testid=stMetric]").first.wait_for()
     assert_no_errors(page)
     text = detail.inner_text()
     assert text.startswith("Row 3") and "2-nitrofluorene" in text, text[:200]  # flagged first

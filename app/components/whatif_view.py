@@ -1,0 +1,362 @@
+"""The "What if…" section shared by the Molecule and Explore pages.
+
+The user deletes edges (bonds) or nodes (atoms, with their bonds) of the instance on the page;
+the engine (:func:`gem_core.whatif.evaluate_edits`, through the page's cached ``evaluate``)
+predicts the edited graph and re-runs the fast explainers on it. This module draws the picker,
+the numbers (prediction and probability before → after, the engine's change in loss) and one
+panel per explainer, through the page's own ``draw`` callback (RDKit or the network view), and
+the one-click comparison "remove the explanation's K edges" vs "remove K random edges".
+
+Nothing is recomputed here: every number comes from the engine's :class:`EditOutcome`.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import streamlit as st
+import torch
+
+from gem_core.evaluate import rank_scores, topk_mask
+from gem_core.explainers import method_spec
+from gem_core.whatif import Edit, EditError
+
+# (removed pair positions, removed nodes, ranked pair positions, per-pair shown scores or None,
+#  method or None, slot) -> draws one picture
+DrawFn = Callable[[list[int], list[int], list[int], Optional[list[float]], Optional[str], str],
+                  None]
+# (edits, methods) -> (original, outcomes), the engine's evaluate_edits behind the app's cache
+EvaluateFn = Callable[[tuple[Edit, ...], tuple[str, ...]], tuple[Any, list[Any]]]
+
+BOND_SYMBOL = {"SINGLE": "–", "DOUBLE": "=", "TRIPLE": "≡", "AROMATIC": "–"}
+
+
+@dataclass
+class WhatIf:
+    """What the section needs from its page.
+
+    Attributes:
+        prefix: widget-key prefix (``mol_whatif`` / ``ex_whatif``).
+        ident: identifies the instance (a new one starts with an empty edit).
+        pairs: the instance's pairs ``(u, v)``, in its numbering.
+        num_nodes: nodes of the instance.
+        edge, node: the words ("bond" / "atom", "edge" / "node").
+        thing: what the instance is ("molecule", "computation graph").
+        edge_labels, node_labels: what the pickers show, per pair / per node.
+        edge_order, node_order: the pickers' order (pair / node positions).
+        class_names: the classes as people read them.
+        focus: the class whose probability is shown (mutagen; or the original prediction).
+        original: the page's class probabilities of the unedited instance.
+        k: the page's K.
+        methods: the chosen explainers that explain right now (fitted or fit-free).
+        scores: each shown explainer's scores on the unedited instance (one per pair).
+        evaluate: the engine call (cached by the page's state).
+        draw: draws one picture with the page's drawing components.
+        titles: method -> title.
+    """
+
+    prefix: str
+    ident: str
+    pairs: list[tuple[int, int]]
+    num_nodes: int
+    edge: str
+    node: str
+    thing: str
+    edge_labels: list[str]
+    node_labels: list[str]
+    edge_order: list[int]
+    node_order: list[int]
+    class_names: list[str]
+    focus: int
+    original: list[float]
+    k: int
+    methods: list[str]
+    scores: dict[str, list[float]]
+    evaluate: EvaluateFn
+    draw: DrawFn
+    titles: Callable[[str], str]
+    notes: list[str] = field(default_factory=list)
+    hint: str = ""
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}_{name}_{self.ident}"
+
+
+def ident_of(*parts: Any) -> str:
+    """A short, stable widget-key suffix for an instance."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:10]
+
+
+def edit_token(edges: Sequence[int], nodes: Sequence[int]) -> str:
+    """The edit in a CSS-class-safe word (browser tests and the bench wait for it)."""
+    return ("e" + "_".join(map(str, sorted(edges))) if edges else "") + \
+        ("n" + "_".join(map(str, sorted(nodes))) if nodes else "") or "none"
+
+
+def bond_labels(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
+    """Readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms ("N5", "H10
+    (on C0)"), with the toxicophore each bond or atom belongs to."""
+    from gem_core.toxicophores import TOXICOPHORES, match_toxicophores
+
+    titles = {t.name: t.title for t in TOXICOPHORES}
+    groups = [(titles.get(name, name), set(atoms))
+              for name, found in match_toxicophores(mol).items() for atoms in found]
+    sym = [a.GetSymbol() for a in mol.GetAtoms()]
+
+    def tag(atoms: set[int], aromatic: bool = False) -> str:
+        names = []
+        for title, members in groups:
+            if atoms <= members and title not in names:
+                names.append(title[0].lower() + title[1:])
+        if aromatic and not any("aromatic" in n for n in names):
+            names.insert(0, "aromatic")
+        return f" ({', '.join(names)})" if names else ""
+
+    edges = []
+    for u, v in pairs:
+        bond = mol.GetBondBetweenAtoms(int(u), int(v))
+        kind = str(bond.GetBondType()).split(".")[-1] if bond else "SINGLE"
+        edges.append(f"{sym[u]}{u}{BOND_SYMBOL.get(kind, '–')}{sym[v]}{v}"
+                     + tag({int(u), int(v)}, kind == "AROMATIC"))
+    nodes = []
+    for atom in mol.GetAtoms():
+        i = atom.GetIdx()
+        if atom.GetAtomicNum() == 1 and atom.GetDegree() == 1:
+            nb = atom.GetNeighbors()[0]
+            nodes.append(f"H{i} (on {nb.GetSymbol()}{nb.GetIdx()})")
+        else:
+            nodes.append(f"{sym[i]}{i}" + tag({i}))
+    return edges, nodes
+
+
+def heavy_first(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Orders for the pickers: bonds between heavy atoms first, then bonds to hydrogen; heavy
+    atoms first, then hydrogens (each in numbering order)."""
+    heavy = [a.GetAtomicNum() != 1 for a in mol.GetAtoms()]
+    edges = sorted(range(len(pairs)),
+                   key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j))
+    return edges, sorted(range(len(heavy)), key=lambda i: (not heavy[i], i))
+
+
+def ranked_after(scores: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
+    """Top-``k`` pair positions of scores given per *original* pair (NaN where deleted), best
+    first, ties to the lower position; and every pair's rank score (0 where deleted)."""
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    kept = torch.nonzero(~s.isnan()).view(-1)
+    if kept.numel() == 0:
+        return [], [0.0] * s.numel()
+    sub = s[kept]
+    mask = topk_mask(sub, min(k, kept.numel()))
+    chosen = kept[mask].tolist()
+    ranked = sorted(chosen, key=lambda j: (-float(s[j]), j))
+    shown = torch.zeros(s.numel(), dtype=torch.float64)
+    shown[kept] = rank_scores(sub).double()
+    return ranked, shown.tolist()
+
+
+def random_positions(num_pairs: int, k: int, seed: int) -> list[int]:
+    """``k`` pair positions drawn uniformly without replacement, reproducibly from ``seed``."""
+    return sorted(random.Random(int(seed)).sample(range(num_pairs), min(k, num_pairs)))
+
+
+def _flip(w: WhatIf, before: list[float], after: list[float]) -> tuple[int, int, str]:
+    """(class before, class after, sentence) for before → after."""
+    a = max(range(len(before)), key=before.__getitem__)
+    b = max(range(len(after)), key=after.__getitem__)
+    names = w.class_names
+    if a == b:
+        return a, b, f"the prediction stays **{names[b]}**"
+    return a, b, f"the prediction **flips** from {names[a]} to **{names[b]}**"
+
+
+def _numbers(w: WhatIf, container_key: str, original: list[float], outcome) -> None:
+    """Prediction, P(focus class) before → after and the engine's Δ loss."""
+    focus = w.class_names[w.focus]
+    before, after = original[w.focus], outcome.probabilities[w.focus]
+    with st.container(key=container_key):
+        c1, c2, c3 = st.columns([1, 1.3, 1])
+        c1.metric(f"P({focus})", f"{before:.3f} → {after:.3f}",
+                  help=f"The model's probability of {focus} on the whole {w.thing} → on the "
+                       f"edited one.")
+        a, b, sentence = _flip(w, original, outcome.probabilities)
+        c2.metric("Prediction", w.class_names[b],
+                  delta=f"flipped (was {w.class_names[a]})" if a != b else "unchanged",
+                  delta_color="off", delta_arrow="off")
+        c3.metric("Δ loss", f"{outcome.delta_loss:+.3f}",
+                  help=f"The change in loss (cross-entropy against the model's own prediction "
+                       f"on the whole {w.thing}) that the edit causes. For one deleted "
+                       f"{w.edge} it is exactly the Granger Δ of that {w.edge}, the number Gem's "
+                       f"teacher (the distillation) ranks {w.edge}s by. Positive: what was "
+                       f"deleted supported the prediction.")
+        st.markdown(f"P({focus}) {before:.3f} → **{after:.3f}**: {sentence}.")
+
+
+def _picked(w: WhatIf) -> tuple[list[int], list[int]]:
+    edges = [int(j) for j in st.session_state.get(w.key("edges"), []) or []]
+    nodes = [int(i) for i in st.session_state.get(w.key("nodes"), []) or []]
+    return edges, nodes
+
+
+def _undo(w: WhatIf) -> None:
+    st.session_state[w.key("edges")] = []
+    st.session_state[w.key("nodes")] = []
+    st.session_state.pop(w.key("compare"), None)
+    st.session_state.pop(w.key("slow"), None)
+
+
+def _edit(w: WhatIf, edges: Sequence[int], nodes: Sequence[int]) -> Edit:
+    return Edit.of([w.pairs[j] for j in edges], nodes)
+
+
+def render(w: WhatIf) -> None:
+    """The whole section."""
+    st.subheader(f"What if these {w.edge}s were gone?", anchor=False)
+    st.caption(f"Delete {w.edge}s, or {w.node}s with all their {w.edge}s, and see what the model "
+               f"and the explainers say about the {w.thing} that is left. Deleted {w.edge}s "
+               f"stay drawn where they were, dashed in pink, so before and after line up. "
+               f"Nothing is retrained: the same model is asked again." + (
+                   f" {w.hint}" if w.hint else ""))
+    c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom")
+    example = f", e.g. {w.edge_labels[w.edge_order[0]]}" if w.edge_order else ""
+    c1.multiselect(f"{w.edge.capitalize()}s to delete", w.edge_order,
+                   format_func=lambda j: w.edge_labels[j], key=w.key("edges"),
+                   placeholder=f"Pick {w.edge}s (type to search{example})")
+    c2.multiselect(f"{w.node.capitalize()}s to delete (with their {w.edge}s)", w.node_order,
+                   format_func=lambda i: w.node_labels[i], key=w.key("nodes"),
+                   placeholder=f"Pick {w.node}s")
+    edges, nodes = _picked(w)
+    c3.button("Undo all", key=w.key("undo"), on_click=_undo, args=(w,),
+              icon=":material/undo:", width="stretch",
+              disabled=not (edges or nodes or st.session_state.get(w.key("compare"))))
+    if not edges and not nodes:
+        focus = w.class_names[w.focus]
+        with st.container(key=f"{w.prefix}_result_none"):
+            st.metric(f"P({focus})", f"{w.original[w.focus]:.3f}",
+                      help=f"No edit: the whole {w.thing}, as above.")
+            st.caption(f"No edit yet: the original {w.thing}. Pick {w.edge}s or {w.node}s above.")
+    else:
+        _edited(w, edges, nodes)
+    _compare(w)
+
+
+def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
+    token = edit_token(edges, nodes)
+    live = [m for m in w.methods if method_spec(m).batched]
+    slow = [m for m in w.methods if m not in live]
+    try:
+        original, (out,) = w.evaluate((_edit(w, edges, nodes),), tuple(live))
+    except EditError as exc:
+        st.warning(str(exc), icon=":material/warning:")
+        return
+    if out.error:
+        with st.container(key=f"{w.prefix}_result_{token}"):
+            st.warning(out.error, icon=":material/link_off:")
+        removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
+        with st.container(border=True, key=f"{w.prefix}_panel_edited"):
+            st.markdown(f"**The edited {w.thing}**")
+            w.draw(removed, nodes, [], None, None, "whatif_edited")
+        return
+    _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
+    removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
+    requested = st.session_state.get(w.key("slow"), {}).get(token, [])
+    extra = {}
+    for m in [m for m in slow if m in requested]:
+        try:
+            with st.spinner(f"{w.titles(m)} is explaining the edited {w.thing}…"):
+                _, (o,) = w.evaluate((_edit(w, edges, nodes),), (m,))
+            extra[m] = o.scores[m]
+        except Exception as exc:  # a slow explainer failing never stops the section
+            st.error(f"{w.titles(m)}: {exc}", icon=":material/error:")
+    panels = ["edited", *live, *extra]
+    cols = st.columns(min(3, len(panels)))
+    for i, panel in enumerate(panels):
+        with cols[i % len(cols)], st.container(border=True, key=f"{w.prefix}_panel_{panel}"):
+            if panel == "edited":
+                st.markdown(f"**The edited {w.thing}**")
+                w.draw(removed, nodes, [], None, None, "whatif_edited")
+                st.caption(f"{len(removed)} of {len(w.pairs)} {w.edge}s deleted"
+                           + (f" with {len(nodes)} {w.node}{'s' if len(nodes) > 1 else ''}"
+                              if nodes else "") + " (dashed pink).")
+                continue
+            scores = out.scores[panel] if panel in out.scores else extra[panel]
+            ranked, shown = ranked_after(scores, w.k)
+            st.markdown(f"**{w.titles(panel)}**, top {len(ranked)} after the edit")
+            w.draw(removed, nodes, ranked, shown, panel, f"whatif_{panel}")
+            before = w.scores.get(panel)
+            if before is not None:
+                was, _ = ranked_after(torch.tensor(before, dtype=torch.float64), w.k)
+                gone = len(set(was) & set(removed))
+                st.caption(f"{len(set(ranked) & set(was))} of these {len(ranked)} {w.edge}s were "
+                           f"in its top {len(was)} before the edit"
+                           + (f"; the edit deleted {gone} of that top {len(was)}."
+                              if gone else "."))
+    waiting = [m for m in slow if m not in extra]
+    if waiting:
+        st.caption(" ".join(f"{w.titles(m)} optimises one mask per {w.thing} (seconds, not "
+                            f"milliseconds), so it is not re-run on every edit."
+                            for m in waiting[:1]))
+        bc = st.columns(max(3, len(waiting)))
+        for col, m in zip(bc, waiting):
+            if col.button(f"Re-explain with {w.titles(m)}", key=w.key(f"slow_{m}"),
+                          icon=":material/play_arrow:"):
+                st.session_state.setdefault(w.key("slow"), {}).setdefault(token, []).append(m)
+                st.rerun()
+    for note in w.notes:
+        st.caption(note)
+
+
+def _compare(w: WhatIf) -> None:
+    """One click: the explanation's K edges vs K random edges deleted, side by side."""
+    shown = [m for m in w.methods if m in w.scores]
+    if not shown or not w.pairs:
+        return
+    st.markdown(f"**The explanation vs chance.** Delete an explainer's top-{w.k} {w.edge}s "
+                f"from the original {w.thing} (the edit above is not applied here), or {w.k} "
+                f"{w.edge}s drawn at random, and compare what the model says: an explanation "
+                f"that captures what the prediction rests on should change it more than chance "
+                f"(the paper's fidelity, on one {w.thing}).")
+    c1, c2, _ = st.columns([2, 1, 2], vertical_alignment="bottom")
+    method = c1.selectbox("Explainer", shown, format_func=w.titles, key=w.key("cmp_method"))
+    seed = int(c2.number_input("Random seed", min_value=0, max_value=10**6, value=0, step=1,
+                               key=w.key("cmp_seed"),
+                               help=f"The random {w.edge}s are drawn from this seed: the same "
+                                    f"seed always draws the same {w.edge}s."))
+    if st.button(f"Remove the explanation's {w.k} {w.edge}s vs {w.k} random {w.edge}s",
+                 key=w.key("cmp_go"), icon=":material/compare_arrows:"):
+        st.session_state[w.key("compare")] = True
+    if not st.session_state.get(w.key("compare")):
+        return
+    ranked, _ = ranked_after(torch.tensor(w.scores[method], dtype=torch.float64), w.k)
+    rand = random_positions(len(w.pairs), len(ranked), seed)
+    edits = (Edit.of([w.pairs[j] for j in ranked]), Edit.of([w.pairs[j] for j in rand]))
+    try:
+        original, outs = w.evaluate(edits, ())
+    except EditError as exc:
+        st.warning(str(exc), icon=":material/warning:")
+        return
+    focus = w.class_names[w.focus]
+    left, right = st.columns(2)
+    for col, (name, picked, out) in zip(
+            (left, right),
+            ((f"Without {w.titles(method)}'s top {len(ranked)} {w.edge}s", ranked, outs[0]),
+             (f"Without {len(rand)} random {w.edge}s (seed {seed})", rand, outs[1]))):
+        slot = "explanation" if picked is ranked else "random"
+        with col, st.container(border=True, key=f"{w.prefix}_cmp_{slot}"):
+            st.markdown(f"**{name}**")
+            w.draw(picked, [], [], None, None, f"whatif_cmp_{slot}")
+            st.caption(", ".join(w.edge_labels[j] for j in picked) + " deleted.")
+            if out.error:
+                st.warning(out.error, icon=":material/link_off:")
+                continue
+            _, _, sentence = _flip(w, original.probabilities, out.probabilities)
+            st.markdown(f"P({focus}) {original.probabilities[w.focus]:.3f} → "
+                        f"**{out.probabilities[w.focus]:.3f}**: {sentence}. "
+                        f"Δ loss **{out.delta_loss:+.3f}**.")
+    answer = w.class_names[max(range(len(original.probabilities)),
+                               key=original.probabilities.__getitem__)]
+    st.caption(f"Δ loss: how much the model's loss for its answer on the whole {w.thing} "
+               f"({answer}) rises when these {w.edge}s are gone; the larger, the more the "
+               f"prediction rested on them.")

@@ -1,0 +1,99 @@
+"""The What-if sections in a real browser: delete the nitro group's C–N bond of 4-nitrotoluene
+and undo it (Molecule page), delete a house edge of a BA-shapes node (Explore page)."""
+from __future__ import annotations
+
+import pytest
+
+from tools.browser import IDLE, MAIN, pick_option, wait_panels_drawn
+
+from .conftest import assert_no_errors, open_app, screenshot
+
+pytestmark = pytest.mark.browser
+
+NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"  # atoms C0 c1 c2 c3 c4 N5 O6 O7 c8 c9, then H
+
+
+def _rerun_done(page) -> None:
+    page.wait_for_timeout(200)  # let the rerun start before waiting for it to end
+    page.wait_for_selector(IDLE)
+
+
+def test_nitro_bond_deleted_and_undone(app_server, page):
+    from gem_core.chem import smiles_to_instance
+    from gem_core.molecules import molecule_model
+    from gem_core.whatif import Edit, evaluate_edits
+
+    mol = smiles_to_instance(NITROTOLUENE)
+    original, (cut,) = evaluate_edits(molecule_model("cpu"), mol.instance, [Edit.of([(4, 5)])])
+    before, after = f"{original.probabilities[0]:.3f}", f"{cut.probabilities[0]:.3f}"
+    assert before != after
+
+    open_app(page, app_server, "/molecule")
+    page.locator(".st-key-mol_smiles input").fill(NITROTOLUENE)
+    page.locator(".st-key-mol_explain button").click()
+    _rerun_done(page)
+    assert_no_errors(page)
+    page.locator(".st-key-mol_whatif_result_none").wait_for()
+    assert before in page.locator(".st-key-mol_prediction").inner_text()
+
+    pick_option(page, "mol_whatif_edges_", "C4–N5 (aromatic nitro)")
+    result = page.locator(f".st-key-mol_whatif_result_e{mol.pairs.index((4, 5))}")
+    result.wait_for()
+    _rerun_done(page)
+    result.locator("[data-testid=stMetric]").first.wait_for()  # Metric.js loads on first use
+    assert_no_errors(page)
+    text = result.inner_text()
+    assert f"{before} → {after}" in text, text
+    assert f"{cut.delta_loss:+.3f}" in text, text
+    flipped = cut.label != original.label
+    assert ("flipped (was mutagen)" in text) == flipped, text
+    # the edited molecule and each fast explainer's new top-K, drawn by RDKit
+    for panel in ("edited", "gem", "random"):
+        img = page.locator(f".st-key-mol_whatif_panel_{panel} img").first
+        img.wait_for()
+        assert img.evaluate("i => i.complete && i.naturalWidth > 0"), panel
+    page.locator(".st-key-mol_whatif").scroll_into_view_if_needed()
+    screenshot(page, "whatif-molecule-nitro")
+
+    page.locator("[class*='st-key-mol_whatif_undo_'] button").click()
+    page.locator(".st-key-mol_whatif_result_none").wait_for()
+    _rerun_done(page)
+    assert_no_errors(page)
+    shown = page.locator(".st-key-mol_whatif_result_none").inner_text()
+    assert before in shown and "→" not in shown, shown
+    assert page.locator(f"{MAIN} [class*='st-key-mol_whatif_result_e']").count() == 0
+    assert page.locator(f"{MAIN} [class*='st-key-mol_whatif_edges_'] [data-tag]").count() == 0
+
+
+def test_house_edge_deleted_on_explore(app_server, page):
+    from gem_core.session import workbench
+    from gem_core.whatif import Edit, evaluate_edits
+
+    wb = workbench("ba_shapes", "cpu")
+    inst = wb.instances("test")[0]
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    ids = inst.node_ids.tolist()
+    t = int(inst.target)
+    # a house edge of the explained node whose deletion flips the prediction (engine's word)
+    own = [j for j, p in enumerate(pairs) if t in p and bool(inst.motif_mask[j])]
+    original, outs = evaluate_edits(wb, inst, [Edit.of([pairs[j]]) for j in own])
+    j, out = next((j, o) for j, o in zip(own, outs) if o.label != original.label)
+    focus = wb.dataset.class_names[original.label]
+    label = f"{ids[pairs[j][0]]}–{ids[pairs[j][1]]}"
+
+    open_app(page, app_server, "/")
+    pick_option(page, "ex_whatif_edges_", label)
+    result = page.locator(f".st-key-ex_whatif_result_e{j}")
+    result.wait_for()
+    _rerun_done(page)
+    result.locator("[data-testid=stMetric]").first.wait_for()  # Metric.js loads on first use
+    assert_no_errors(page)
+    text = result.inner_text()
+    assert f"P({focus})" in text and (f"{original.probabilities[original.label]:.3f} → "
+                                      f"{out.probabilities[original.label]:.3f}") in text, text
+    wait_panels_drawn(page, ["ex_whatif_panel_edited"], timeout=60)
+    frame = page.query_selector(".st-key-ex_whatif_panel_edited iframe").content_frame()
+    dashed = frame.evaluate("() => edges.get().filter(e => e.dashes).map(e => [e.from, e.to])")
+    assert dashed == [list(pairs[j])]
+    page.locator(".st-key-ex_whatif").scroll_into_view_if_needed()
+    screenshot(page, "whatif-explore-ba-shapes")
