@@ -35,7 +35,7 @@ from .instances import Instance
 __all__ = [
     "MoleculeError", "MoleculeInstance", "EXAMPLE_SMILES", "HIGHLIGHT_HEX", "MAX_FILE_ROWS",
     "smiles_to_instance", "largest_fragment", "instance_to_mol", "bond_index_of_pair",
-    "draw_molecule_svg", "fragment_smarts", "fragment_smiles", "parse_smiles_file",
+    "draw_molecule_svg", "fragment_smarts", "fragment_smiles", "parse_smiles_file", "without_hydrogens",
 ]
 
 DATASET = "mutagenicity"
@@ -637,7 +637,7 @@ def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
     return [_MIN_SHADE + (1 - _MIN_SHADE) * v / top for v in vals]
 
 
-def _without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
+def without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
     """``mol`` without its hydrogen atoms (those in ``keep`` stay): each removed hydrogen
     becomes an explicit H count of its neighbour, so labels read NH2, OH."""
     rw = Chem.RWMol(mol)
@@ -651,6 +651,9 @@ def _without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
     with rdBase.BlockLogs():
         out.UpdatePropertyCache(strict=False)
     return out
+
+
+_without_hydrogens = without_hydrogens
 
 
 def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,

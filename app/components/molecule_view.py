@@ -7,7 +7,7 @@ from rdkit import Chem, rdBase
 from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.chem import HIGHLIGHT_HEX, draw_molecule_svg
+from gem_core.chem import HIGHLIGHT_HEX, draw_molecule_svg, without_hydrogens
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
@@ -61,21 +61,6 @@ def _shaded(intensity: float) -> tuple[float, float, float]:
     return tuple(1.0 - a * (1.0 - c) for c in _rgb(HIGHLIGHT_HEX))
 
 
-def _hydrogens_hidden(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
-    """``mol`` without the hydrogen atoms not in ``keep`` (counted on their neighbours)."""
-    rw = Chem.RWMol(mol)
-    gone = [a.GetIdx() for a in rw.GetAtoms()
-            if a.GetAtomicNum() == 1 and a.GetIdx() not in keep and a.GetDegree() <= 1]
-    for idx in sorted(gone, reverse=True):
-        for nb in rw.GetAtomWithIdx(idx).GetNeighbors():
-            nb.SetNumExplicitHs(nb.GetNumExplicitHs() + 1)
-        rw.RemoveAtom(idx)
-    out = rw.GetMol()
-    with rdBase.BlockLogs():
-        out.UpdatePropertyCache(strict=False)
-    return out
-
-
 def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] = (),
                         removed_atoms: Sequence[int] = (),
                         pairs: Sequence[tuple[int, int]] = (), scores=None,
@@ -102,7 +87,7 @@ def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] 
         atom.SetIntProp("gem_orig_idx", atom.GetIdx())
     if hide_hydrogens:
         keep = {a for p in [*top, *gone] for a in p} | removed_atoms
-        m = _hydrogens_hidden(m, keep)
+        m = without_hydrogens(m, keep)
     new = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in m.GetAtoms()}
     if atom_indices:
         for atom in m.GetAtoms():

@@ -158,10 +158,11 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
     proba = model.predict_proba(instances).numpy()
     explained = model.explain(settings.method, instances)
     labels = proba.argmax(axis=1)
-    ranked = _ranked([s.detach().float().cpu().numpy() for s in explained], settings.k)
-    for (i, mol), p, label, top, scores in zip(parsed, proba, labels, ranked, explained):
+    arrays = [s.detach().float().cpu().numpy() for s in explained]
+    ranked = _ranked(arrays, settings.k)
+    for (i, mol), p, label, top, scores in zip(parsed, proba, labels, ranked, arrays):
         pairs = mol.instance.pairs.numpy()
-        s = scores.detach().float().cpu().numpy().astype(np.float64)
+        s = scores.astype(np.float64)
         out["prediction"][i] = CLASS_NAMES[int(label)]
         out["p_mutagen"][i] = float(p[0])
         out["bonds"][i] = [[int(pairs[0, j]), int(pairs[1, j])] for j in top]
