@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
@@ -34,3 +36,27 @@ def configure_threads(num_threads: int | None = None) -> int:
 
         threadpool_limits(limits=n, user_api="blas")
     return torch.get_num_threads()
+
+
+@contextmanager
+def deterministic_algorithms(device: torch.device | str | None = None) -> Iterator[None]:
+    """Run the block with PyTorch's deterministic kernels, so training on CUDA is repeatable.
+
+    CUDA's scatter/gather backward passes add with atomics, in an order that changes from run to
+    run: the same seed then trains different weights (seen on an H100: ``GemAutoEncoder.fit``
+    twice gave different state dicts). Inside this block PyTorch picks its deterministic
+    kernels; ops that have none only warn. cuBLAS needs a fixed workspace for that
+    (``CUBLAS_WORKSPACE_CONFIG``, set here unless the user set it). On CPU, where the kernels are
+    deterministic already, nothing changes. The previous mode is restored on exit.
+    """
+    if device is not None and torch.device(device).type != "cuda":
+        yield
+        return
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)

@@ -18,6 +18,7 @@ import torch
 
 from . import paper
 from .config import get_spec
+from .device import deterministic_algorithms
 from .explainers import REPRODUCE_METHODS, check_method, method_spec, title
 from .session import Workbench, workbench
 from .progress import ProgressFn, report, scaled
@@ -88,6 +89,13 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     """
     methods = [check_method(m) for m in methods]
     wb = bench if bench is not None else workbench(dataset, device, target)
+    with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
+        return _reproduce(wb, methods, limit, write_assets, progress)
+
+
+def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_assets: bool,
+               progress: Optional[ProgressFn]) -> dict[str, Any]:
+    """The body of :func:`run_reproduce` on a resolved workbench."""
     spec = wb.spec
     start = time.perf_counter()
     report(progress, 0.0, "target model")

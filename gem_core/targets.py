@@ -31,7 +31,7 @@ from torch_geometric.nn import GraphConv, global_max_pool
 
 from .config import DatasetSpec, TargetConfig
 from .datasets import GemDataset
-from .device import resolve_device
+from .device import deterministic_algorithms, resolve_device
 from .instances import InstanceBatch
 from .progress import ProgressFn, report
 from .store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
@@ -215,6 +215,13 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
     if cfg.arch == "gine":
         return _train_gine(ds, cfg, progress)
     dev = resolve_device(device)
+    with deterministic_algorithms(dev):
+        return _train_paper_target(ds, cfg, dev, progress)
+
+
+def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
+                        progress: Optional[ProgressFn]) -> tuple[nn.Module, TargetMetrics]:
+    """The training loop of :func:`train_target` for the paper's architectures."""
     torch.manual_seed(cfg.seed)
     model = build_model(ds.spec, ds.num_features, cfg).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

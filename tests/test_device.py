@@ -28,3 +28,15 @@ def test_thread_count_reaches_torch_and_every_blas(monkeypatch):
                 configure_threads(0)
         finally:
             torch.set_num_threads(before)
+
+
+def test_deterministic_algorithms_is_scoped_and_a_no_op_on_cpu():
+    from gem_core.device import deterministic_algorithms
+
+    before = torch.are_deterministic_algorithms_enabled()
+    with deterministic_algorithms("cpu"):
+        assert torch.are_deterministic_algorithms_enabled() == before
+    with deterministic_algorithms("cuda"):  # only flips PyTorch's mode: no GPU needed
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    assert torch.are_deterministic_algorithms_enabled() == before

@@ -225,7 +225,8 @@ def test_for_dataset_uses_spec_settings():
 def test_encoder_equals_pyg_gcnconv_on_dense_inputs():
     """The label-lookup first layer + shared CSR normalisation = GCNConv on [one-hot | x]."""
     ins = planted("graph", count=4, seed=1)
-    ex = GemAutoEncoder(max_epochs=1).fit(ins, [i.motif_mask.float() for i in ins])
+    # a CPU reference below, so the explainer stays on the CPU even where CUDA is present
+    ex = GemAutoEncoder(max_epochs=1, device="cpu").fit(ins, [i.motif_mask.float() for i in ins])
     prep = ex.prepare(ins)
     p, model = prep.packed, ex.model_
     dense = torch.zeros(p.num_nodes, model.label_dim)

@@ -5,6 +5,7 @@ its row is checked here without touching this file.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class BondAwareNet(torch.nn.Module):
 
     def forward(self, x, edge_index, batch=None, num_graphs=None, edge_attr=None):
         if batch is None:
-            batch = torch.zeros(x.size(0), dtype=torch.long)
+            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
         return self.lin(self.pool(self.conv(x, edge_index, edge_attr), batch, size=num_graphs))
 
 
@@ -118,6 +119,19 @@ def test_every_method_keeps_the_contract(method, toy):
     other = toy_instance(7, 5, node=ctx.task == "graph")
     with pytest.raises(ValueError, match="level"):
         exp.explain([other])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("task", ["node", "graph-bonds"])
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_fits_and_explains_on_cuda(method, task):
+    """The path the app takes when a GPU is present (PGExplainer's MLP was once left on the CPU)."""
+    ctx, train, val, test = toy_context(task)
+    ctx = dataclasses.replace(ctx, device=torch.device("cuda"))
+    out = REGISTRY[method].create(ctx).fit(train, val).explain(test)
+    assert len(out) == len(test)
+    for scores, inst in zip(out, test):
+        assert scores.shape == (inst.num_pairs,) and bool(torch.isfinite(scores).all())
 
 
 def test_explanation_is_a_sequence_with_topk_helpers():

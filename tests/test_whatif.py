@@ -90,7 +90,8 @@ def test_bad_edits_get_clear_messages(ba):
 
 def test_explain_remove_bonds_cli_matches_the_engine():
     proc = subprocess.run([sys.executable, "-m", "gem_core", "explain", "--smiles", NITROTOLUENE,
-                           "--k", "5", "--remove-bonds", "5-4", "--json", "-"], cwd=PROJECT,
+                           "--k", "5", "--remove-bonds", "5-4", "--device", "cpu", "--json", "-"],
+                          cwd=PROJECT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv
 
-from ..device import resolve_device
+from ..device import deterministic_algorithms, resolve_device
 from ..instances import Instance
 from ..labeling import (
     PackedGraphs, WLLabeler, hop_columns, hop_distances, pack, select, select_nodes, select_pairs,
@@ -484,6 +484,8 @@ class GemAutoEncoder:
             progress: Optional[ProgressFn] = None) -> "GemAutoEncoder":
         """Learn to predict ``weights`` (one ``[P]`` tensor in [0, 1] per instance) from structure.
 
+        The same seed trains the same weights on CPU and, with deterministic kernels, on CUDA.
+
         Args:
             instances: training instances (all node task or all graph task).
             weights: per instance, a target weight for each of its pairs (the distillation).
@@ -493,6 +495,12 @@ class GemAutoEncoder:
         Returns:
             self.
         """
+        with deterministic_algorithms(resolve_device(self.device)):
+            return self._fit(instances, weights, val_instances, val_weights, progress)
+
+    def _fit(self, instances: Sequence[Instance], weights: Sequence[Tensor],
+             val_instances: Optional[Sequence[Instance]], val_weights: Optional[Sequence[Tensor]],
+             progress: Optional[ProgressFn]) -> "GemAutoEncoder":
         if len(instances) == 0:
             raise ValueError("fit needs at least one training instance")
         if (val_instances is None) != (val_weights is None):

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 import torch
 from torch import Tensor, nn
 
-from ..device import resolve_device
+from ..device import deterministic_algorithms, resolve_device
 from ..instances import Instance, collate
 from ..progress import ProgressFn, report
 from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
@@ -106,6 +106,7 @@ class PGExplainerBaseline(Explainer):
 
         algo = PGExplainer(epochs=self.epochs, lr=self.lr)  # no kwargs: keep the class dict intact
         algo.coeffs = copy.deepcopy(self.coeffs)  # instance-level, every coefficient explicit
+        algo.to(self.device)  # PyG builds its edge MLP on the CPU and never moves it
         return PyGExplainer(model=self.model, algorithm=algo, explanation_type="phenomenon",
                             model_config=model_config(self.task), edge_mask_type="object")
 
@@ -133,10 +134,11 @@ class PGExplainerBaseline(Explainer):
             targets = self.predict(insts)
             self.explainer_ = self._new_explainer()
             algo = self.explainer_.algorithm
-            if self.task == "node":
-                self._fit_nodes(algo, insts, targets, gen, progress)
-            else:
-                self._fit_graphs(algo, insts, targets, gen, progress)
+            with deterministic_algorithms(self.device):
+                if self.task == "node":
+                    self._fit_nodes(algo, insts, targets, gen, progress)
+                else:
+                    self._fit_graphs(algo, insts, targets, gen, progress)
 
     def _fit_nodes(self, algo, insts, targets, gen, progress) -> None:
         data = []

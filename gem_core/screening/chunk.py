@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..device import deterministic_algorithms
 from .reader import InputRow
 
 __all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "screen_chunk", "parse_chunk", "parse_rows",
@@ -134,7 +135,8 @@ def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
 
     out, parsed = chunk.columns, chunk.parsed
     if parsed:
-        _explain_parsed(parsed, settings, out)
+        with deterministic_algorithms(settings.device):  # CUDA: a resumed run gives the same bytes
+            _explain_parsed(parsed, settings, out)
         for i, mol in parsed:
             out["status"][i] = STATUS_OK
             out["canonical_smiles"][i] = mol.smiles
