@@ -201,6 +201,28 @@ def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[st
     return evaluate_edits(_model, _instance, list(edits), list(methods), edge=edge)
 
 
+@st.cache_data(show_spinner=False, max_entries=2000)
+def explanation_reading(key: tuple, method: str, k: int, scores: tuple[float, ...],
+                        teacher_scores: tuple[float, ...] | None, class_names: tuple[str, ...],
+                        edge: str, _model: Workbench, _instance, _mol=None) -> tuple[dict, str]:
+    """The engine's :func:`gem_core.reading.read_explanation` of one panel: ``(facts, text)``,
+    cached per (instance ``key``, method, K, scores); ``teacher_scores`` are the distilled
+    teacher's when the page has them (else the engine distils the instance)."""
+    from gem_core.reading import read_explanation
+
+    reading = read_explanation(
+        _model, _instance, method, torch.tensor(scores), k, class_names, mol=_mol,
+        teacher_scores=None if teacher_scores is None else torch.tensor(teacher_scores),
+        edge=edge)
+    return reading.facts, reading.text
+
+
+def show_reading(text: str, key: str) -> None:
+    """The reading under a panel, in a keyed container (browser tests find it by its key)."""
+    with st.container(key=key):
+        st.markdown(f"**In words.** {text}")
+
+
 def what_if_evaluator(key: tuple, model: Workbench, instance, edge: str):
     """``evaluate(edits, methods)`` for the What-if section: :func:`what_if` of this instance."""
     def evaluate(edits: tuple, methods: tuple[str, ...]):

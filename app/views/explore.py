@@ -16,14 +16,15 @@ import torch
 
 from components import graph_view, molecule_view, network_view, whatif_view
 from gem_core.datasets import DataUnavailableError, GemDataset
-from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask, topk_overlap
-from gem_core.explainers import method_spec
+from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask
+from gem_core.explainers import DEFAULT_TEACHER
 from gem_core.instances import Instance
 from gem_core.session import Workbench
 from theme import method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
-                   fit_offer, get_workbench, method_ready, progress_bar, run_page, selection,
-                   show_error, test_predictions, what_if_evaluator)
+                   explanation_reading, fit_offer, get_workbench, method_ready, progress_bar,
+                   run_page, selection, show_error, show_reading, test_predictions,
+                   what_if_evaluator)
 
 PANEL_HEIGHT = 330
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
@@ -251,7 +252,8 @@ def render() -> None:
                         "top_k_edges": [names[j] for j in r["ranked"]],
                         "tied_at_cut": [j for j, t in enumerate(r["tied"]) if t],
                         "probability": r["probability"], "prediction": r["prediction"],
-                        "ms_per_instance": r["ms"]} for m, r in results.items()},
+                        "ms_per_instance": r["ms"], "reading": r.get("reading")}
+                    for m, r in results.items()},
     }
     st.download_button("Download explanation (JSON)", json.dumps(payload, indent=2),
                        file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
@@ -433,26 +435,27 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
                    f"index were kept. Marked in the edge table.")
     out = {"scores": scores, "shown": shown, "ranked": ranked, "probability": p_sub[pred],
            "prediction": ds.class_names[sub_pred], "ms": ms, "tied": tied.tolist()}
-    teacher = method_spec(method).teacher
-    if teacher is not None:
-        out["teacher_overlap"] = _teacher_overlap(sel, wb, pos, method, teacher, scores,
-                                                  len(ranked))
+    out["reading"] = _reading(sel, wb, ds, inst, pos, mol, method, scores)
     return out
 
 
-def _teacher_overlap(sel: Selection, wb: Workbench, pos: int, method: str, teacher: str,
-                     scores: list[float], kept: int) -> int | None:
-    """Say how many of the method's top-K edges the slow teacher it imitates keeps too."""
+def _reading(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos: int, mol,
+             method: str, scores: list[float]) -> dict | None:
+    """The engine's plain-language reading under the panel; its facts go to the JSON export."""
     try:
-        teacher_scores, _ = explain_test_instance(sel.dataset, sel.device, teacher, pos,
-                                                  explainer_token(wb, teacher), sel.target)
-    except Exception as exc:  # a drawing aid: never stop the panel
-        show_error(exc, f"{method_title(teacher)} failed")
+        teacher = None
+        if method != DEFAULT_TEACHER:  # the teacher's scores, from the page's own cache
+            teacher = explain_test_instance(sel.dataset, sel.device, DEFAULT_TEACHER, pos,
+                                            explainer_token(wb, DEFAULT_TEACHER), sel.target)[0]
+        facts, text = explanation_reading(
+            ("test", sel.dataset, sel.target, sel.device, pos, explainer_token(wb, method)),
+            method, sel.k, tuple(scores), teacher, tuple(ds.class_names),
+            "bond" if mol is not None else "edge", wb, inst, mol)
+    except Exception as exc:  # words are an aid: never stop the panel
+        show_error(exc, "The reading failed")
         return None
-    shared = topk_overlap(torch.tensor(scores), torch.tensor(teacher_scores), sel.k)
-    st.caption(f"The {method_title(teacher)[0].lower()}{method_title(teacher)[1:]}, which "
-               f"{method_title(method)} learns to imitate, keeps {shared} of these {kept} edges.")
-    return shared
+    show_reading(text, key=f"ex_reading_{method}")
+    return {"text": text, "facts": facts}
 
 
 run_page(render)

@@ -24,14 +24,14 @@ from gem_core.chem import EXAMPLE_SMILES, MoleculeError, fragment_smiles, smiles
 from gem_core.config import get_spec
 from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
                                 molecule_model, suggested_k, target_checkpoint_available)
-from gem_core.evaluate import topk_overlap
-from gem_core.explainers import METHODS, method_spec
+from gem_core.explainers import DEFAULT_TEACHER, METHODS, method_spec
 from gem_core.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
 from gem_core.screening.runner import check_settings
 from gem_core.session import Workbench
 from theme import method_title
-from state import (DATA_HELP, device_label, explainer_token, fit_offer, molecule_target,
-                   progress_bar, run_page, selection, show_error, what_if_evaluator)
+from state import (DATA_HELP, device_label, explainer_token, explanation_reading, fit_offer,
+                   molecule_target, progress_bar, run_page, selection, show_error, show_reading,
+                   what_if_evaluator)
 
 SPEC = get_spec(DATASET)
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
@@ -149,8 +149,10 @@ def _single(sel, opts: dict) -> None:
     methods = list(sel.methods) or ["gem"]
     try:
         ready, waiting = _ready_methods(model, tuple(methods))
-        # the teachers of the chosen methods, to say how far a fast explainer departs from them
-        extra = [t for t in {method_spec(m).teacher for m in ready} - {None} if t not in ready]
+        # the teachers of the chosen methods (and the reading's), to say how far a fast
+        # explainer departs from them
+        teachers = {method_spec(m).teacher for m in ready} | {DEFAULT_TEACHER}
+        extra = sorted(t for t in teachers - {None} if t not in ready)
         res = _explained(model, mol, ready + extra) if ready else explain_molecules(
             [mol], [], model=model)[0]
     except Exception as exc:
@@ -274,17 +276,7 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                f"the prediction flips to **{_display(CLASS_NAMES[sub_label])}**")
     st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on these {len(bonds)} bonds alone: "
                 f"{verdict}.")
-    notes = []
-    if tox_pairs:
-        hits = len(set(pairs) & set(tox_pairs))
-        notes.append(f"{hits} of the {len(tox_pairs)} toxicophore bonds are in the explanation")
-    teacher = method_spec(method).teacher
-    if teacher in res.scores:
-        shared = topk_overlap(res.scores[method], res.scores[teacher], k)
-        notes.append(f"the {method_title(teacher)[0].lower()}{method_title(teacher)[1:]} shares "
-                     f"{shared} of these {len(bonds)} bonds")
-    if notes:
-        st.markdown("; ".join(notes).capitalize() + ".")
+    reading = _reading(model, res, method, k, opts)
     try:
         fragment = fragment_smiles(res.molecule.mol, pairs)
     except Exception:  # drawing aid only
@@ -304,7 +296,27 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     out["explanation"]["fragment"] = fragment
     out["explanation"]["probability_on_explanation"] = p_sub[res.label]
     out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
+    out["reading"] = reading
     return out
+
+
+def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | None:
+    """The engine's plain-language reading of the panel (prediction on the explanation and
+    without it, toxicophores touched, the distilled teacher's agreement); JSON-ready."""
+    mol = res.molecule
+    teacher = res.scores.get(DEFAULT_TEACHER) if method != DEFAULT_TEACHER else None
+    try:
+        facts, text = explanation_reading(
+            ("molecule", mol.input_smiles, opts["largest"], molecule_target(),
+             str(model.device), explainer_token(model, method)),
+            method, k, tuple(float(v) for v in res.scores[method]),
+            None if teacher is None else tuple(float(v) for v in teacher),
+            tuple(_display(c) for c in CLASS_NAMES), "bond", model, mol.instance, mol.mol)
+    except Exception as exc:  # words are an aid: never stop the panel
+        show_error(exc, "The reading failed")
+        return None
+    show_reading(text, key=f"mol_reading_{method}")
+    return {"text": text, "facts": facts}
 
 
 def _bond_table(res, methods: list[str], k: int) -> None:

@@ -65,3 +65,27 @@ import sys  # noqa: E402
 
 if str(APP.parent) not in sys.path:
     sys.path.insert(0, str(APP.parent))
+
+
+def download_bytes(at, key: str) -> bytes:
+    """The bytes behind a download button of the last run.
+
+    AppTest keeps the files of a run in the in-memory ``MediaFileManager`` of its mock runtime;
+    the button's URL names the file. That manager is only reachable through the garbage
+    collector once the run is over (Streamlit 1.67).
+    """
+    import gc
+    import warnings
+
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    file_id = at.download_button(key=key).proto.url.rsplit("/", 1)[-1].split(".")[0]
+    with warnings.catch_warnings():  # isinstance() wakes lazy modules' deprecation notices
+        warnings.simplefilter("ignore")
+        managers = [o for o in gc.get_objects() if isinstance(o, MediaFileManager)]
+    for manager in managers:
+        try:
+            return bytes(manager._storage.get_file(file_id).content)
+        except Exception:  # another run's manager
+            continue
+    raise LookupError(f"no media file behind the download button {key!r}")

@@ -1,13 +1,14 @@
 """The Molecule page: SMILES submit (good and each bad-input case) and file uploads."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from gem_core.chem import MoleculeError, smiles_to_instance
 
-from .conftest import make_app, no_exception, texts
+from .conftest import download_bytes, make_app, no_exception, texts
 
 BAD = {
     "empty": "",
@@ -207,8 +208,27 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     _submit(at, "Cc1ccc(cc1)[N+](=O)[O-]")
     assert any("Toxicophores" in m and "Aromatic nitro" in m and "3 bonds" in m
                for m in texts(at.markdown))
-    panel = {m for m in texts(at.markdown) if "toxicophore bonds are in the explanation" in m}
-    assert len(panel) >= 1 and any("distilled teacher (predicted label) shares" in m for m in panel)
+    # each panel's reading is the engine's, word for word: the nitro named (or said missed),
+    # the distilled teacher's agreement counted
+    from gem_core.chem import smiles_to_instance as parse
+    from gem_core.molecules import explain_molecules, molecule_model as model_of
+    from gem_core.reading import read_explanation
+
+    readings = [m for m in texts(at.markdown) if m.startswith("**In words.**")]
+    assert len(readings) == 2  # gem and random
+    mol_inst = parse("Cc1ccc(cc1)[N+](=O)[O-]")
+    wb = model_of("cpu")
+    res = explain_molecules([mol_inst], ["gem", "distilled_predicted"], model=wb)[0]
+    k = int(at.slider(key="mol_k").value)
+    expected = read_explanation(wb, mol_inst.instance, "gem", res.scores["gem"], k,
+                                ("mutagen", "non-mutagen"), mol=mol_inst.mol,
+                                teacher_scores=res.scores["distilled_predicted"], edge="bond")
+    assert f"**In words.** {expected.text}" in readings
+    assert "aromatic nitro" in expected.text and "distilled teacher" in expected.text
+    exported = json.loads(download_bytes(at, "mol_download_json"))
+    assert exported["methods"]["gem"]["reading"]["text"] == expected.text
+    assert exported["methods"]["gem"]["reading"]["facts"]["toxicophores"]["present"] == [
+        "aromatic_nitro"]
     # the drawing outlines the toxicophore bonds in their own colour
     from gem_core.chem import draw_molecule_svg, smiles_to_instance
 

@@ -1,5 +1,7 @@
 """The What-if sections in a real browser: delete the nitro group's C–N bond of 4-nitrotoluene
-and undo it (Molecule page), delete a house edge of a BA-shapes node (Explore page)."""
+and undo it (Molecule page), delete a house edge of a BA-shapes node (Explore page), and the
+clear messages of the edits that leave nothing to predict on (no bond left; the explained node
+cut off)."""
 from __future__ import annotations
 
 import pytest
@@ -113,3 +115,52 @@ def test_house_edge_deleted_on_explore(app_server, page):
     assert dashed == [list(pairs[j])]
     page.locator(".st-key-ex_whatif").scroll_into_view_if_needed()
     screenshot(page, "whatif-explore-ba-shapes")
+
+
+def _warning_saying(page, prefix: str, words: str) -> str:
+    """Wait for the What-if section's warning that holds ``words``; return its text."""
+    alert = page.locator(f".st-key-{prefix} [data-testid=stAlert]", has_text=words).first
+    alert.wait_for(timeout=40_000)
+    return alert.inner_text()
+
+
+def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
+    from gem_core.chem import smiles_to_instance
+    from gem_core.molecules import molecule_model
+    from gem_core.session import workbench
+    from gem_core.whatif import Edit, evaluate_edits
+
+    # ethane: deleting both carbons takes every bond with them
+    ethane = smiles_to_instance("CC")
+    _, (none_left,) = evaluate_edits(molecule_model("cpu"), ethane.instance,
+                                     [Edit.of(nodes=[0, 1])], edge="bond")
+    assert none_left.error and "leaves no bond" in none_left.error
+    open_app(page, app_server, "/molecule")
+    page.locator(".st-key-mol_smiles input").fill("CC")
+    page.locator(".st-key-mol_explain button").click()
+    _rerun_done(page)
+    page.locator(".st-key-mol_whatif_result_none").wait_for()
+    for atom in ("C0", "C1"):
+        pick_option(page, "mol_whatif_nodes_", atom)
+        _rerun_done(page)
+    assert none_left.error in _warning_saying(page, "mol_whatif", "leaves no bond")
+    assert_no_errors(page)
+    screenshot(page, "whatif-molecule-no-bond-left")
+
+    # BA-shapes: deleting every edge of the explained node cuts it off
+    wb = workbench("ba_shapes", "cpu")
+    inst = wb.instances("test")[0]
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    ids = inst.node_ids.tolist()
+    own = [p for p in pairs if int(inst.target) in p]
+    _, (cut_off,) = evaluate_edits(wb, inst, [Edit.of(own)])
+    assert cut_off.error and "disconnects the explained node" in cut_off.error
+    open_app(page, app_server, "/")
+    wait_panels_drawn(page, explanation_panels(page))
+    for u, v in own:
+        pick_option(page, "ex_whatif_edges_", f"{ids[u]}–{ids[v]}")
+        _rerun_done(page)
+    assert cut_off.error in _warning_saying(page, "ex_whatif", "disconnects the explained node")
+    assert_no_errors(page)
+    page.locator(".st-key-ex_whatif").scroll_into_view_if_needed()
+    screenshot(page, "whatif-explore-disconnected")
