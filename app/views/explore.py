@@ -324,7 +324,8 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
         methods=[m for m in sel.methods if m in results],
         scores={m: r["scores"] for m, r in results.items()},
         evaluate=what_if_evaluator(key, wb, inst, "bond" if mol is not None else "edge"),
-        draw=draw, titles=method_title, notes=notes))
+        draw=draw, titles=method_title, notes=notes,
+        ms={m: r["ms"] for m, r in results.items()}))
 
 
 def _hop_distances(inst: Instance) -> list[int]:

@@ -234,7 +234,7 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
         original=list(res.probabilities), k=k, methods=list(shown),
         scores={m: [float(v) for v in res.scores[m]] for m in shown},
         evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
-        titles=method_title, notes=notes,
+        titles=method_title, notes=notes, ms=dict(res.ms_per_instance),
         hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
              "hydrogens count as atoms."))
 
