@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..device import deterministic_algorithms
 from .reader import InputRow
 
 __all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "screen_chunk", "parse_chunk", "parse_rows",
@@ -135,6 +134,8 @@ def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
 
     out, parsed = chunk.columns, chunk.parsed
     if parsed:
+        from ..device import deterministic_algorithms
+
         with deterministic_algorithms(settings.device):  # CUDA: a resumed run gives the same bytes
             _explain_parsed(parsed, settings, out)
         for i, mol in parsed:
@@ -198,3 +199,4 @@ def parse_chunk(index: int, rows: Sequence[InputRow],
                 settings: ScreenSettings) -> tuple[int, ParsedChunk]:
     """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU."""
     return index, parse_rows(rows, settings)
+

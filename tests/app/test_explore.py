@@ -362,3 +362,23 @@ def test_each_panel_reads_its_explanation_in_words_and_exports_it():
         assert f"It covers {covered} of the 6 motif edges." in expected.text
         assert exported["methods"][method]["reading"] == {
             "text": expected.text, "facts": json.loads(json.dumps(expected.facts))}
+
+
+def test_a_molecule_on_explore_is_read_in_bonds_with_its_toxicophores(needs_mutagenicity_model):
+    """On Mutagenicity the reading speaks of bonds and names what the molecule holds."""
+    from gem_core.chem import instance_to_mol
+    from gem_core.reading import read_explanation
+    from gem_core.session import workbench
+
+    at = make_app(methods=("random",), sb_dataset="mutagenicity")
+    no_exception(at)
+    wb = workbench("mutagenicity", "cpu")
+    inst = wb.instances("test")[0]
+    k = get_spec("mutagenicity").default_k
+    expected = read_explanation(wb, inst, "random", wb.explain("random", [inst])[0], k,
+                                wb.dataset.class_names,
+                                mol=instance_to_mol(inst, wb.dataset.atom_symbols),
+                                teacher_scores=wb.explain("distilled_predicted", [inst])[0],
+                                edge="bond")
+    assert "bonds" in expected.text and "toxicophores" in expected.facts
+    assert f"**In words.** {expected.text}" in texts(at.markdown)
