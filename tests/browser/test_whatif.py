@@ -8,7 +8,7 @@ import pytest
 
 from tools.browser import IDLE, MAIN, explanation_panels, pick_option, wait_panels_drawn
 
-from .conftest import assert_no_errors, open_app, screenshot
+from .conftest import TIMEOUT_MS, assert_no_errors, open_app, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -25,15 +25,20 @@ def _pick_until_shown(page, key_prefix: str, label: str, result_selector: str):
     panel reporting it was drawn) swallowed the first pick under a loaded machine."""
     result = page.locator(result_selector)
     for attempt in range(3):
-        chosen = page.locator(f"{MAIN} [class*='st-key-{key_prefix}'] [data-tag]")
-        if not any(label in t for t in chosen.all_inner_texts()):
-            pick_option(page, key_prefix, label)
         try:
+            chosen = page.locator(f"{MAIN} [class*='st-key-{key_prefix}'] [data-tag]")
+            if not any(label in t for t in chosen.all_inner_texts()):
+                page.set_default_timeout(30_000)  # its option may vanish under a rerun
+                try:
+                    pick_option(page, key_prefix, label)
+                finally:
+                    page.set_default_timeout(TIMEOUT_MS)
             result.wait_for(timeout=40_000)
             return result
         except Exception:
             if attempt == 2:
                 raise
+            page.keyboard.press("Escape")  # close a dropdown left open
             _rerun_done(page)
     return result
 
@@ -140,8 +145,8 @@ def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
     page.locator(".st-key-mol_explain button").click()
     _rerun_done(page)
     page.locator(".st-key-mol_whatif_result_none").wait_for()
-    for atom in ("C0", "C1"):
-        pick_option(page, "mol_whatif_nodes_", atom)
+    for token, atom in (("n0", "C0"), ("n0_1", "C1")):  # each pick shown before the next
+        _pick_until_shown(page, "mol_whatif_nodes_", atom, f".st-key-mol_whatif_result_{token}")
         _rerun_done(page)
     assert none_left.error in _warning_saying(page, "mol_whatif", "leaves no bond")
     assert_no_errors(page)
@@ -152,13 +157,15 @@ def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
     inst = wb.instances("test")[0]
     pairs = [tuple(p) for p in inst.pairs.t().tolist()]
     ids = inst.node_ids.tolist()
-    own = [p for p in pairs if int(inst.target) in p]
-    _, (cut_off,) = evaluate_edits(wb, inst, [Edit.of(own)])
+    own = [j for j, p in enumerate(pairs) if int(inst.target) in p]
+    _, (cut_off,) = evaluate_edits(wb, inst, [Edit.of([pairs[j] for j in own])])
     assert cut_off.error and "disconnects the explained node" in cut_off.error
     open_app(page, app_server, "/")
     wait_panels_drawn(page, explanation_panels(page))
-    for u, v in own:
-        pick_option(page, "ex_whatif_edges_", f"{ids[u]}–{ids[v]}")
+    for n, j in enumerate(own, start=1):  # each pick shown before the next
+        token = "e" + "_".join(map(str, sorted(own[:n])))
+        _pick_until_shown(page, "ex_whatif_edges_", f"{ids[pairs[j][0]]}–{ids[pairs[j][1]]}",
+                          f".st-key-ex_whatif_result_{token}")
         _rerun_done(page)
     assert cut_off.error in _warning_saying(page, "ex_whatif", "disconnects the explained node")
     assert_no_errors(page)
