@@ -10,7 +10,9 @@ self-contained pyvis pages.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Optional
 
 import streamlit as st
 import streamlit.components.v1 as components
@@ -29,15 +31,32 @@ def _assets_ready() -> bool:
     return graph_view.publish_vis_assets(COMPONENT_DIR / "lib")
 
 
-def show(pic: graph_view.GraphPicture, height: int, key: str, step: str = "") -> None:
+def live() -> bool:
+    """Whether the live view can draw (and report clicks) in this app process."""
+    return _assets_ready()
+
+
+def show(pic: graph_view.GraphPicture, height: int, key: str, step: str = "",
+         on_edge_click: Optional[Callable[[int, int], None]] = None) -> bool:
     """Draw ``pic`` with a ``height``-pixel canvas; ``key`` keeps the view mounted across reruns.
 
     ``step`` names what is drawn (instance, K): a new step always re-renders the view (and sets
     ``window.__gemStep``), even when the picture did not change, e.g. a K step whose new edge
-    lies outside a close-up. Browser tests wait on it.
+    lies outside a close-up. Browser tests wait on it. With ``on_edge_click``, a click on an
+    edge calls it with the edge's two nodes (the picture's numbering) before the rerun.
+    Returns whether the live view drew (clicks need it; the fallback page cannot report them).
     """
     if not _assets_ready():
         st.iframe(graph_view.pyvis_html(pic, height), height=height + LEGEND_HEIGHT)
-        return
+        return False
+
+    def clicked() -> None:
+        value = st.session_state.get(key)
+        if on_edge_click is not None and isinstance(value, dict):
+            on_edge_click(int(value["from"]), int(value["to"]))
+
     _network_component(**graph_view.network_data(pic), canvas_height=height, step=step,
-                       height=height + LEGEND_HEIGHT, key=key, default=None)
+                       height=height + LEGEND_HEIGHT, key=key, default=None,
+                       clickable=on_edge_click is not None,
+                       on_change=clicked if on_edge_click is not None else None)
+    return True

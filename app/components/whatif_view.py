@@ -62,6 +62,8 @@ class WhatIf:
         titles: method -> title.
         ms: each shown explainer's explain time on this instance (ms), as the page measured it:
             one that is not batched re-runs on every edit when it took at most :data:`LIVE_MS`.
+        clickable: the page's ``whatif_edited`` drawing reports clicked edges
+            (:func:`toggle_edge`); it is then drawn before any edit too.
     """
 
     prefix: str
@@ -87,9 +89,18 @@ class WhatIf:
     notes: list[str] = field(default_factory=list)
     hint: str = ""
     ms: dict[str, float] = field(default_factory=dict)
+    clickable: bool = False
 
     def key(self, name: str) -> str:
         return f"{self.prefix}_{name}_{self.ident}"
+
+
+def toggle_edge(prefix: str, ident: str, j: int) -> None:
+    """Delete pair ``j``, or restore it when it is deleted: a click in the drawing. Runs as a
+    widget callback, before the rerun, so it may set the edge picker's state."""
+    key = f"{prefix}_edges_{ident}"
+    chosen = list(st.session_state.get(key, []))
+    st.session_state[key] = [x for x in chosen if x != j] if j in chosen else [*chosen, j]
 
 
 def ident_of(*parts: Any) -> str:
@@ -243,7 +254,12 @@ def render(w: WhatIf) -> None:
         with st.container(key=f"{w.prefix}_result_none"):
             st.metric(f"P({focus})", f"{w.original[w.focus]:.3f}",
                       help=f"No edit: the whole {w.thing}, as above.")
-            st.caption(f"No edit yet: the original {w.thing}. Pick {w.edge}s or {w.node}s above.")
+            st.caption(f"No edit yet: the original {w.thing}. Pick {w.edge}s or {w.node}s above"
+                       + (f", or click an {w.edge} in the drawing." if w.clickable else "."))
+        if w.clickable:
+            with st.container(border=True, key=f"{w.prefix}_panel_edited"):
+                st.markdown(f"**The {w.thing}**: click an {w.edge} to delete it")
+                w.draw([], [], [], None, None, "whatif_edited")
     else:
         _edited(w, edges, nodes)
     _compare(w)
@@ -286,7 +302,9 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
                 w.draw(removed, nodes, [], None, None, "whatif_edited")
                 st.caption(f"{len(removed)} of {len(w.pairs)} {w.edge}s deleted"
                            + (f" with {len(nodes)} {w.node}{'s' if len(nodes) > 1 else ''}"
-                              if nodes else "") + " (dashed pink).")
+                              if nodes else "") + " (dashed pink)."
+                           + (f" Click an {w.edge} to delete it, a dashed one to restore it."
+                              if w.clickable else ""))
                 continue
             scores = out.scores[panel] if panel in out.scores else extra[panel]
             ranked, shown = ranked_after(scores, w.k)

@@ -290,6 +290,18 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
     thing = "molecule" if mol is not None else (
         "computation graph" if ds.task == "node" else "graph")
 
+    ident = whatif_view.ident_of(*key)
+    index_of = {(int(u), int(v)): j for j, (u, v) in enumerate(pairs)}
+    index_of.update({(v, u): j for (u, v), j in list(index_of.items())})
+    shown_nodes = sorted(set(close)) if close is not None else None
+
+    def clicked(a: int, b: int) -> None:
+        """An edge clicked in the what-if drawing (picture numbering): delete or restore it."""
+        if shown_nodes is not None:
+            a, b = shown_nodes[a], shown_nodes[b]
+        if (a, b) in index_of:
+            whatif_view.toggle_edge("ex_whatif", ident, index_of[(a, b)])
+
     def draw(removed, nodes, ranked, shown, method, slot) -> None:
         if mol is not None:
             svg = molecule_view.edited_molecule_svg(
@@ -310,13 +322,14 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
         if close is not None:
             pic = pic.restricted(close)
         step = f"{ds.name}-{pos}-{slot}-k{sel.k}-" + whatif_view.edit_token(removed, nodes)
-        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=step)
+        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=step,
+                          on_edge_click=clicked if slot == "whatif_edited" else None)
 
     waiting = [m for m in sel.methods if m not in results]
     notes = [f"{', '.join(method_title(m) for m in waiting)}: no explanation of the original "
              f"above (not fitted yet, or failed), so left out here."] if waiting else []
     whatif_view.render(whatif_view.WhatIf(
-        prefix="ex_whatif", ident=whatif_view.ident_of(*key), pairs=pairs,
+        prefix="ex_whatif", ident=ident, pairs=pairs,
         num_nodes=inst.num_nodes, edge="bond" if mol is not None else "edge",
         node="atom" if mol is not None else "node", thing=thing, edge_labels=edge_labels,
         node_labels=node_labels, edge_order=edge_order, node_order=node_order,
@@ -325,7 +338,7 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
         scores={m: r["scores"] for m, r in results.items()},
         evaluate=what_if_evaluator(key, wb, inst, "bond" if mol is not None else "edge"),
         draw=draw, titles=method_title, notes=notes,
-        ms={m: r["ms"] for m, r in results.items()}))
+        ms={m: r["ms"] for m, r in results.items()}, clickable=mol is None and network_view.live()))
 
 
 def _hop_distances(inst: Instance) -> list[int]:

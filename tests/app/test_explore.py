@@ -45,9 +45,12 @@ def test_explore_panels_probabilities_and_offline_graphs():
     assert any("on the whole computation graph" in m for m in md)
     caps = texts(at.caption)
     assert sum("explain time" in c and "ms" in c for c in caps) == 2
-    views = networks(at)
+    views = [v for v in networks(at) if not v["clickable"]]
     assert len(views) == 3
     inst = Workbench("ba_shapes").instances("test")[0]
+    # the What-if section draws the graph too, the one view that reports clicked edges
+    (whatif,) = [v for v in networks(at) if v["clickable"]]
+    assert len(whatif["edges"]) == inst.num_pairs
     for view in views:  # the computation graph, the target node marked, a legend
         assert len(view["nodes"]) == inst.num_nodes and len(view["edges"]) == inst.num_pairs
         assert sum(n["shape"] == "star" for n in view["nodes"]) == 1
@@ -325,13 +328,13 @@ def test_a_large_computation_graph_gets_a_readable_close_up():
     near = nx.single_source_shortest_path_length(g, int(inst.target), cutoff=2)
     at = make_app(methods=("random",), ex_index_ba_shapes=pos)
     no_exception(at)
-    views = networks(at)
+    views = [v for v in networks(at) if not v["clickable"]]
     assert [len(v["nodes"]) for v in views] == [len(near)] * 2
     assert all(sum(n["shape"] == "star" for n in v["nodes"]) == 1 for v in views)
     assert f"Close-up: {len(near)} of {inst.num_nodes} nodes." in texts(at.caption)
     at.toggle(key="ex_closeup").set_value(False).run()
     no_exception(at)
-    assert [len(v["nodes"]) for v in networks(at)] == [inst.num_nodes] * 2
+    assert [len(v["nodes"]) for v in networks(at) if not v["clickable"]] == [inst.num_nodes] * 2
 
 
 def test_each_panel_reads_its_explanation_in_words_and_exports_it():

@@ -171,3 +171,52 @@ def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
     assert_no_errors(page)
     page.locator(".st-key-ex_whatif").scroll_into_view_if_needed()
     screenshot(page, "whatif-explore-disconnected")
+
+
+def _click_edge(page, panel: str, u: int, v: int) -> None:
+    """Click the middle of the drawn edge u–v (picture numbering) in a live network view."""
+    frame_el = page.query_selector(f".st-key-{panel} iframe")
+    frame_el.scroll_into_view_if_needed()
+    box = frame_el.bounding_box()
+    x, y = frame_el.content_frame().evaluate(
+        """([u, v]) => { const p = network.getPositions([u, v]);
+             const m = network.canvasToDOM({x: (p[u].x + p[v].x) / 2, y: (p[u].y + p[v].y) / 2});
+             const r = document.getElementById('net').getBoundingClientRect();
+             return [r.left + m.x, r.top + m.y]; }""", [u, v])
+    page.mouse.move(1, 1)  # away first, then a plain press and release on the edge
+    page.mouse.move(box["x"] + x, box["y"] + y, steps=5)
+    page.wait_for_timeout(100)
+    page.mouse.down()
+    page.mouse.up()
+
+
+def test_clicking_an_edge_in_the_drawing_deletes_and_restores_it(app_server, page):
+    from gem_core.session import workbench
+
+    wb = workbench("ba_shapes", "cpu")
+    inst = wb.instances("test")[0]
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    ids = inst.node_ids.tolist()
+    # a house edge of the explained node (13 nodes: no close-up, picture numbering = ours)
+    j = next(j for j, p in enumerate(pairs) if int(inst.target) in p and bool(inst.motif_mask[j]))
+    u, v = pairs[j]
+
+    open_app(page, app_server, "/")
+    wait_panels_drawn(page, [*explanation_panels(page), "ex_whatif_panel_edited"], timeout=60)
+    assert "click an edge" in page.locator(".st-key-ex_whatif").inner_text()
+    _click_edge(page, "ex_whatif_panel_edited", u, v)
+    result = page.locator(f".st-key-ex_whatif_result_e{j}")
+    result.wait_for(timeout=40_000)
+    _rerun_done(page)
+    assert_no_errors(page)
+    chips = page.locator(f"{MAIN} [class*='st-key-ex_whatif_edges_'] [data-tag]").all_inner_texts()
+    assert any(f"{ids[u]}–{ids[v]}" in c for c in chips), chips
+    wait_panels_drawn(page, ["ex_whatif_panel_edited"], timeout=60)
+    frame = page.query_selector(".st-key-ex_whatif_panel_edited iframe").content_frame()
+    dashed = frame.evaluate("() => edges.get().filter(e => e.dashes).map(e => [e.from, e.to])")
+    assert dashed == [[u, v]]
+    screenshot(page, "whatif-explore-clicked")
+    _click_edge(page, "ex_whatif_panel_edited", u, v)  # the dashed edge: restored
+    page.locator(".st-key-ex_whatif_result_none").wait_for(timeout=40_000)
+    _rerun_done(page)
+    assert_no_errors(page)
