@@ -188,27 +188,26 @@ def strip_cdn(page: str) -> str:
     return _CDN_TAG.sub("", page)
 
 
+# Legend swatches of the fallback pyvis pages, per kind: the CSS after "display:inline-block;"
+# ({c} = the colour) and the swatch's text; the live view draws the same in vis_network/index.html.
+_SWATCHES: dict[str, tuple[str, str]] = {
+    "edge": ("width:18px;height:0;border-top:3px solid {c};vertical-align:middle", ""),
+    "deleted": ("width:18px;height:0;border-top:3px dashed {c};vertical-align:middle", ""),
+    "hollow": ("width:8px;height:8px;border-radius:50%;border:2px dashed {c};"
+               "vertical-align:middle", ""),
+    "target": ("color:{c}", "&#9733;"),
+    "node": ("width:10px;height:10px;border-radius:50%;background:{c};vertical-align:middle", ""),
+}
+
+
 def _legend_html(pic: GraphPicture) -> str:
     items = []
     for text, colour, kind in pic.legend:
-        t = html.escape(text)
-        c = html.escape(colour)
-        if kind == "edge":
-            swatch = (f"<span style='display:inline-block;width:18px;height:0;border-top:3px solid "
-                      f"{c};vertical-align:middle;margin-right:4px'></span>")
-        elif kind == "target":
-            swatch = (f"<span style='display:inline-block;color:{c};margin-right:4px'>&#9733;"
-                      f"</span>")
-        elif kind == "deleted":
-            swatch = (f"<span style='display:inline-block;width:18px;height:0;border-top:3px "
-                      f"dashed {c};vertical-align:middle;margin-right:4px'></span>")
-        elif kind == "hollow":
-            swatch = (f"<span style='display:inline-block;width:8px;height:8px;border-radius:50%;"
-                      f"border:2px dashed {c};vertical-align:middle;margin-right:4px'></span>")
-        else:
-            swatch = (f"<span style='display:inline-block;width:10px;height:10px;border-radius:50%;"
-                      f"background:{c};vertical-align:middle;margin-right:4px'></span>")
-        items.append(f"<span style='margin-right:10px;white-space:nowrap'>{swatch}{t}</span>")
+        style, mark = _SWATCHES.get(kind, _SWATCHES["node"])
+        swatch = (f"<span style='display:inline-block;{style.format(c=html.escape(colour))};"
+                  f"margin-right:4px'>{mark}</span>")
+        items.append(f"<span style='margin-right:10px;white-space:nowrap'>{swatch}"
+                     f"{html.escape(text)}</span>")
     return ("<div class='gem-legend' style='font:12px sans-serif;color:#333;padding:2px 4px;"
             "line-height:1.6'>" + "".join(items) + "</div>")
 

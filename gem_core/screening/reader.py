@@ -139,13 +139,18 @@ def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputRow]:
+def _numbered(lines: Iterator[bytes]) -> Iterator[tuple[int, str, Optional[tuple[str, str]]]]:
+    """``(row, text, decode error)`` of every line that is not a ``#`` comment (rows from 1)."""
     row = 0
     for raw in lines:
         if raw.lstrip().startswith(b"#"):
             continue
         row += 1
-        text, error = _decode(raw, row)
+        yield (row, *_decode(raw, row))
+
+
+def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputRow]:
+    for row, text, error in _numbered(lines):
         parts = text.strip().split(None, 1)
         if error is None and not parts:
             error = empty
@@ -156,12 +161,7 @@ def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputR
 
 def _table_rows(lines: Iterator[bytes], delimiter: str, s_col: int, i_col: Optional[int],
                 empty: tuple[str, str]) -> Iterator[InputRow]:
-    row = 0
-    for raw in lines:
-        if raw.lstrip().startswith(b"#"):
-            continue
-        row += 1
-        text, error = _decode(raw, row)
+    for row, text, error in _numbered(lines):
         fields = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
         smiles = fields[s_col].strip() if s_col < len(fields) else ""
         ident = fields[i_col].strip() if i_col is not None and i_col < len(fields) else None
