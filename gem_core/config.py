@@ -34,6 +34,9 @@ class TargetConfig:
     unknown_bond_prob: float = 0.0  # gine: share of training graphs with their bonds hidden
     drop_edge: float = 0.0  # gine: share of bonds dropped from training graphs
     ema: float = 0.0  # gine: decay of a weight average kept per step (0: off)
+    # Gem's setting where explanations of this target need their own: the budgets its graded
+    # targets average (empty: the dataset's ``explainer_target_ks``); see spec_for_target
+    explainer_target_ks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,10 @@ class DatasetSpec:
     # Appendix C rule ("paper"), or the loss-driven "refine" (Mutagenicity); part of the Gem
     # cache key. Distillation accuracy is reported with distill.ACCURACY_TOPK_POLICY.
     explainer_topk_policy: str = "paper"
+    # the budgets K whose distilled top-K masks the "graded" targets average (empty: the K grid).
+    # A finer grid (1..max K) grades the order inside the smallest explanation too, which the K
+    # grid alone leaves flat (every pair of the top-15 got 1)
+    explainer_target_ks: tuple[int, ...] = ()
     explainer_epochs: int = 300
     # early-stopping patience (epochs without a lower validation MSE) of the Gem fit
     explainer_patience: int = 30
@@ -131,7 +138,11 @@ DATASETS: dict[str, DatasetSpec] = {
         # over 2-3 seeds, the best mean chosen (87.4 %; test 82.5 / 83.6 / 83.0 % for seeds 0-2)
         strong_target=TargetConfig(arch="gine", hidden=64, num_layers=4, dropout=0.2, lr=1e-3,
                                    weight_decay=0.0, batch_size=64, max_epochs=200, patience=50,
-                                   schedule="plateau", unknown_bond_prob=0.1, ema=0.99),
+                                   schedule="plateau", unknown_bond_prob=0.1, ema=0.99,
+                                   # Gem's graded targets over K = 1-30 (validation, seeds 0-2:
+                                   # toxicophore AUC 0.710 -> 0.785, recall@8 0.657 -> 0.741,
+                                   # accuracy 84.4 -> 85.1 %, agreement 96.0 -> 96.6 %)
+                                   explainer_target_ks=tuple(range(1, 31))),
         # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean over
         # K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing (74.6 both)
         explainer_topk_policy="refine",
@@ -152,6 +163,8 @@ DATASETS: dict[str, DatasetSpec] = {
         # as Mutagenicity: validation agreement@K 85.1 -> 92.8 %, accuracy 74.6 -> 77.0 %
         explainer_condition_on_prediction=True,
         explainer_label_source="predicted",
+        # graded targets over K = 1-30: validation accuracy 77.0 -> 77.7 %, agreement 92.8 both
+        explainer_target_ks=tuple(range(1, 31)),
     ),
 }
 
@@ -190,6 +203,17 @@ def target_config(spec: DatasetSpec, name: str = "paper") -> TargetConfig:
         raise ValueError(f"Unknown target {name!r} for {spec.title}. Choose one of: "
                          f"{', '.join(target_names(spec))}.")
     return spec.target if key == "paper" else spec.strong_target
+
+
+def spec_for_target(spec: DatasetSpec, name: str = "paper") -> DatasetSpec:
+    """``spec`` with the Gem settings the target ``name`` has chosen for itself (the strong
+    Mutagenicity target's graded-target budgets); ``spec`` itself for the paper's target."""
+    from dataclasses import replace
+
+    cfg = target_config(spec, name)
+    if cfg is spec.target or not cfg.explainer_target_ks:
+        return spec
+    return replace(spec, explainer_target_ks=tuple(cfg.explainer_target_ks))
 
 
 def check_k(k: Any) -> int:

@@ -66,13 +66,39 @@ def _rank01(values: Tensor) -> Tensor:
     return (order.float() + 1) / values.numel()
 
 
+def target_ks(spec: DatasetSpec) -> tuple[int, ...]:
+    """The budgets K whose distilled top-K masks the ``graded`` targets average: the dataset's
+    ``explainer_target_ks`` where set, else its K grid."""
+    return tuple(spec.explainer_target_ks) or tuple(spec.k_grid)
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """``"1-30"`` (a range) or ``"5/10/15"`` (a list) as sorted distinct budgets K."""
+    from .config import check_k
+
+    text = text.strip()
+    try:
+        if "-" in text:
+            lo, hi = (int(w) for w in text.split("-", 1))
+            ks = range(lo, hi + 1)
+        else:
+            ks = [int(w) for w in text.replace(",", "/").split("/") if w.strip()]
+    except ValueError:
+        raise ValueError(f"budgets look like 1-30 or 5/10/15, got {text!r}") from None
+    out = tuple(sorted({check_k(k) for k in ks}))
+    if not out:
+        raise ValueError(f"no budget K in {text!r}")
+    return out
+
+
 def explainer_targets(dist, spec: DatasetSpec, kind: Optional[str] = None,
                       instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
 
     * ``weights``: the normalised greedy weights (the paper's distilled adjacency);
-    * ``graded``: the mean over the dataset's K grid of the distilled top-K masks, so a pair in
-      every top-K set gets 1 and Gem learns the ranking the evaluation uses;
+    * ``graded``: the mean over the budgets of :func:`target_ks` (the dataset's K grid unless
+      set) of the distilled top-K masks, so a pair in every top-K set gets 1 and Gem learns the
+      ranking the evaluation uses;
     * ``mix``: the average of ``graded`` and ``weights``;
     * ``graded+add``: ``graded`` mapped into [0.5, 1] for the pairs of any distilled top-K set;
       the other pairs get (0, 0.45], ranked by their addition effect, least disturbing highest
@@ -83,9 +109,10 @@ def explainer_targets(dist, spec: DatasetSpec, kind: Optional[str] = None,
         raise ValueError(f"unknown explainer target {kind!r}: use one of {', '.join(TARGET_KINDS)}")
     if kind == "weights":
         return dist.normalized_weights()
-    grid = dist.topk_grid(spec.k_grid, spec.explainer_topk_policy, instances=instances,
+    ks = target_ks(spec)
+    grid = dist.topk_grid(ks, spec.explainer_topk_policy, instances=instances,
                           black_box=black_box)  # "refine" needs the instances and the black box
-    masks = [grid[k] for k in spec.k_grid]
+    masks = [grid[k] for k in ks]
     graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]
     if kind == "graded":
         return graded

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 from torch import Tensor
 
-from .config import DatasetSpec, get_spec, target_config
+from .config import DatasetSpec, get_spec, spec_for_target, target_config
 from .datasets import DataUnavailableError, GemDataset, load_dataset
 from .device import resolve_device
 from .explainers import (Explainer, ExplainerContext, Explanation, check_method, method_spec,
@@ -49,8 +49,9 @@ class Workbench:
     """
 
     def __init__(self, dataset: str, device: str = "auto", target: str = "paper"):
-        self.spec: DatasetSpec = get_spec(dataset)
-        target_config(self.spec, target)  # a clear error for a target the dataset lacks
+        # the dataset's settings, with those its target chose for itself (a clear error for a
+        # target the dataset lacks)
+        self.spec: DatasetSpec = spec_for_target(get_spec(dataset), target)
         self.target_name = str(target).strip().lower()
         self.device = resolve_device(device)
         self._lock = threading.RLock()

@@ -41,6 +41,12 @@ def _parse_hidden(text: str) -> tuple[int, ...]:
         raise ValueError(f"hidden widths look like 32/32/16, got {text!r}") from None
 
 
+def _parse_ks(text: str) -> tuple[int, ...]:
+    from .gem_targets import parse_ks
+
+    return parse_ks(text)
+
+
 EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
     "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
     "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
@@ -50,7 +56,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "target": str, "topk_policy": str, "label_source": str, "train_on": str,
-    "condition_on_prediction": _parse_bool,
+    "condition_on_prediction": _parse_bool, "target_ks": _parse_ks,
 }
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
 
@@ -70,6 +76,10 @@ class Variant:
         o = self.overrides
         return (o.get("target", spec.explainer_target), o.get("topk_policy", spec.explainer_topk_policy),
                 o.get("label_source", spec.explainer_label_source), o.get("train_on", "all"))
+
+    def target_ks(self, spec: DatasetSpec) -> tuple[int, ...]:
+        """The budgets K the variant's ``graded`` targets average (the dataset's where not set)."""
+        return tuple(self.overrides.get("target_ks", spec.explainer_target_ks))
 
 
 CURRENT = "current"
@@ -170,14 +180,15 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     base = autoencoder_settings(spec)
 
     distillations: dict[tuple[str, str], Any] = {}
-    targets: dict[tuple[str, str, str], tuple[list, list]] = {}
+    targets: dict[tuple, tuple[list, list]] = {}
     correct: dict[str, torch.Tensor] = {}
 
     def training_data(v: Variant):
         kind, policy, label_source, train_on = v.target_setting(spec)
-        key = (kind, policy, label_source)
+        key = (kind, policy, label_source, v.target_ks(spec))
         if key not in targets:
-            s = replace(spec, explainer_target=kind, explainer_topk_policy=policy)
+            s = replace(spec, explainer_target=kind, explainer_topk_policy=policy,
+                        explainer_target_ks=v.target_ks(spec))
             made = []
             for split, insts in (("train", train), ("val", val)):
                 if (split, label_source) not in distillations:
@@ -266,6 +277,17 @@ def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) 
     return out
 
 
+def _format_value(key: str, value: Any) -> str:
+    """An override as typed on the command line (``target_ks`` ranges as ``1-30``)."""
+    if key == "target_ks":
+        ks = list(value)
+        if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)):
+            return f"{ks[0]}-{ks[-1]}"
+    if isinstance(value, (list, tuple)):
+        return "/".join(map(str, value))
+    return str(value)
+
+
 def format_sweep(result: dict[str, Any]) -> str:
     """The sweep as tables: one row per variant, validation accuracy and agreement (%) per K,
     mean ± std over seeds, the difference to the current settings, and (molecules) the
@@ -293,6 +315,6 @@ def format_sweep(result: dict[str, Any]) -> str:
     lines.append("")
     for name, r in variants.items():
         if r["overrides"]:
-            settings = ", ".join(f"{k}={v}" for k, v in r["overrides"].items())
+            settings = ", ".join(f"{k}={_format_value(k, v)}" for k, v in r["overrides"].items())
             lines.append(f"  {name}: {settings}")
     return "\n".join(lines)

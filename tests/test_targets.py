@@ -87,3 +87,25 @@ def test_target_names_and_the_bond_aware_architecture(capsys):
     assert main(["reproduce", "--dataset", "nci1", "--target", "strong", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Unknown target 'strong' for NCI1" in err
+
+
+def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
+    """The strong Mutagenicity target's Gem learns graded targets over its own budgets; the
+    paper's target keeps the dataset's, and the two settings never share a fitted Gem."""
+    from dataclasses import replace
+
+    from gem_core.config import get_spec, spec_for_target, target_config
+    from gem_core.explainers.registry import method_spec
+    from gem_core.session import Workbench
+
+    mut = get_spec("mutagenicity")
+    strong = spec_for_target(mut, "strong")
+    assert spec_for_target(mut, "paper") is mut
+    assert strong.explainer_target_ks == target_config(mut, "strong").explainer_target_ks != ()
+    assert Workbench("mutagenicity", "cpu", target="strong").spec == strong
+    assert Workbench("mutagenicity", "cpu").spec == mut
+    # the budgets are part of Gem's key: another grid is another fit
+    wb = Workbench("mutagenicity", "cpu")
+    gem = method_spec("gem").create(wb.context)
+    other = replace(wb.context, spec=replace(mut, explainer_target_ks=(1, 2, 3)))
+    assert gem.state_key(wb.context) != method_spec("gem").create(other).state_key(other)

@@ -21,6 +21,8 @@ def test_parse_variant_types_each_setting():
     assert parse_variant("plain").overrides == {}
     t = parse_variant("t:topk_policy=paper,target=weights,label_source=predicted,train_on=correct")
     assert t.explainer_overrides() == {}
+    assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
+    assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -30,6 +32,8 @@ def test_parse_variant_types_each_setting():
     ("x:degree_features=maybe", "expected true or false"),
     ("x:hidden=a/b", "hidden widths"),
     ("x:patience=1.5", "patience"),
+    ("x:target_ks=a-b", "budgets look like"),
+    ("x:target_ks=0-3", "at least 1"),
 ])
 def test_parse_variant_errors_are_clear(text, message):
     with pytest.raises(ValueError, match=message):
@@ -125,3 +129,28 @@ def test_cli_tune_prints_current_and_variants(capsys, tmp_path):
 def test_cli_tune_bad_variant_is_one_line(capsys):
     assert main(["tune", "--dataset", "tree_cycles", "--variant", "x:nope=1", "--no-progress"]) == 2
     assert "unknown setting 'nope'" in capsys.readouterr().err
+
+
+def test_finer_target_budgets_grade_the_order_inside_the_smallest_explanation():
+    """``target_ks`` averages the distilled top-K masks over other budgets than the K grid: with
+    1..max K every pair of the top-K ranks by how small a budget still keeps it."""
+    from dataclasses import replace
+
+    wb = Workbench("tree_cycles", "cpu")
+    val = wb.instances("val")
+    dist = wb.distillation("val")
+    # the "refine" descent: nested top-K masks, one descent for every budget
+    spec = replace(wb.spec, explainer_target="graded", explainer_topk_policy="refine")
+    coarse = explainer_targets(dist, spec, instances=val, black_box=wb.black_box)
+    fine_spec = replace(spec, explainer_target_ks=tuple(range(1, max(spec.k_grid) + 1)))
+    fine = explainer_targets(dist, fine_spec, instances=val, black_box=wb.black_box)
+    smallest = min(spec.k_grid)
+    masks = dist.topk_grid([1, smallest], "refine", instances=val, black_box=wb.black_box)
+    for c, f, top1, top_small in zip(coarse, fine, masks[1], masks[smallest]):
+        assert torch.equal(c > 0, f > 0)  # the same pairs are kept somewhere in the grid
+        # the coarse grid gives every pair of the smallest explanation the same grade ...
+        assert torch.unique(c[top_small.bool()]).numel() == 1
+        # ... the fine one puts the single best pair strictly above every other pair
+        best = top1.bool()
+        assert int(best.sum()) == 1
+        assert float(f[best]) == 1.0 and float(f[~best].max()) < 1.0

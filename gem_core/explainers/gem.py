@@ -149,6 +149,8 @@ class GemExplainer(Explainer):
             parts["label_source"] = self.label_source
         if self.condition_on_prediction:
             parts["condition_on_prediction"] = True
+        if context.spec.explainer_target_ks:
+            parts["target_ks"] = list(context.spec.explainer_target_ks)
         return config_key(**parts)
 
     def to_state(self) -> dict[str, Any]:
