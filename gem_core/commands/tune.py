@@ -14,11 +14,13 @@ examples:
 settings a variant may change:
   explainer: lr, hidden (e.g. 64/64/32), batch_size, max_epochs, patience, kl_weight,
              weight_decay, wl_rounds, max_colors, decoder_bias, decoder (inner|mlp),
-             degree_features
+             degree_features, wl_edge_labels, edge_features
   training targets: target (weights|graded|mix|graded+add),
              topk_policy (nosplit|exact|paper|refine), label_source (true|predicted),
              train_on (all|correct: only instances the target classifies correctly),
-             condition_on_prediction (true|false: Gem reads the target's predicted class)
+             condition_on_prediction (true|false: Gem reads the target's predicted class),
+             target_ks (budgets K the graded targets average: 1-30 or 5/10/15; default: the
+             dataset's K grid, or the target's own budgets)
 """
 
 
