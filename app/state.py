@@ -75,11 +75,34 @@ def _target_selector(spec: DatasetSpec) -> str:
     names = target_names(spec)
     if len(names) == 1:
         return names[0]
-    return st.selectbox("Target model", names, format_func=TARGET_TITLES.get,
-                        key=f"sb_target_{spec.name}", persist_state="session",
-                        help="The model being explained: the paper's architecture, or a "
-                             "stronger one that reads bond types. Explainers are fitted per "
-                             "model.")
+    chosen = st.selectbox("Target model", names, format_func=TARGET_TITLES.get,
+                          key=f"sb_target_{spec.name}", persist_state="session",
+                          help="The model being explained: the paper's architecture, or a "
+                               "stronger one that reads bond types. Explainers are fitted per "
+                               "model.")
+    comparison = _target_comparison(spec, names)
+    if comparison:
+        st.caption(comparison)
+    return chosen
+
+
+def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
+    """The targets side by side, from the shipped results: test accuracy and how well Gem's
+    explanations find the toxicophores (molecules), so a chemist picks with figures."""
+    from gem_core.reproduce import recorded_target_summary
+
+    parts = []
+    for name in names:
+        rec = recorded_target_summary(spec.name, name)
+        if rec is None:
+            return ""
+        text = f"{name}: {100 * rec['test_accuracy']:.1f} % accurate"
+        if "toxicophore_auc" in rec:
+            text += f", Gem's toxicophore AUC {rec['toxicophore_auc']:.2f}"
+        parts.append(text)
+    return ("Test split — " + "; ".join(parts) + ". The toxicophore AUC says how well the "
+            "explanations point at known mutagenic groups (0.5 = chance)."
+            if parts else "")
 
 
 def molecule_target() -> str:

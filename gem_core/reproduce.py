@@ -50,6 +50,25 @@ def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Op
     return seconds if seconds > 0 else None
 
 
+def recorded_target_summary(dataset: str, target: str = "paper") -> Optional[dict[str, float]]:
+    """What the shipped results say of a target: ``{"test_accuracy": a}`` plus, on molecules,
+    ``"toxicophore_auc"`` of Gem's explanations (None when no results file can be read).
+
+    Lets the app compare the targets a user chooses between with measured figures.
+    """
+    try:
+        with open(results_path(dataset, target), encoding="utf-8") as f:
+            data = json.load(f)
+        out = {"test_accuracy": float(data["target"]["test_accuracy"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        out["toxicophore_auc"] = float(data["toxicophores"]["methods"]["gem"]["auc"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    return out
+
+
 def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressFn]) -> dict[str, Any]:
     from .distill import ACCURACY_TOPK_POLICY, topk_accuracy
 

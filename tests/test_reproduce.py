@@ -106,3 +106,19 @@ def test_a_loaded_explainer_says_where_it_came_from():
     gem = wb.explainer("gem")  # the shipped checkpoint, or this session's cache
     assert gem.loaded_from_ is not None and gem.loaded_from_.endswith(".pt")
     assert wb.explainer("random").loaded_from_ is None  # nothing to load
+
+
+def test_recorded_target_summary_reads_the_shipped_results_or_says_none(monkeypatch, tmp_path):
+    from gem_core import reproduce
+
+    path = tmp_path / "mutagenicity.json"
+    monkeypatch.setattr(reproduce, "results_path", lambda dataset, target="paper": path)
+    assert reproduce.recorded_target_summary("mutagenicity") is None  # no file
+    path.write_text("{not json")
+    assert reproduce.recorded_target_summary("mutagenicity") is None  # corrupted
+    path.write_text(json.dumps({"target": {"test_accuracy": 0.8}, "methods": {}}))
+    assert reproduce.recorded_target_summary("mutagenicity") == {"test_accuracy": 0.8}
+    path.write_text(json.dumps({"target": {"test_accuracy": 0.8},
+                                "toxicophores": {"methods": {"gem": {"auc": 0.7}}}}))
+    assert reproduce.recorded_target_summary("mutagenicity") == {"test_accuracy": 0.8,
+                                                                "toxicophore_auc": 0.7}

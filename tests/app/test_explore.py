@@ -304,6 +304,14 @@ def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutageni
     box = at.sidebar.selectbox(key="sb_target_mutagenicity")
     assert list(box.proto.options) == ["the paper's (GraphConv)", "stronger (bond-aware GINE)"]
     assert box.value == "paper"  # the paper's target unless asked
+    # the two targets side by side, with the figures of the shipped results
+    from gem_core.reproduce import recorded_target_summary
+
+    caption = next(c for c in texts(at.sidebar.caption) if c.startswith("Test split"))
+    for name in ("paper", "strong"):
+        rec = recorded_target_summary("mutagenicity", name)
+        assert (f"{name}: {100 * rec['test_accuracy']:.1f} % accurate, Gem's toxicophore AUC "
+                f"{rec['toxicophore_auc']:.2f}") in caption
     box.set_value("strong").run()
     no_exception(at)
     strong = workbench("mutagenicity", "cpu", "strong")
