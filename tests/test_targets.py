@@ -101,7 +101,14 @@ def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
     mut = get_spec("mutagenicity")
     strong = spec_for_target(mut, "strong")
     assert spec_for_target(mut, "paper") is mut
-    assert strong.explainer_target_ks == target_config(mut, "strong").explainer_target_ks != ()
+    chosen = dict(target_config(mut, "strong").explainer_settings)
+    assert chosen and all(getattr(strong, k) == v for k, v in chosen.items())
+    assert strong.explainer_target_ks != mut.explainer_target_ks
+    # a misspelt setting is a clear error, not a silently ignored choice
+    typo = replace(mut, strong_target=replace(mut.strong_target,
+                                              explainer_settings=(("explainer_decodr", "mlp"),)))
+    with pytest.raises(ValueError, match="unknown explainer settings .'explainer_decodr'"):
+        spec_for_target(typo, "strong")
     assert Workbench("mutagenicity", "cpu", target="strong").spec == strong
     assert Workbench("mutagenicity", "cpu").spec == mut
     # the budgets are part of Gem's key: another grid is another fit
