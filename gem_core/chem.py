@@ -656,6 +656,20 @@ def without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
 _without_hydrogens = without_hydrogens
 
 
+#: RDKit's cap on a drawn bond's length (its ``fixedBondLength``): a small molecule is drawn at the
+#: scale of a mid-sized one instead of being blown up to fill the panel (ethane's one bond and its
+#: highlight were a blot)
+MAX_BOND_LENGTH = 40
+
+
+def molecule_drawer(size: tuple[int, int], kind: str = "svg"):
+    """An RDKit drawer of ``size`` pixels (``"svg"`` or ``"png"``), small molecules kept small."""
+    cls = rdMolDraw2D.MolDraw2DSVG if kind == "svg" else rdMolDraw2D.MolDraw2DCairo
+    drawer = cls(int(size[0]), int(size[1]))
+    drawer.drawOptions().fixedBondLength = MAX_BOND_LENGTH
+    return drawer
+
+
 def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,
                       size: tuple[int, int] = (450, 350), hide_hydrogens: bool = False,
                       atom_indices: bool = False, legend: str = "",
@@ -714,8 +728,7 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
             atom.SetProp("atomNote", str(atom.GetIntProp("gem_orig_idx")))
     rdDepictor.Compute2DCoords(m)
 
-    width, height = int(size[0]), int(size[1])
-    drawer = rdMolDraw2D.MolDraw2DSVG(width, height)
+    drawer = molecule_drawer(size)
     outline = _as_pair_list(outline_pairs)
     if outline:
         _bond_indices(mol, outline)

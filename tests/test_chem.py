@@ -475,3 +475,20 @@ def test_hidden_hydrogens_keep_every_explanation_bond_drawn():
     for chosen in (to_h[:3], heavy[:2] + to_h[:3], heavy[:5] + to_h[-3:], pairs):
         svg = draw_molecule_svg(res.mol, chosen, hide_hydrogens=True)
         assert len(_highlighted_bonds(svg)) == len(chosen)
+
+
+def test_a_small_molecule_is_drawn_at_the_scale_of_a_mid_sized_one():
+    """RDKit scales a drawing to fill its canvas: ethane's one bond used to be drawn 2.4 times as
+    long as a bond of 2-nitrofluorene, a blot of highlight. With the bond-length cap it is not."""
+    import re
+
+    def longest_bond_stroke(smiles: str) -> float:
+        svg = draw_molecule_svg(smiles_to_instance(smiles).mol)
+        strokes = re.findall(r"<path class='bond-\d+ [^']*' d='M ([\d.]+),([\d.]+) "
+                             r"L ([\d.]+),([\d.]+)'", svg)
+        return max(((float(x1) - float(x2)) ** 2 + (float(y1) - float(y2)) ** 2) ** 0.5
+                   for x1, y1, x2, y2 in strokes)
+
+    ethane = longest_bond_stroke("CC")
+    fluorene = longest_bond_stroke("O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2")
+    assert ethane <= 1.3 * fluorene, (ethane, fluorene)

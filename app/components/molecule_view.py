@@ -7,7 +7,7 @@ from rdkit import Chem, rdBase
 from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.chem import HIGHLIGHT_HEX, draw_molecule_svg, without_hydrogens
+from gem_core.chem import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer, without_hydrogens
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
@@ -40,7 +40,7 @@ def molecule_png(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (),
         atoms[int(i)] = colour
         atoms[int(j)] = colour
     rdDepictor.Compute2DCoords(m)
-    drawer = rdMolDraw2D.MolDraw2DCairo(int(size[0]), int(size[1]))
+    drawer = molecule_drawer(size, kind="png")
     with rdBase.BlockLogs():
         rdMolDraw2D.PrepareAndDrawMolecule(
             drawer, m, legend=legend, highlightAtoms=list(atoms), highlightAtomColors=atoms,
@@ -132,7 +132,7 @@ def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] 
     out = rw.GetMol()
     with rdBase.BlockLogs():
         out.UpdatePropertyCache(strict=False)
-    drawer = rdMolDraw2D.MolDraw2DSVG(int(size[0]), int(size[1]))
+    drawer = molecule_drawer(size)
     with rdBase.BlockLogs():
         drawer.DrawMoleculeWithHighlights(out, "", atom_map, bond_map, {}, {})
     drawer.FinishDrawing()
