@@ -104,11 +104,10 @@ def fmt_small(value: float) -> str:
 
 _TARGETS = {
     "weights": "the distilled weights, divided by the largest (the paper's targets)",
-    "graded": "how often each edge is in the distilled top-K explanation over the K grid "
-              "({ks})",
+    "graded": "how often each edge is in the distilled top-K explanation over {ks}",
     "mix": "the average of the distilled weights and how often each edge is in the distilled "
-           "top-K over the K grid ({ks})",
-    "graded+add": "how often each edge is in the distilled top-K over the K grid ({ks}), and, "
+           "top-K over {ks}",
+    "graded+add": "how often each edge is in the distilled top-K over {ks}, and, "
                   "for the edges outside it, how little adding them back disturbs the "
                   "prediction",
 }
@@ -117,20 +116,30 @@ _TARGETS = {
 def describe_gem(spec) -> str:
     """What Gem learns and reads for a dataset, from the settings the engine really uses."""
     from gem_core.explainers.gem_autoencoder import autoencoder_settings
+    from gem_core.gem_targets import target_ks
 
     settings = {"decoder": "inner", "degree_features": False, "wl_edge_labels": False,
                 "edge_features": False, **autoencoder_settings(spec)}
-    ks = ", ".join(map(str, spec.k_grid))
+    budgets = target_ks(spec)
+    if budgets == tuple(spec.k_grid):
+        ks = f"the K grid ({', '.join(map(str, budgets))})"
+    elif len(budgets) > 2 and budgets == tuple(range(budgets[0], budgets[-1] + 1)):
+        ks = (f"every K from {budgets[0]} to {budgets[-1]}, so it also learns which edges of "
+              f"the smallest explanation matter most")
+    else:
+        ks = f"K = {', '.join(map(str, budgets))}"
     labels = ("each node's hop distance to the explained node" if spec.task == "node"
               else "Weisfeiler-Lehman colours of the nodes (their structural roles)")
     if settings["degree_features"]:
         labels += " and its degree"
     if settings["wl_edge_labels"]:
         labels += ", refined with the bond types"
+    if settings["edge_features"]:
+        labels += " and each node's count of single, double and triple bonds"
     decoder = ("scores an edge with the inner product of its two nodes' embeddings"
                if settings["decoder"] == "inner" else
                "scores an edge with the inner product of its two nodes' embeddings plus a small "
-               "network on the pair")
+               "network on the pair" + (" and its bond type" if settings["edge_features"] else ""))
     teacher = ("the model's own prediction" if spec.explainer_label_source == "predicted"
                else "the true label")
     text = (f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
@@ -140,8 +149,9 @@ def describe_gem(spec) -> str:
         text += ", the top-K cut by the loss"
     text += "."
     if spec.explainer_condition_on_prediction:
-        text += (" It also reads the class the model predicts, so it can explain a mutagen "
-                 "call differently from a non-mutagen one.")
+        calls = ("a mutagen call differently from a non-mutagen one" if spec.name == "mutagenicity"
+                 else "each predicted class in its own way")
+        text += f" It also reads the class the model predicts, so it can explain {calls}."
     return text + (" After training it never calls the target model to explain: one forward "
                    "pass of the auto-encoder per batch." if not
                    spec.explainer_condition_on_prediction else
