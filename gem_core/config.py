@@ -211,12 +211,12 @@ def target_config(spec: DatasetSpec, name: str = "paper") -> TargetConfig:
 
 
 def spec_for_target(spec: DatasetSpec, name: str = "paper") -> DatasetSpec:
-    """``spec`` with the Gem settings the target ``name`` has chosen for itself (the strong
-    Mutagenicity target's ``explainer_settings``); ``spec`` itself for the paper's target."""
+    """``spec`` with the Gem settings the target ``name`` has chosen for itself (its
+    ``explainer_settings``; the strong Mutagenicity target's); ``spec`` itself where it has none."""
     from dataclasses import fields, replace
 
     cfg = target_config(spec, name)
-    if cfg is spec.target or not cfg.explainer_settings:
+    if not cfg.explainer_settings:
         return spec
     settings = dict(cfg.explainer_settings)
     known = {f.name for f in fields(DatasetSpec) if f.name.startswith("explainer_")}

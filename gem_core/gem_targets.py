@@ -91,6 +91,14 @@ def parse_ks(text: str) -> tuple[int, ...]:
     return out
 
 
+def format_ks(ks: Sequence[int]) -> str:
+    """Budgets as :func:`parse_ks` reads them: ``1-30`` for a run of three or more, else ``5/10``."""
+    ks = [int(k) for k in ks]
+    if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)):
+        return f"{ks[0]}-{ks[-1]}"
+    return "/".join(map(str, ks))
+
+
 def explainer_targets(dist, spec: DatasetSpec, kind: Optional[str] = None,
                       instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.

@@ -7,6 +7,7 @@ them beside the paper's numbers.
 """
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import statistics
@@ -37,15 +38,38 @@ def results_path(dataset: str, target: str = "paper") -> Path:
     return ASSETS_DIR / "results" / (f"{name}.json" if target == "paper" else f"{name}-{target}.json")
 
 
+def recorded_results(dataset: str, target: str = "paper") -> Optional[dict[str, Any]]:
+    """The shipped results JSON of ``dataset`` / ``target`` (None when it cannot be read).
+
+    Read once per version of the file (its modification time and size key a small cache): the
+    app asks on every rerun.
+    """
+    path = results_path(dataset, target)
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_results(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_results(path: str, mtime_ns: int, size: int) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Optional[float]:
     """How long ``method``'s fit took in the shipped results of ``dataset`` (None: not recorded).
 
     Lets the app say how long a one-off fit will take from a measurement, not a guess.
     """
     try:
-        with open(results_path(dataset, target), encoding="utf-8") as f:
-            seconds = float(json.load(f)["methods"][method]["fit_seconds"])
-    except (OSError, ValueError, KeyError, TypeError):
+        seconds = float(recorded_results(dataset, target)["methods"][method]["fit_seconds"])
+    except (ValueError, KeyError, TypeError):
         return None
     return seconds if seconds > 0 else None
 
@@ -56,11 +80,10 @@ def recorded_target_summary(dataset: str, target: str = "paper") -> Optional[dic
 
     Lets the app compare the targets a user chooses between with measured figures.
     """
+    data = recorded_results(dataset, target)
     try:
-        with open(results_path(dataset, target), encoding="utf-8") as f:
-            data = json.load(f)
         out = {"test_accuracy": float(data["target"]["test_accuracy"])}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     try:
         out["toxicophore_auc"] = float(data["toxicophores"]["methods"]["gem"]["auc"])

@@ -20,6 +20,7 @@ from typing import Any, Optional
 import torch
 
 from .config import DatasetSpec
+from .gem_targets import format_ks, parse_ks
 from .progress import ProgressFn, report, scaled
 
 # Gem hyperparameters a variant may override, with the parser of a command-line value
@@ -41,12 +42,6 @@ def _parse_hidden(text: str) -> tuple[int, ...]:
         raise ValueError(f"hidden widths look like 32/32/16, got {text!r}") from None
 
 
-def _parse_ks(text: str) -> tuple[int, ...]:
-    from .gem_targets import parse_ks
-
-    return parse_ks(text)
-
-
 EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
     "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
     "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
@@ -56,7 +51,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "target": str, "topk_policy": str, "label_source": str, "train_on": str,
-    "condition_on_prediction": _parse_bool, "target_ks": _parse_ks,
+    "condition_on_prediction": _parse_bool, "target_ks": parse_ks,
 }
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
 
@@ -280,9 +275,7 @@ def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) 
 def _format_value(key: str, value: Any) -> str:
     """An override as typed on the command line (``target_ks`` ranges as ``1-30``)."""
     if key == "target_ks":
-        ks = list(value)
-        if len(ks) > 2 and ks == list(range(ks[0], ks[-1] + 1)):
-            return f"{ks[0]}-{ks[-1]}"
+        return format_ks(value)
     if isinstance(value, (list, tuple)):
         return "/".join(map(str, value))
     return str(value)

@@ -23,6 +23,9 @@ def test_parse_variant_types_each_setting():
     assert t.explainer_overrides() == {}
     assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
     assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
+    from gem_core.gem_targets import format_ks, parse_ks
+
+    assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
 
 
 @pytest.mark.parametrize("text, message", [
