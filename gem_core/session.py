@@ -234,12 +234,17 @@ class Workbench:
                 self._explainers.pop(check_method(method), None)
 
     def explain(self, method: str, instances: Sequence[Instance],
-                progress: Optional[ProgressFn] = None) -> Explanation:
-        """Scores (one per undirected pair) of ``method`` for ``instances``, timed."""
+                progress: Optional[ProgressFn] = None,
+                predicted: Optional[Tensor] = None) -> Explanation:
+        """Scores (one per undirected pair) of ``method`` for ``instances``, timed.
+
+        ``predicted``: the target's predicted classes when the caller has them (see
+        :meth:`~gem_core.explainers.base.Explainer.explain`), to spare a forward pass.
+        """
         method = check_method(method)
         exp = self.explainer(method, scaled(progress, 0.0, 0.5))
         with self._method_locks[method]:
-            out = exp.explain(list(instances))
+            out = exp.explain(list(instances), predicted=predicted)
         report(progress, 1.0, "explained")
         return out
 

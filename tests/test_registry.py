@@ -200,3 +200,40 @@ def test_gem_conditioned_on_the_prediction_reads_the_predicted_class():
     plain = REGISTRY["gem"].create(ctx)
     assert gem.state_key(ctx) != plain.state_key(ctx)  # a fit of one is never loaded as the other
     assert len(gem.explain(test)) == len(test)
+
+
+def test_gem_uses_given_predictions_instead_of_running_the_target_again(monkeypatch):
+    """``explain(…, predicted=…)``: a conditioned Gem reads the given classes (same scores when
+    they are the target's, other scores when they are not, no target forward); an explainer that
+    does not read the prediction ignores them; malformed predictions are refused."""
+    from gem_core.evaluate import predict_proba
+
+    ctx, train, val, test = toy_context("graph")
+    gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
+    gem.fit(train, val)
+    assert gem.reads_prediction
+    predicted = predict_proba(ctx.black_box, test).argmax(-1)
+    own = gem.explain(test)
+    import gem_core.evaluate as evaluate
+
+    calls = []
+    monkeypatch.setattr(evaluate, "predict_proba",
+                        lambda *a, **kw: calls.append(1) or predict_proba(*a, **kw))
+    gem.explain(test)
+    assert calls == [1]  # without predictions Gem runs the target once
+    given = gem.explain(test, predicted=predicted)
+    assert calls == [1]  # with them, not at all
+    assert all(torch.equal(a, b) for a, b in zip(own, given))
+    flipped = gem.explain(test, predicted=1 - predicted)
+    assert any(not torch.equal(a, b) for a, b in zip(own, flipped))
+
+    plain = REGISTRY["random"].create(ctx)
+    assert not plain.reads_prediction
+    assert all(torch.equal(a, b) for a, b in zip(plain.explain(test),
+                                                 plain.explain(test, predicted=1 - predicted)))
+    for bad, msg in ((predicted[:-1], "one class per instance"),
+                     (predicted.float(), "integer class"),
+                     (predicted - 5, "non-negative"),
+                     (predicted + 2, "out of range")):
+        with pytest.raises(ValueError, match=msg):
+            gem.explain(test, predicted=bad)

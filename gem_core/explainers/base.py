@@ -7,8 +7,11 @@ follows the scikit-learn contract in the style of PyG's ``torch_geometric/explai
 * ``fit(train, val=None, progress=None)`` learns from training instances, using the target
   model's outputs only where the method is model-agnostic, and returns ``self``; learned state
   ends in ``_`` (``fit_seconds_`` is always set). Methods with nothing to learn inherit a no-op;
-* ``explain(instances, progress=None)`` scores every undirected pair of every instance and
-  returns one :class:`Explanation` (timed).
+* ``explain(instances, progress=None, predicted=None)`` scores every undirected pair of every
+  instance and returns one :class:`Explanation` (timed). ``predicted`` is the target's predicted
+  class per instance when the caller already has it (a screening run predicts every molecule
+  anyway); an explainer that reads the prediction (:attr:`Explainer.reads_prediction`) then uses
+  it instead of running the target again, the others ignore it.
 
 A subclass implements :meth:`Explainer._explain` (and :meth:`Explainer._fit` when it learns).
 Scores are one float per pair of ``instance.pairs`` (same order), higher = more important, on
@@ -136,6 +139,19 @@ class ExplainerContext:
 
 # ----------------------------------------------------------------------------- the base class
 
+def check_predicted(predicted: Any, n: int) -> Tensor:
+    """``predicted`` as a ``[n]`` long tensor of class indices, or a clear ValueError."""
+    out = torch.as_tensor(predicted)
+    if out.dim() != 1 or out.numel() != n:
+        raise ValueError(f"predicted must hold one class per instance: got shape "
+                         f"{tuple(out.shape)} for {n} instances")
+    if out.is_floating_point() or out.dtype == torch.bool:
+        raise ValueError(f"predicted must hold integer class indices, got {out.dtype}")
+    if n and int(out.min()) < 0:
+        raise ValueError("predicted class indices must be non-negative")
+    return out.long().cpu()
+
+
 class Explainer(ABC):
     """Abstract explainer: ``fit`` on training instances, ``explain`` a batch into an :class:`Explanation`.
 
@@ -174,15 +190,30 @@ class Explainer(ABC):
         return True
 
     # -- explaining
+    @property
+    def reads_prediction(self) -> bool:
+        """Whether ``explain`` runs the target for its predicted classes (then a caller that has
+        them can pass ``predicted`` and spare that forward pass)."""
+        return False
+
     def explain(self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None,
-                ) -> Explanation:
-        """Scores of every pair of every instance, as one timed :class:`Explanation`."""
+                predicted: Optional[Tensor] = None) -> Explanation:
+        """Scores of every pair of every instance, as one timed :class:`Explanation`.
+
+        ``predicted``: optional target's predicted class per instance (``[N]`` integers), used
+        by explainers that read the prediction instead of running the target again.
+        """
         if not self.is_fitted:
             raise NotFittedError(f"{type(self).__name__} must be fitted before explaining: call "
                                  f"fit(train_instances) first.")
         instances = self._check_instances(instances)
+        if predicted is not None:
+            predicted = check_predicted(predicted, len(instances))
         start = time.perf_counter()
-        scores = self._explain(instances, progress)
+        if predicted is not None and self.reads_prediction:
+            scores = self._explain_predicted(instances, progress, predicted)
+        else:
+            scores = self._explain(instances, progress)
         self.explain_seconds_ = time.perf_counter() - start
         ms = 1000.0 * self.explain_seconds_ / max(len(instances), 1)
         return Explanation(self.name, list(scores), ms)
@@ -190,6 +221,11 @@ class Explainer(ABC):
     @abstractmethod
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         """One score tensor ``[P_i]`` per instance (CPU), higher = more important."""
+
+    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
+                           predicted: Tensor) -> list[Tensor]:
+        """``_explain`` with the target's predicted classes given (explainers that read them)."""
+        return self._explain(instances, progress)
 
     def ms_per_instance(self, n: int) -> float:
         """Milliseconds per instance of the last ``explain`` call over ``n`` instances."""

@@ -33,11 +33,20 @@ from .gem_autoencoder import EXPLAINER_KIND, GemAutoEncoder, autoencoder_setting
 GEM_VERSION = 1
 
 
-def with_predicted_class(instances: list[Instance], black_box, num_classes: int) -> list[Instance]:
-    """The instances with the black box's predicted class (one-hot) appended to every node."""
-    from ..evaluate import predict_proba
+def with_predicted_class(instances: list[Instance], black_box, num_classes: int,
+                         predicted: Optional[Tensor] = None) -> list[Instance]:
+    """The instances with the black box's predicted class (one-hot) appended to every node.
 
-    predicted = predict_proba(black_box, instances).argmax(-1)
+    ``predicted``: the classes when the caller has them already (else one batched forward of the
+    black box computes them).
+    """
+    if predicted is None:
+        from ..evaluate import predict_proba
+
+        predicted = predict_proba(black_box, instances).argmax(-1)
+    elif len(predicted) and int(predicted.max()) >= num_classes:
+        raise ValueError(f"predicted class {int(predicted.max())} is out of range: the target "
+                         f"has {num_classes} classes")
     eye = torch.eye(num_classes)
     return [replace(inst, x=torch.cat([inst.x, eye[c].expand(inst.num_nodes, num_classes)], 1))
             for inst, c in zip(instances, predicted.tolist())]
@@ -129,16 +138,27 @@ class GemExplainer(Explainer):
         return explainer_targets(dist, spec, instances=instances, black_box=self.context.black_box)
 
     # ------------------------------------------------------------------ explain
+    @property
+    def reads_prediction(self) -> bool:  # type: ignore[override]
+        return self.condition_on_prediction
+
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         assert self.autoencoder_ is not None
         return self.autoencoder_.explain(self._inputs(instances))
 
-    def _inputs(self, instances: list[Instance]) -> list[Instance]:
+    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
+                           predicted: Tensor) -> list[Tensor]:
+        assert self.autoencoder_ is not None
+        return self.autoencoder_.explain(self._inputs(instances, predicted))
+
+    def _inputs(self, instances: list[Instance], predicted: Optional[Tensor] = None
+                ) -> list[Instance]:
         """What the auto-encoder reads: the instances, with ``condition_on_prediction`` their
-        predicted class (one-hot) appended to every node's features."""
+        predicted class (one-hot; given, or the target's) appended to every node's features."""
         if not self.condition_on_prediction or not instances:
             return instances
-        return with_predicted_class(instances, self.context.black_box, self.context.spec.num_classes)
+        return with_predicted_class(instances, self.context.black_box,
+                                    self.context.spec.num_classes, predicted)
 
     # ------------------------------------------------------------------ persistence
     def state_key(self, context: ExplainerContext) -> Optional[str]:

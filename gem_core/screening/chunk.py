@@ -158,9 +158,11 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
 
     model = _model(settings)
     instances = [mol.instance for _, mol in parsed]
-    proba = model.predict_proba(instances).numpy()
-    explained = model.explain(settings.method, instances)
-    labels = proba.argmax(axis=1)
+    proba_t = model.predict_proba(instances)
+    labels_t = proba_t.argmax(-1)
+    # the prediction is made once: an explainer that reads it (Gem) gets it from here
+    explained = model.explain(settings.method, instances, predicted=labels_t)
+    proba, labels = proba_t.numpy(), labels_t.numpy()
     arrays = [s.detach().float().cpu().numpy() for s in explained]
     ranked = _ranked(arrays, settings.k)
     for (i, mol), p, label, top, scores in zip(parsed, proba, labels, ranked, arrays):
