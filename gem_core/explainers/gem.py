@@ -143,11 +143,11 @@ class GemExplainer(Explainer):
         return self.condition_on_prediction
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
-        assert self.autoencoder_ is not None
-        return self.autoencoder_.explain(self._inputs(instances))
+        return self._explain_predicted(instances, progress, None)
 
     def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
-                           predicted: Tensor) -> list[Tensor]:
+                           predicted: Optional[Tensor]) -> list[Tensor]:
+        """One forward pass of the auto-encoder; ``predicted`` None: the target predicts."""
         assert self.autoencoder_ is not None
         return self.autoencoder_.explain(self._inputs(instances, predicted))
 
