@@ -44,6 +44,7 @@ def test_smiles_is_explained_and_drawn_by_rdkit(app_server, page):
     assert img.evaluate("i => i.complete && i.naturalWidth > 0")
     src = img.get_attribute("src") or ""
     assert "svg" in src, src[:80]
+    page.locator(".st-key-mol_prediction [data-testid=stMetric]").first.wait_for()
     prediction = page.locator(".st-key-mol_prediction").inner_text()
     k = int(page.locator(".st-key-mol_k input[type=range]").input_value())
     # The page says what the CLI says for the same molecule (same engine, same shipped model).
