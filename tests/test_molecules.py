@@ -128,6 +128,28 @@ def test_gem_explanation_when_fitted(target_available):
     assert len(result["explanation"]["bonds"]) == 3
 
 
+def test_molecules_are_predicted_once_and_gem_reads_that_prediction(target_available, monkeypatch):
+    """``explain_molecules`` runs the target once and hands its classes to Gem: the same scores
+    as Gem running the target itself, without the second forward pass."""
+    import torch
+
+    import gem_core.evaluate as evaluate
+    from gem_core.molecules import explain_molecules, molecule_model
+
+    model = molecule_model("cpu")
+    if not model.is_fitted("gem"):
+        pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
+    mols = [smiles_to_instance(s) for s in (NITROBENZENE, "Nc1ccc2ccccc2c1", "CCO")]
+    own = model.explain("gem", [m.instance for m in mols])  # Gem predicts for itself
+    forward = evaluate.predict_proba
+    calls = []
+    monkeypatch.setattr(evaluate, "predict_proba",
+                        lambda *a, **kw: calls.append(1) or forward(*a, **kw))
+    results = explain_molecules(mols, ["gem"], model=model)
+    assert calls == [1]
+    assert all(torch.equal(r.scores["gem"], s.float()) for r, s in zip(results, own))
+
+
 @requires_mutagenicity
 def test_checkpoint_model_equals_the_workbench_target(target_available):
     """Without data the target is rebuilt from its checkpoint alone: same file, same outputs."""
