@@ -1,4 +1,5 @@
-"""How methods look in the app: one colour each (charts, panels, badges) and their titles.
+"""How methods look in the app: one colour each (charts, panels, badges), their titles and how
+their explain times read.
 
 Streamlit's theme would otherwise recolour Plotly traces, so every trace gets its method's colour
 explicitly. Titles come from the engine's registry; colours are the app's own.
@@ -27,3 +28,15 @@ def method_color(method: str) -> str:
 def method_title(method: str) -> str:
     """The method's title as people read it (from the registry)."""
     return _registry_title(method)
+
+
+def fmt_ms(ms: float) -> str:
+    """An explain time readable at any size: 0.036 ms, 6.4 ms, 405 ms, 28.2 s (one decimal of
+    milliseconds hid sub-0.05 ms times as "0.0 ms"; 28204.2 ms reads badly)."""
+    if ms < 1.0:
+        return f"{ms:.2g} ms"
+    if ms < 99.95:
+        return f"{ms:.1f} ms"
+    if ms < 999.5:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"

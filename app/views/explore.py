@@ -20,7 +20,7 @@ from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask
 from gem_core.explainers import DEFAULT_TEACHER
 from gem_core.instances import Instance
 from gem_core.session import Workbench
-from theme import method_color, method_title
+from theme import fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
                    explanation_reading, fit_offer, get_workbench, method_ready, progress_bar,
                    run_page, selection, show_error, show_reading, test_predictions,
@@ -440,7 +440,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
     same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
     st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")
     st.caption(f"Prediction on the explanation: {ds.class_names[sub_pred]} ({same}) · "
-               f"{len(ranked)} edges · explain time {ms:.1f} ms on {device_label(sel.device)}")
+               f"{len(ranked)} edges · explain time {fmt_ms(ms)} on {device_label(sel.device)}")
     tied = tied_at_cut(torch.tensor(scores), sel.k)
     if bool(tied.any()):
         kept = int((tied & mask).sum())

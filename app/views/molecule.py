@@ -28,7 +28,7 @@ from gem_core.explainers import DEFAULT_TEACHER, METHODS, method_spec
 from gem_core.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
 from gem_core.screening.runner import check_settings
 from gem_core.session import Workbench
-from theme import method_title
+from theme import fmt_ms, method_title
 from state import (DATA_HELP, device_label, explainer_token, explanation_reading, fit_offer,
                    molecule_target, progress_bar, run_page, selection, show_error, show_reading,
                    what_if_evaluator)
@@ -282,7 +282,7 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     except Exception:  # drawing aid only
         fragment = ""
     st.caption(f"The explanation as a fragment (heavy atoms) · explain time "
-               f"{res.ms_per_instance.get(method, 0.0):.1f} ms on {device_label(model.device.type)}")
+               f"{fmt_ms(res.ms_per_instance.get(method, 0.0))} on {device_label(model.device.type)}")
     st.code(fragment or "(no bond)", language=None)
     c1, c2 = st.columns(2)
     c1.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",

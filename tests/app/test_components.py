@@ -118,6 +118,15 @@ def test_charts_use_method_colours():
     assert len(charts.log_odds_histogram(result, ["gem", "random"]).data) == 2
 
 
+@pytest.mark.parametrize("ms, shown", [(0.036, "0.036 ms"), (0.0004, "0.0004 ms"), (6.43, "6.4 ms"),
+                                       (404.9, "405 ms"), (999.7, "1.0 s"), (28204.2, "28.2 s")])
+def test_explain_times_read_at_every_size(ms, shown):
+    """Sub-0.05 ms times keep their digits (no "0.0 ms"), tens of seconds read in seconds."""
+    from theme import fmt_ms
+
+    assert fmt_ms(ms) == shown
+
+
 def test_teaching_trace_matches_the_reference():
     from gem_core.distill.reference import reference_distill_one
     from gem_core.session import workbench
