@@ -165,8 +165,9 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
         o.probabilities = [float(v) for v in p]
         o.loss = -math.log(max(float(p[label]), 1e-300))
         o.delta_loss = o.loss - base_loss
+    predicted = proba.argmax(-1)  # an explainer that reads the prediction (Gem) gets it here
     for method in methods:
-        explained = model.explain(method, [inst for _, inst in live])
+        explained = model.explain(method, [inst for _, inst in live], predicted=predicted)
         for (i, _), s in zip(live, explained):
             full = torch.full((instance.num_pairs,), math.nan, dtype=torch.float32)
             full[out[i].kept] = torch.as_tensor(s).detach().float().cpu()
