@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import streamlit as st
 import torch
 
-from gem_core.config import DATASETS, DatasetSpec, get_spec, target_names
-from gem_core.device import configure_threads, resolve_device
+from gem_core.data.config import DATASETS, DatasetSpec, get_spec, target_names
+from gem_core.runtime.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
-from gem_core.reproduce import recorded_fit_seconds
-from gem_core.session import Workbench, workbench
+from gem_core.evaluation.reproduce import recorded_fit_seconds
+from gem_core.service.session import Workbench, workbench
 from theme import method_title
 
 # The explainers compared when a session starts: Gem and the paper's baselines (PGExplainer
@@ -89,7 +89,7 @@ def _target_selector(spec: DatasetSpec) -> str:
 def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
     """The targets side by side, from the shipped results: test accuracy and how well Gem's
     explanations find the toxicophores (molecules), so a chemist picks with figures."""
-    from gem_core.reproduce import recorded_target_summary
+    from gem_core.evaluation.reproduce import recorded_target_summary
 
     parts = []
     for name in names:
@@ -216,10 +216,10 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
 @st.cache_data(show_spinner=False, max_entries=512)
 def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[str, ...],
             edge: str, _model: Workbench, _instance):
-    """The engine's :func:`gem_core.whatif.evaluate_edits` of ``_instance`` (identified by
+    """The engine's :func:`gem_core.service.whatif.evaluate_edits` of ``_instance`` (identified by
     ``key``), cached by (instance, edits, methods); ``tokens`` name the explainers used (a refit
     is a new entry). Returns ``(original, outcomes)``; an :class:`EditError` is not cached."""
-    from gem_core.whatif import evaluate_edits
+    from gem_core.service.whatif import evaluate_edits
 
     return evaluate_edits(_model, _instance, list(edits), list(methods), edge=edge)
 
@@ -228,10 +228,10 @@ def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[st
 def explanation_reading(key: tuple, method: str, k: int, scores: tuple[float, ...],
                         teacher_scores: tuple[float, ...] | None, class_names: tuple[str, ...],
                         edge: str, _model: Workbench, _instance, _mol=None) -> tuple[dict, str]:
-    """The engine's :func:`gem_core.reading.read_explanation` of one panel: ``(facts, text)``,
+    """The engine's :func:`gem_core.service.reading.read_explanation` of one panel: ``(facts, text)``,
     cached per (instance ``key``, method, K, scores); ``teacher_scores`` are the distilled
     teacher's when the page has them (else the engine distils the instance)."""
-    from gem_core.reading import read_explanation
+    from gem_core.service.reading import read_explanation
 
     reading = read_explanation(
         _model, _instance, method, torch.tensor(scores), k, class_names, mol=_mol,

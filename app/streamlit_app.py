@@ -4,14 +4,11 @@ Run from the project root: ``python -m streamlit run app/streamlit_app.py``.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-APP_DIR = Path(__file__).resolve().parent
-if str(APP_DIR) not in sys.path:  # `streamlit run` adds it; AppTest and other launchers may not
-    sys.path.insert(0, str(APP_DIR))
+import streamlit as st
 
-import streamlit as st  # noqa: E402
+APP_DIR = Path(__file__).resolve().parent
 
 PAGES = (
     ("views/explore.py", "Explore", ":material/hub:", "explore"),

@@ -1,10 +1,10 @@
 """The distillation of one instance, step by step, for the "How it works" page.
 
-The engine's :mod:`gem_core.distill` is batched and returns only the outcome; teaching needs every
+The engine's :mod:`gem_core.gem.distill` is batched and returns only the outcome; teaching needs every
 intermediate graph. This replays the same algorithm (paper Appendix C, the conventions of
-:mod:`gem_core.distill.reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
+:mod:`gem_core.gem.distill.reference`: ascending Δ with ties by pair index, a rise of at most ``tol``
 counts as no rise, connectivity rule after each removal) and records each step. Its final
-weights equal :func:`gem_core.distill.reference.reference_distill_one` (tested).
+weights equal :func:`gem_core.gem.distill.reference.reference_distill_one` (tested).
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gem_core.distill import TIE_TOL, cross_entropy
-from gem_core.distill.reference import remove_pair
-from gem_core.instances import Instance, collate
+from gem_core.gem.distill import TIE_TOL, cross_entropy
+from gem_core.gem.distill.reference import remove_pair
+from gem_core.data.instances import Instance, collate
 
 
 @dataclass
@@ -115,8 +115,8 @@ _TARGETS = {
 
 def describe_gem(spec) -> str:
     """What Gem learns and reads for a dataset, from the settings the engine really uses."""
-    from gem_core.explainers.gem_autoencoder import autoencoder_settings
-    from gem_core.gem_targets import target_ks
+    from gem_core.gem.autoencoder import autoencoder_settings
+    from gem_core.gem.training_targets import target_ks
 
     settings = {"decoder": "inner", "degree_features": False, "wl_edge_labels": False,
                 "edge_features": False, **autoencoder_settings(spec)}

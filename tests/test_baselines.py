@@ -4,14 +4,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gem_core.explainers import EdgeExplainer, FittableExplainer
 from gem_core.explainers._pyg import directed_to_pairs
 from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
 from gem_core.explainers.pgexplainer import PGExplainerBaseline
 from gem_core.explainers.random_scores import RandomExplainer
-from gem_core.evaluate import evaluate_explainer
-from gem_core.instances import Instance, to_pairs
-from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
+from gem_core.evaluation.metrics import evaluate_explainer
+from gem_core.data.instances import Instance, to_pairs
+from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
 
 torch.set_num_threads(1)
 
@@ -67,7 +66,6 @@ def test_random_is_deterministic_per_seed(node_case):
     # the scores of an instance do not depend on its position in the list
     rev = RandomExplainer(3).explain(insts[::-1])[::-1]
     assert all(torch.equal(x, y) for x, y in zip(a, rev))
-    assert isinstance(RandomExplainer(0), EdgeExplainer)
 
 
 @pytest.mark.parametrize("case,task", [("node_case", "node"), ("graph_case", "graph")])
@@ -76,7 +74,6 @@ def test_gnnexplainer_shapes_and_reproducible(case, task, request):
     insts = insts[:4]
     before = {k: v.clone() for k, v in model.state_dict().items()}
     ex = GNNExplainerBaseline(model, task, epochs=15)
-    assert isinstance(ex, EdgeExplainer)
     s1 = ex.explain(insts)
     check_scores(s1, insts)
     assert all(((s >= 0) & (s <= 1)).all() for s in s1)
@@ -96,7 +93,6 @@ def test_pgexplainer_fit_and_explain(case, task, request):
     class_coeffs = dict(PGExplainer.coeffs)
     train, test = insts[: len(insts) // 2], insts[len(insts) // 2:]
     ex = PGExplainerBaseline(model, task, epochs=3, batch_size=4, edge_size=0.123)
-    assert isinstance(ex, FittableExplainer)
     with pytest.raises(RuntimeError):
         ex.explain(test)
     assert ex.fit(train) is ex

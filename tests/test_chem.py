@@ -9,13 +9,12 @@ import torch
 from rdkit import Chem
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
-from gem_core.chem import (
-    EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance, _without_hydrogens,
-    bond_index_of_pair, draw_molecule_svg, fragment_smarts, fragment_smiles, instance_to_mol,
-    largest_fragment, parse_smiles_file, smiles_to_instance,
-)
-from gem_core.datasets import MUTAGENICITY_ATOMS
-from gem_core.instances import Instance
+from gem_core.chemistry.chem import (EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance,
+                                     _without_hydrogens, bond_index_of_pair, draw_molecule_svg,
+                                     fragment_smarts, fragment_smiles, instance_to_mol,
+                                     largest_fragment, smiles_to_instance)
+from gem_core.data.datasets import MUTAGENICITY_ATOMS
+from gem_core.data.instances import Instance
 
 from .conftest import requires_mutagenicity
 
@@ -196,7 +195,7 @@ def test_instance_to_mol_rejects_wrong_features():
 
 @requires_mutagenicity
 def test_every_dataset_graph_converts():
-    from gem_core.datasets import load_dataset
+    from gem_core.data.datasets import load_dataset
 
     ds = load_dataset("mutagenicity")
     assert len(ds.graphs) == 4337
@@ -423,47 +422,6 @@ def test_hide_hydrogens_on_user_molecule():
     # AddHs puts H last: heavy indices are unchanged, and the one kept hydrogen comes right after
     assert _highlighted_bonds(svg) == {(0, 1), (h_pair[0], heavy)}
     assert h_pair[0] in _highlighted_atoms(svg)
-
-
-# ----------------------------------------------------------------------------- files
-
-def test_parse_csv_with_name_column():
-    text = "id,SMILES,activity\nnb,O=[N+]([O-])c1ccccc1,1\n\"eth, anol\",CCO,0\n,,\nx3,C#N,1\n"
-    assert parse_smiles_file(text) == [("nb", NITROBENZENE), ("eth, anol", "CCO"), ("x3", "C#N")]
-
-
-def test_parse_csv_variants():
-    assert parse_smiles_file("smiles;name\nCCO;ethanol\nC#N;\n") == [("ethanol", "CCO"), ("mol 2", "C#N")]
-    with_bom = b"\xef\xbb\xbfSmiles\nCCO\nc1ccccc1\n"
-    assert parse_smiles_file(with_bom) == [("mol 1", "CCO"), ("mol 2", "c1ccccc1")]
-    assert parse_smiles_file("Name\tSMILES\nbenzene\tc1ccccc1\n") == [("benzene", "c1ccccc1")]
-
-
-def test_parse_smi_text():
-    text = "# my molecules\nO=[N+]([O-])c1ccccc1 nitrobenzene\n\nCC#N\tacetonitrile nitrile\nCCO\n"
-    assert parse_smiles_file(text) == [
-        ("nitrobenzene", NITROBENZENE), ("acetonitrile nitrile", "CC#N"), ("mol 3", "CCO")]
-    assert parse_smiles_file("SMILES Name\nCCO ethanol\n") == [("ethanol", "CCO")]
-
-
-@pytest.mark.parametrize("text, needle", [
-    ("", "empty"),
-    ("  \n# only a comment\n", "empty"),
-    ("name,formula\nwater,H2O\n", "no 'smiles' column (columns found: name, formula)"),
-    ("name,smiles\n", "no molecules"),
-])
-def test_parse_file_errors(text, needle):
-    with pytest.raises(MoleculeError) as info:
-        parse_smiles_file(text)
-    assert info.value.kind == "file" and needle in str(info.value)
-
-
-def test_parse_file_row_limit():
-    rows = "\n".join("C" * (1 + i % 5) for i in range(1001))
-    with pytest.raises(MoleculeError, match="more than 1000 molecules"):
-        parse_smiles_file(rows)
-    assert len(parse_smiles_file(rows, max_rows=2000)) == 1001
-    assert len(parse_smiles_file("smiles\n" + rows, max_rows=1001)) == 1001
 
 
 def test_hidden_hydrogens_keep_every_explanation_bond_drawn():

@@ -3,8 +3,8 @@ import os
 import pytest
 import torch
 
-from gem_core.config import UnknownDatasetError, get_spec
-from gem_core.datasets import DataUnavailableError, load_dataset, random_split
+from gem_core.data.config import UnknownDatasetError, get_spec
+from gem_core.data.datasets import DataUnavailableError, load_dataset, random_split
 
 from .conftest import requires_mutagenicity, requires_nci1
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from gem_core.device import configure_threads, resolve_device
+from gem_core.runtime.device import configure_threads, resolve_device
 
 
 def test_auto_device_and_missing_cuda_message():
@@ -31,7 +31,7 @@ def test_thread_count_reaches_torch_and_every_blas(monkeypatch):
 
 
 def test_deterministic_algorithms_is_scoped_and_a_no_op_on_cpu():
-    from gem_core.device import deterministic_algorithms
+    from gem_core.runtime.device import deterministic_algorithms
 
     before = torch.are_deterministic_algorithms_enabled()
     with deterministic_algorithms("cpu"):

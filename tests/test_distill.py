@@ -6,14 +6,14 @@ import json
 import pytest
 import torch
 
-from gem_core.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
-                              Distillation, distill, distill_dataset, distillation_path,
-                              load_distillation, topk_accuracy)
-from gem_core.distill.reference import (ReferenceResult, keep_component, reference_distill,
-                                        reference_refine, reference_topk, reference_topk_all)
-from gem_core.instances import Instance, to_pairs
-from gem_core.store import load_torch
-from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
+from gem_core.gem.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
+                                  Distillation, distill, distill_dataset, distillation_path,
+                                  load_distillation, topk_accuracy)
+from gem_core.gem.distill.reference import (ReferenceResult, keep_component, reference_distill,
+                                            reference_refine, reference_topk, reference_topk_all)
+from gem_core.data.instances import Instance, to_pairs
+from gem_core.runtime.store import load_torch
+from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
 
 FEATURES, CLASSES = 4, 3
 KS = (1, 2, 3, 5, 40)
@@ -129,7 +129,7 @@ def test_predicted_label_source(task):
 
 
 def _collate1(inst: Instance):
-    from gem_core.instances import collate
+    from gem_core.data.instances import collate
     return collate([inst])
 
 
@@ -212,7 +212,7 @@ def test_topk_accuracy_deletes_edges():
     instances = _instances("graph")
     full = [torch.ones(i.num_pairs, dtype=torch.bool) for i in instances]
     none = [torch.zeros(i.num_pairs, dtype=torch.bool) for i in instances]
-    from gem_core.instances import collate
+    from gem_core.data.instances import collate
     y = torch.tensor([i.y for i in instances])
     expect_full = float((bb(collate(instances)).argmax(-1) == y).float().mean())
     expect_none = float((bb(collate(instances, none)).argmax(-1) == y).float().mean())
@@ -437,7 +437,7 @@ def test_refine_grow_back_and_validation():
     empty = [torch.zeros(p, dtype=torch.bool) for p in n_pairs]
     dist = _manual(instances, zeros, empty, zeros, True)
     dist.labels = torch.tensor([i.y for i in instances])
-    from gem_core.instances import collate
+    from gem_core.data.instances import collate
     dist.greedy_loss = torch.nn.functional.cross_entropy(
         bb(collate(instances, empty)).double(), dist.labels, reduction="none")
     grid = _assert_refine_matches(dist, instances, bb, True, (2, 5))
@@ -465,15 +465,15 @@ def test_topk_compaction_many_instances():
 
 @pytest.fixture(scope="module")
 def ba_shapes():
-    from gem_core.datasets import load_dataset
-    from gem_core.targets import get_target
+    from gem_core.data.datasets import load_dataset
+    from gem_core.models.targets import get_target
 
     ds = load_dataset("ba_shapes")
     return ds, get_target(ds, device="cpu")
 
 
 def test_ba_shapes_batched_matches_reference(ba_shapes):
-    from gem_core.instances import split_instances
+    from gem_core.data.instances import split_instances
 
     ds, target = ba_shapes
     bb = target.black_box("cpu")
@@ -491,7 +491,7 @@ def private_cache(ba_shapes, tmp_path, monkeypatch):
     """A private cache folder holding a copy of the target (keeps the shared cache clean)."""
     import shutil
 
-    from gem_core.targets import cached_target_path
+    from gem_core.models.targets import cached_target_path
 
     _, target = ba_shapes
     monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path / "cache"))
@@ -504,7 +504,7 @@ def private_cache(ba_shapes, tmp_path, monkeypatch):
 @pytest.fixture
 def few_instances(monkeypatch):
     """``split_instances`` cut to the 5 smallest instances of a split (fast CLI runs)."""
-    import gem_core.instances as instances_mod
+    import gem_core.data.instances as instances_mod
 
     real = instances_mod.split_instances
     monkeypatch.setattr(instances_mod, "split_instances",
@@ -550,7 +550,7 @@ def test_cli_distill_json_and_bad_k(private_cache, few_instances, tmp_path, caps
 
 def test_cli_distill_policy_and_fill(private_cache, few_instances, tmp_path, capsys):
     from gem_core.cli import main
-    from gem_core.commands import distill as distill_command
+    from gem_core.cli import distill as distill_command
 
     assert distill_command.POLICIES == TOPK_POLICIES
     assert distill_command.DEFAULT_POLICY == ACCURACY_TOPK_POLICY
@@ -586,7 +586,7 @@ def test_cli_bench_distill(private_cache, few_instances, tmp_path, capsys):
 @pytest.mark.parametrize("task", ["graph", "node"])
 @pytest.mark.parametrize("connected", [True, False])
 def test_distilled_explainer_scores_rank_the_distilled_topk(task, connected):
-    from gem_core.evaluate import topk_mask
+    from gem_core.data.ranking import topk_mask
     from gem_core.explainers.distilled import survival_scores
 
     instances, weights, kept, delta = _random_structures(task, seed=31, count=60)

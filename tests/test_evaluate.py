@@ -1,4 +1,4 @@
-"""Tests of gem_core.evaluate: top-K, edge deletion, log-odds, accuracy, fidelity, AUC, results."""
+"""Tests of gem_core.evaluation.metrics: top-K, edge deletion, log-odds, accuracy, fidelity, AUC, results."""
 from __future__ import annotations
 
 import itertools
@@ -8,14 +8,14 @@ import math
 import pytest
 import torch
 
-from gem_core.evaluate import (
-    MethodResult, complement_subgraph, edge_auc, evaluate_explainer, evaluate_scores,
-    explanation_subgraph, log_odds, log_odds_difference, predict_proba, roc_auc, time_explain,
-    topk_mask,
-)
-from gem_core.config import check_k
-from gem_core.instances import Instance, collate, to_pairs
-from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
+from gem_core.evaluation.metrics import (MethodResult, edge_auc, evaluate_explainer,
+                                         evaluate_scores, log_odds, log_odds_difference,
+                                         time_explain)
+from gem_core.data.ranking import complement_subgraph, explanation_subgraph, roc_auc, topk_mask
+from gem_core.models.predict import predict_proba
+from gem_core.data.config import check_k
+from gem_core.data.instances import Instance, collate, to_pairs
+from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
 
 torch.set_num_threads(1)
 
@@ -298,7 +298,7 @@ def test_agreement_counts_predictions_kept_on_the_explanation_not_labels():
 
 
 def test_rank_scores_and_ties_at_the_cut():
-    from gem_core.evaluate import rank_scores, tied_at_cut
+    from gem_core.data.ranking import rank_scores, tied_at_cut
 
     raw = torch.tensor([-245.5, 3.0, 0.5, 0.5, 0.5, 7.0])  # logits, say: any scale
     ranks = rank_scores(raw)

@@ -7,13 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
-from gem_core.explainers.gem_autoencoder import (
-    EXPLAINER_KIND, GemAutoEncoder, NotFittedError, normalized_adjacency,
-)
-from gem_core.instances import Instance, to_pairs
-from gem_core.labeling import (
-    UNREACHABLE, WLLabeler, hop_labels, hop_one_hot, pack, select, wl_colors,
-)
+from gem_core.gem.autoencoder import (EXPLAINER_KIND, GemAutoEncoder, NotFittedError,
+                                      normalized_adjacency)
+from gem_core.data.instances import Instance, to_pairs
+from gem_core.gem.labeling import (UNREACHABLE, WLLabeler, hop_labels, hop_one_hot, pack, select,
+                                   wl_colors)
 
 torch.set_num_threads(1)
 
@@ -188,7 +186,7 @@ def test_fit_is_reproducible():
 
 @pytest.mark.parametrize("task", ["graph", "node"])
 def test_mlp_decoder_and_degree_features(task):
-    from gem_core.explainers.gem_autoencoder import DEGREE_BUCKETS, degree_columns
+    from gem_core.gem.autoencoder import DEGREE_BUCKETS, degree_columns
 
     ins = planted(task, count=40, seed=5)
     w = [i.motif_mask.float() for i in ins]
@@ -214,7 +212,7 @@ def test_mlp_decoder_and_degree_features(task):
 
 
 def test_for_dataset_uses_spec_settings():
-    from gem_core.config import get_spec
+    from gem_core.data.config import get_spec
 
     assert GemAutoEncoder.for_dataset(get_spec("ba_shapes")).lr == get_spec("ba_shapes").explainer_lr
     assert GemAutoEncoder.for_dataset(get_spec("nci1"), patience=5).get_params()["patience"] == 5

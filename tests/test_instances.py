@@ -1,9 +1,10 @@
 import torch
 from torch_geometric.data import Data
 
-from gem_core.datasets import load_dataset
-from gem_core.instances import collate, graph_instance, node_instance, split_instances, to_pairs
-from gem_core.targets import GNNBlackBox, GraphGCN, NodeGCN
+from gem_core.data.datasets import load_dataset
+from gem_core.data.instances import (collate, graph_instance, node_instance, split_instances,
+                                     to_pairs)
+from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
 
 from .conftest import requires_mutagenicity
 
@@ -92,7 +93,7 @@ def test_node_instance_prediction_equals_full_graph_prediction():
     ds = load_dataset("ba_shapes")
     model = NodeGCN(ds.num_features, 4).eval()
     nodes = torch.arange(0, 700, 23)
-    from gem_core.instances import dataset_instances
+    from gem_core.data.instances import dataset_instances
 
     insts = dataset_instances(ds, nodes)
     bb = GNNBlackBox(model, "node", 4, "cpu")

@@ -1,4 +1,4 @@
-"""The molecule flow (gem_core.molecules) and the ``explain`` CLI command."""
+"""The molecule flow (gem_core.service.molecules) and the ``explain`` CLI command."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import sys
 import pytest
 from rdkit import Chem
 
-from gem_core.chem import MoleculeError, smiles_to_instance
+from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
 from gem_core.cli import main
 from .conftest import requires_mutagenicity
 
@@ -27,7 +27,7 @@ BAD_INPUTS = {
 @pytest.fixture(scope="module")
 def target_available():
     """The Mutagenicity target must load from a checkpoint (training it takes minutes)."""
-    from gem_core.targets import load_saved_target
+    from gem_core.models.targets import load_saved_target
 
     if load_saved_target("mutagenicity") is None:
         pytest.skip("no Mutagenicity target checkpoint (cache or assets/targets/mutagenicity.pt)")
@@ -94,7 +94,7 @@ def test_json_to_stdout(target_available, capsys):
 
 
 def test_all_bonds_when_k_exceeds_bond_count(target_available):
-    from gem_core.molecules import explain_smiles
+    from gem_core.service.molecules import explain_smiles
 
     smiles = "OC(=O)c1ccccc1"  # benzoic acid
     result = explain_smiles(smiles, k=1000, method="random", device="cpu")
@@ -106,7 +106,7 @@ def test_all_bonds_when_k_exceeds_bond_count(target_available):
 
 
 def test_probability_is_that_of_the_predicted_label(target_available):
-    from gem_core.molecules import CLASS_NAMES, explain_molecules
+    from gem_core.service.molecules import CLASS_NAMES, explain_molecules
 
     mol = smiles_to_instance(NITROBENZENE)
     res = explain_molecules([mol], ["random"], device="cpu")[0]
@@ -120,7 +120,7 @@ def test_probability_is_that_of_the_predicted_label(target_available):
 
 
 def test_gem_explanation_when_fitted(target_available):
-    from gem_core.molecules import explain_smiles, molecule_model
+    from gem_core.service.molecules import explain_smiles, molecule_model
 
     if not molecule_model("cpu").is_fitted("gem"):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
@@ -133,8 +133,9 @@ def test_molecules_are_predicted_once_and_gem_reads_that_prediction(target_avail
     as Gem running the target itself, without the second forward pass."""
     import torch
 
-    import gem_core.evaluate as evaluate
-    from gem_core.molecules import explain_molecules, molecule_model
+
+    import gem_core.evaluation.metrics as evaluate
+    from gem_core.service.molecules import explain_molecules, molecule_model
 
     model = molecule_model("cpu")
     if not model.is_fitted("gem"):
@@ -155,9 +156,9 @@ def test_checkpoint_model_equals_the_workbench_target(target_available):
     """Without data the target is rebuilt from its checkpoint alone: same file, same outputs."""
     import torch
 
-    from gem_core.instances import collate
-    from gem_core.session import workbench
-    from gem_core.targets import load_saved_target
+    from gem_core.data.instances import collate
+    from gem_core.service.session import workbench
+    from gem_core.models.targets import load_saved_target
 
     alone = load_saved_target("mutagenicity")
     full = workbench("mutagenicity", "cpu").target()

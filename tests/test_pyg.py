@@ -1,4 +1,4 @@
-"""Tests of gem_core.pyg: Gem as a torch_geometric.explain ExplainerAlgorithm, model-agnostic.
+"""Tests of gem_core.pyg.adapter: Gem as a torch_geometric.explain ExplainerAlgorithm, model-agnostic.
 
 Tiny synthetic graphs and few epochs throughout; the targets are GCN, GIN, GraphSAGE and GAT
 models (node and graph level), fitted and explained through PyG's own ``Explainer``.
@@ -17,12 +17,11 @@ from torch_geometric.explain.metric import fidelity
 from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv, global_add_pool
 from torch_geometric.utils import k_hop_subgraph, to_undirected
 
-from gem_core.instances import node_instance
-from gem_core.pyg import (
-    GemExplainer, NotFittedError, PyGBlackBox, count_hops, distinct_scores,
-    graph_computation_graphs, node_computation_graphs, topk_config,
-)
-from gem_core.pyg import _logits  # the return-type conversion itself
+from gem_core.data.instances import node_instance
+from gem_core.pyg.adapter import (GemExplainer, NotFittedError, PyGBlackBox, count_hops,
+                                  distinct_scores, graph_computation_graphs,
+                                  node_computation_graphs, topk_config)
+from gem_core.pyg.adapter import _logits  # the return-type conversion itself
 
 torch.set_num_threads(1)
 
@@ -641,7 +640,7 @@ def test_graph_computation_graphs_split_a_batch():
 
 
 def test_black_box_checks_output_rows(house):
-    from gem_core.instances import collate
+    from gem_core.data.instances import collate
 
     inst = node_instance(house, 0, 2)
     bb = PyGBlackBox(lambda x, ei: torch.zeros(1, 3), "node", "multiclass_classification", "raw")
@@ -650,7 +649,7 @@ def test_black_box_checks_output_rows(house):
 
 
 def test_fast_path_matches_the_engine(fitted_gin, house):
-    from gem_core.labeling import hop_columns
+    from gem_core.gem.labeling import hop_columns
 
     _, explainer = fitted_gin
     algo = explainer.algorithm

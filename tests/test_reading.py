@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gem_core.chem import smiles_to_instance
-from gem_core.molecules import CLASS_NAMES, molecule_model
-from gem_core.reading import read_explanation
-from gem_core.session import workbench
+from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.service.molecules import CLASS_NAMES, molecule_model
+from gem_core.service.reading import read_explanation
+from gem_core.service.session import workbench
 
 BA_CLASSES = ("base", "top", "middle", "bottom")
 
@@ -54,7 +54,7 @@ def test_survival_and_necessity_are_the_models_answers(ba):
     wb, inst = ba
     scores = wb.explain("gem", [inst])[0]
     r = read_explanation(wb, inst, "gem", scores, 6, BA_CLASSES)
-    from gem_core.evaluate import topk_mask
+    from gem_core.data.ranking import topk_mask
 
     mask = topk_mask(scores, 6)
     p = wb.predict_proba([inst, inst, inst], [torch.ones_like(mask), mask, ~mask])

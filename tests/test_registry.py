@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gem_core.config import DatasetSpec
-from gem_core.explainers import (METHODS, REGISTRY, REPRODUCE_METHODS, Explainer,
-                                 ExplainerContext, Explanation, NotFittedError,
-                                 UnknownMethodError, check_method, method_spec, title)
-from gem_core.instances import Instance, to_pairs
-from gem_core.targets import GraphGCN, NodeGCN, TargetMetrics, TrainedTarget
+from gem_core.data.config import DatasetSpec
+from gem_core.explainers import (METHODS, REGISTRY, REPRODUCE_METHODS, Explainer, ExplainerContext,
+                                 Explanation, NotFittedError, UnknownMethodError, check_method,
+                                 method_spec, title)
+from gem_core.data.instances import Instance, to_pairs
+from gem_core.models.targets import GraphGCN, NodeGCN, TargetMetrics, TrainedTarget
 
 torch.set_num_threads(1)
 PROJECT = Path(__file__).resolve().parent.parent
@@ -163,7 +163,7 @@ def test_no_dispatch_on_method_names_outside_the_registry():
 
 @pytest.mark.parametrize("task", ["node", "graph"])
 def test_predicted_label_teacher_differs_exactly_where_the_target_is_wrong(task):
-    from gem_core.evaluate import predict_proba
+    from gem_core.models.predict import predict_proba
 
     ctx, train, val, test = toy_context(task)
     insts = train + val + test
@@ -187,7 +187,7 @@ def test_predicted_label_teacher_differs_exactly_where_the_target_is_wrong(task)
 
 def test_gem_conditioned_on_the_prediction_reads_the_predicted_class():
     """With condition_on_prediction, every node carries the target's predicted class (one-hot)."""
-    from gem_core.evaluate import predict_proba
+    from gem_core.models.predict import predict_proba
 
     ctx, train, val, test = toy_context("graph")
     gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
@@ -206,7 +206,7 @@ def test_gem_uses_given_predictions_instead_of_running_the_target_again(monkeypa
     """``explain(…, predicted=…)``: a conditioned Gem reads the given classes (same scores when
     they are the target's, other scores when they are not, no target forward); an explainer that
     does not read the prediction ignores them; malformed predictions are refused."""
-    from gem_core.evaluate import predict_proba
+    from gem_core.models.predict import predict_proba
 
     ctx, train, val, test = toy_context("graph")
     gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
@@ -214,7 +214,7 @@ def test_gem_uses_given_predictions_instead_of_running_the_target_again(monkeypa
     assert gem.reads_prediction
     predicted = predict_proba(ctx.black_box, test).argmax(-1)
     own = gem.explain(test)
-    import gem_core.evaluate as evaluate
+    import gem_core.evaluation.metrics as evaluate
 
     calls = []
     monkeypatch.setattr(evaluate, "predict_proba",

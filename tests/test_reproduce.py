@@ -4,11 +4,11 @@ import json
 import pytest
 
 from gem_core.cli import main
-from gem_core.evaluate import evaluate_scores
-from gem_core.gem_targets import explainer_targets
+from gem_core.evaluation.metrics import evaluate_scores
+from gem_core.gem.training_targets import explainer_targets
 from gem_core.explainers import Explanation, check_method
-from gem_core.session import Workbench
-from gem_core.reproduce import format_tables, run_reproduce
+from gem_core.service.session import Workbench
+from gem_core.evaluation.reproduce import format_tables, run_reproduce
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_explainer_targets_are_in_unit_interval(ba_bench):
 
 
 def test_a_subset_of_methods_never_overwrites_the_shipped_results(ba_bench, monkeypatch, tmp_path):
-    import gem_core.reproduce as reproduce
+    import gem_core.evaluation.reproduce as reproduce
 
     target = tmp_path / "ba_shapes.json"
     monkeypatch.setattr(reproduce, "results_path", lambda name: target)
@@ -79,7 +79,7 @@ def test_unknown_method_is_a_clear_error(capsys):
 
 def test_batched_methods_are_timed_warm_and_gnnexplainer_once(monkeypatch):
     """The first (cold) call of a batched explainer is not its reported time; GNNExplainer runs once."""
-    from gem_core import reproduce
+    from gem_core.evaluation import reproduce
 
     wb = Workbench("tree_cycles", "cpu")
     real_explain = Workbench.explain
@@ -109,7 +109,7 @@ def test_a_loaded_explainer_says_where_it_came_from():
 
 
 def test_recorded_target_summary_reads_the_shipped_results_or_says_none(monkeypatch, tmp_path):
-    from gem_core import reproduce
+    from gem_core.evaluation import reproduce
 
     path = tmp_path / "mutagenicity.json"
     monkeypatch.setattr(reproduce, "results_path", lambda dataset, target="paper": path)

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from rdkit import RDConfig
 
-from gem_core.molecules import explain_smiles
-from gem_core.screening import ScreenSettings, iter_rows, screen
+from gem_core.service.molecules import explain_smiles
+from gem_core.service.screening import ScreenSettings, iter_rows, screen
 
 PROJECT = Path(__file__).resolve().parent.parent
 NCI_SMI = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"  # real NCI compounds, shipped by RDKit
@@ -212,8 +212,8 @@ def test_reader_keeps_every_row_in_order():
 
 def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
     """The CUDA layout (workers parse, this process predicts and explains), run on CPU."""
-    from gem_core.screening.chunk import screen_chunk
-    from gem_core.screening.runner import _Processes
+    from gem_core.service.screening.chunk import screen_chunk
+    from gem_core.service.screening.runner import _Processes
 
     rows = list(iter_rows(io.BytesIO(b"\n".join(MIXED_LINES) + b"\n")))
     settings = ScreenSettings(k=5, device="cpu")

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from gem_core import store
-from gem_core.store import ArtifactError, atomic_path, load_torch, save_json, save_torch
+from gem_core.runtime import store
+from gem_core.runtime.store import ArtifactError, atomic_path, load_torch, save_json, save_torch
 
 
 def test_save_and_load_round_trip(tmp_path):

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gem_core.strong_target import GINETarget, train_strong_target
+from gem_core.models.strong_target import GINETarget, train_strong_target
 
 from .conftest import requires_mutagenicity
 
@@ -59,7 +59,7 @@ def test_none_bond_modes_differ():
 
 @requires_mutagenicity
 def test_train_smoke():
-    from gem_core.datasets import load_dataset
+    from gem_core.data.datasets import load_dataset
 
     ds = load_dataset("mutagenicity")
     model, m = train_strong_target(ds, seed=0, max_epochs=2, patience=2, hidden=16, num_layers=2)
@@ -71,7 +71,7 @@ def test_train_smoke():
 
 def test_shipped_strong_target_loads_through_the_engine():
     """The shipped checkpoint is an engine target: loaded on its own, a GINE reading the bonds."""
-    from gem_core.targets import load_saved_target
+    from gem_core.models.targets import load_saved_target
 
     assert ASSET.exists() and ASSET.stat().st_size < 1_000_000
     target = load_saved_target("mutagenicity", "strong")
@@ -85,7 +85,7 @@ def test_shipped_strong_target_loads_through_the_engine():
 def test_shipped_gem_for_the_strong_target_is_found_and_kept_apart(monkeypatch, tmp_path):
     """assets/explainers/mutagenicity-strong.pt is the strong target's Gem: found without a fit,
     and never taken for the paper target's."""
-    from gem_core.session import Workbench
+    from gem_core.service.session import Workbench
 
     monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nothing cached: only the assets count
     strong = Workbench("mutagenicity", "cpu", target="strong")

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from gem_core.cli import main
-from gem_core.config import TargetConfig
-from gem_core.datasets import load_dataset
-from gem_core.store import ArtifactError, save_torch
-from gem_core.targets import (get_target, load_target, save_target, shipped_target_path,
-                              train_target)
+from gem_core.data.config import TargetConfig
+from gem_core.data.datasets import load_dataset
+from gem_core.runtime.store import ArtifactError, save_torch
+from gem_core.models.targets import (get_target, load_target, save_target, shipped_target_path,
+                                     train_target)
 
 
 def test_training_smoke_learns_something():
@@ -53,7 +53,7 @@ def test_cli_train_json(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.json"
     # The 5-epoch target below is saved to the cache: keep it out of the session's shared cache.
     monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path / "cache"))
-    import gem_core.config as config
+    import gem_core.data.config as config
     monkeypatch.setitem(config.DATASETS, "ba_shapes", config.DATASETS["ba_shapes"].__class__(
         **{**config.DATASETS["ba_shapes"].__dict__, "target": TargetConfig(max_epochs=5, patience=5)}))
     assert main(["train", "--dataset", "ba_shapes", "--no-progress", "--json", str(out)]) == 0
@@ -70,9 +70,9 @@ def test_cli_unknown_dataset_is_a_clear_error(capsys):
 
 def test_target_names_and_the_bond_aware_architecture(capsys):
     """Mutagenicity has a second, bond-aware target; the others only the paper's."""
-    from gem_core.config import get_spec, target_config, target_names
-    from gem_core.session import Workbench
-    from gem_core.targets import GNNBlackBox, build_model, target_filename
+    from gem_core.data.config import get_spec, target_config, target_names
+    from gem_core.service.session import Workbench
+    from gem_core.models.targets import GNNBlackBox, build_model, target_filename
 
     mut, nci1 = get_spec("mutagenicity"), get_spec("nci1")
     assert target_names(mut) == ("paper", "strong") and target_names(nci1) == ("paper",)
@@ -94,9 +94,9 @@ def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
     paper's target keeps the dataset's, and the two settings never share a fitted Gem."""
     from dataclasses import replace
 
-    from gem_core.config import get_spec, spec_for_target, target_config
+    from gem_core.data.config import get_spec, spec_for_target, target_config
     from gem_core.explainers.registry import method_spec
-    from gem_core.session import Workbench
+    from gem_core.service.session import Workbench
 
     mut = get_spec("mutagenicity")
     strong = spec_for_target(mut, "strong")

@@ -5,12 +5,11 @@ import pytest
 import torch
 from rdkit import Chem
 
-from gem_core.chem import instance_to_mol, smiles_to_instance
-from gem_core.toxicophores import (
-    TOXICOPHORE_NAMES, TOXICOPHORES, ToxMolecule, as_tox_molecules, match_toxicophores,
-    prepare_mol, toxicophore_benchmark, toxicophore_bond_mask, toxicophore_classes,
-    toxicophore_prevalence,
-)
+from gem_core.chemistry.chem import instance_to_mol, smiles_to_instance
+from gem_core.chemistry.toxicophores import (TOXICOPHORE_NAMES, TOXICOPHORES, ToxMolecule,
+                                             as_tox_molecules, match_toxicophores, prepare_mol,
+                                             toxicophore_benchmark, toxicophore_bond_mask,
+                                             toxicophore_classes, toxicophore_prevalence)
 
 from .conftest import requires_mutagenicity
 
@@ -298,8 +297,8 @@ def test_prevalence_shares_per_group():
 
 @pytest.fixture(scope="module")
 def tu_molecules():
-    from gem_core.datasets import load_dataset
-    from gem_core.instances import graph_instance
+    from gem_core.data.datasets import load_dataset
+    from gem_core.data.instances import graph_instance
 
     ds = load_dataset("mutagenicity")
     insts = [graph_instance(g, i) for i, g in enumerate(ds.graphs)]

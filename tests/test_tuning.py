@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from gem_core.cli import main
-from gem_core.evaluate import evaluate_scores
-from gem_core.explainers.gem_autoencoder import GemAutoEncoder, autoencoder_settings
-from gem_core.gem_targets import explainer_targets
-from gem_core import tuning
-from gem_core.session import Workbench
-from gem_core.tuning import CURRENT, Variant, check_variants, parse_variant, validation_sweep
+from gem_core.evaluation.metrics import evaluate_scores
+from gem_core.gem.autoencoder import GemAutoEncoder, autoencoder_settings
+from gem_core.gem.training_targets import explainer_targets
+from gem_core.evaluation import tuning
+from gem_core.service.session import Workbench
+from gem_core.evaluation.tuning import (CURRENT, Variant, check_variants, parse_variant,
+                                        validation_sweep)
 
 
 def test_parse_variant_types_each_setting():
@@ -23,7 +24,7 @@ def test_parse_variant_types_each_setting():
     assert t.explainer_overrides() == {}
     assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
     assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
-    from gem_core.gem_targets import format_ks, parse_ks
+    from gem_core.gem.training_targets import format_ks, parse_ks
 
     assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
 

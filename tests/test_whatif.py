@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gem_core.chem import smiles_to_instance
-from gem_core.distill import distill
-from gem_core.molecules import explain_smiles_edited, molecule_model
-from gem_core.session import workbench
-from gem_core.whatif import Edit, EditError, evaluate_edits, parse_pair_list
+from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.gem.distill import distill
+from gem_core.service.molecules import explain_smiles_edited, molecule_model
+from gem_core.service.session import workbench
+from gem_core.service.whatif import Edit, EditError, evaluate_edits, parse_pair_list
 
 PROJECT = Path(__file__).resolve().parent.parent
 NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"  # atoms: C0 c1 c2 c3 c4 N5 O6 O7 c8 c9, then H

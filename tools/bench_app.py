@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from gem_core.commands.common import add_json_arg, write_json
+from gem_core.cli.common import add_json_arg, write_json
 from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, choose_option,
                            error_texts, explanation_panels, launch_chromium, mark_panels_old,
                            open_multiselect, panel_drawn, selected_methods, set_instance, set_k,
@@ -43,7 +43,7 @@ def _cache_state(cache: Path, dataset: str) -> dict[str, Any]:
     """What the engine cache holds for ``dataset`` before the server starts."""
     files = [p for p in cache.rglob("*") if p.is_file()] if cache.is_dir() else []
     mine = [str(p.relative_to(cache)) for p in files if dataset in p.name]
-    from gem_core.store import ASSETS_DIR
+    from gem_core.runtime.store import ASSETS_DIR
 
     return {"cache_dir": str(cache), "files": len(files), dataset: sorted(mine),
             "warm": bool(mine),
@@ -68,7 +68,7 @@ def run_app(args: argparse.Namespace) -> int:
     if args.fresh_cache:
         tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
         env["GEM_CACHE_DIR"] = tmp.name
-    from gem_core.store import cache_dir
+    from gem_core.runtime.store import cache_dir
 
     # The server's cache folder: $GEM_CACHE_DIR, or the engine's default one.
     cache = Path(env["GEM_CACHE_DIR"]).expanduser() if env.get("GEM_CACHE_DIR") else cache_dir()
@@ -172,8 +172,8 @@ def _whatif_panels(page: Any, prefix: str) -> list[str]:
 
 def _time_explore_edits(page: Any, dataset: str, count: int, timeout: float) -> dict[str, Any]:
     """Delete house edges of test instance 0 one by one (each adds to the edit), then undo."""
-    from gem_core.session import workbench
-    from gem_core.whatif import Edit, evaluate_edits
+    from gem_core.service.session import workbench
+    from gem_core.service.whatif import Edit, evaluate_edits
 
     wb = workbench(dataset, "cpu")
     inst = wb.instances("test")[0]
@@ -326,3 +326,17 @@ def register_app(sub: argparse._SubParsersAction) -> None:
                    help="save a screenshot of the page at the end")
     add_json_arg(p)
     p.set_defaults(func=run_app)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m tools.bench_app ARGS`` (what ``python -m gem_core bench app ARGS`` runs)."""
+    from gem_core.cli import OneLineParser
+
+    parser = OneLineParser(prog="python -m gem_core bench")
+    register_app(parser.add_subparsers(dest="benchmark", required=True))
+    args = parser.parse_args(["app", *(argv if argv is not None else sys.argv[1:])])
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

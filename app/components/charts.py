@@ -6,7 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
 
-from gem_core import paper
+from gem_core.evaluation import paper
 from theme import method_color as _color
 from theme import method_title as _title
 

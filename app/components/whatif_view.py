@@ -1,7 +1,7 @@
 """The "What if…" section shared by the Molecule and Explore pages.
 
 The user deletes edges (bonds) or nodes (atoms, with their bonds) of the instance on the page;
-the engine (:func:`gem_core.whatif.evaluate_edits`, through the page's cached ``evaluate``)
+the engine (:func:`gem_core.service.whatif.evaluate_edits`, through the page's cached ``evaluate``)
 predicts the edited graph and re-runs the fast explainers on it. This module draws the picker,
 the numbers (prediction and probability before → after, the engine's change in loss) and one
 panel per explainer, through the page's own ``draw`` callback (RDKit or the network view), and
@@ -21,9 +21,9 @@ from typing import Any, Optional
 import streamlit as st
 import torch
 
-from gem_core.evaluate import rank_scores, topk_mask
+from gem_core.data.ranking import rank_scores, topk_mask
 from gem_core.explainers import method_spec
-from gem_core.whatif import Edit, EditError
+from gem_core.service.whatif import Edit, EditError
 
 # (removed pair positions, removed nodes, ranked pair positions, per-pair shown scores or None,
 #  method or None, slot) -> draws one picture
@@ -117,7 +117,7 @@ def edit_token(edges: Sequence[int], nodes: Sequence[int]) -> str:
 def bond_labels(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
     """Readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms ("N5", "H10
     (on C0)"), with the toxicophore each bond or atom belongs to."""
-    from gem_core.toxicophores import TOXICOPHORES, match_toxicophores
+    from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     groups = [(titles.get(name, name), set(atoms))

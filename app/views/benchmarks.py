@@ -15,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from components import charts
-from gem_core import paper
+from gem_core.evaluation import paper
 from gem_core.explainers import METHODS, REPRODUCE_METHODS
-from gem_core.store import PROJECT_ROOT
+from gem_core.runtime.store import PROJECT_ROOT
 from state import progress_bar, run_page, selection, show_error
 from theme import method_title
 
@@ -30,7 +30,7 @@ def _load(path: str, mtime: float) -> Optional[dict[str, Any]]:
 
 
 def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
-    from gem_core.reproduce import results_path
+    from gem_core.evaluation.reproduce import results_path
 
     path = results_path(dataset, target)
     if not path.exists():
@@ -155,7 +155,7 @@ def _toxicophore_table(tox: dict[str, Any], methods: list[str]) -> None:
 
 
 def _recompute(sel) -> None:
-    from gem_core.reproduce import run_reproduce
+    from gem_core.evaluation.reproduce import run_reproduce
 
     st.subheader("Recompute", anchor=False)
     methods = st.multiselect("Explainers to evaluate", list(METHODS),

@@ -15,11 +15,11 @@ import streamlit as st
 import torch
 
 from components import graph_view, molecule_view, network_view, whatif_view
-from gem_core.datasets import DataUnavailableError, GemDataset
-from gem_core.evaluate import rank_scores, tied_at_cut, topk_mask
+from gem_core.data.datasets import DataUnavailableError, GemDataset
+from gem_core.data.ranking import rank_scores, tied_at_cut, topk_mask
 from gem_core.explainers import DEFAULT_TEACHER
-from gem_core.instances import Instance
-from gem_core.session import Workbench
+from gem_core.data.instances import Instance
+from gem_core.service.session import Workbench
 from theme import fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
                    explanation_reading, fit_offer, get_workbench, method_ready, progress_bar,
@@ -42,7 +42,7 @@ def _positions(dataset: str, position: int, num_nodes: int,
 
 
 def _load_target(wb: Workbench):
-    from gem_core.targets import cached_target_path, shipped_target_path
+    from gem_core.models.targets import cached_target_path, shipped_target_path
 
     name = wb.name
     if cached_target_path(name).exists() or shipped_target_path(name).exists():
@@ -185,7 +185,7 @@ def render() -> None:
     hide_h = False
     mol = None
     if is_mol:
-        from gem_core.chem import instance_to_mol
+        from gem_core.chemistry.chem import instance_to_mol
 
         hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
                            persist_state="session")

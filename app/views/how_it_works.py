@@ -13,8 +13,8 @@ import streamlit as st
 import torch
 
 from components import charts, graph_view, network_view
-from gem_core.datasets import GemDataset
-from gem_core.evaluate import topk_mask
+from gem_core.data.datasets import GemDataset
+from gem_core.data.ranking import topk_mask
 from state import (explain_test_instance, explainer_token, get_workbench, method_ready,
                    run_page, selection, show_error)
 from teaching import Trace, describe_gem, fmt_change, fmt_small, greedy_trace
@@ -62,8 +62,8 @@ def _trace(device: str, position: int, digest: str) -> Trace:
 def _distilled_topk_and_targets(device: str, position: int, digest: str,
                                 k: int) -> tuple[list[bool], list[float]]:
     """The engine's distilled top-K of the example node and Gem's training target for it."""
-    from gem_core.distill import distill
-    from gem_core.gem_targets import explainer_targets
+    from gem_core.gem.distill import distill
+    from gem_core.gem.training_targets import explainer_targets
 
     wb = get_workbench(EXAMPLE_DATASET, device)
     inst = wb.instances("test")[position]

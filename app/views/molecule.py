@@ -20,14 +20,16 @@ import pyarrow.parquet as pq
 import streamlit as st
 
 from components import molecule_view, whatif_view
-from gem_core.chem import EXAMPLE_SMILES, MoleculeError, fragment_smiles, smiles_to_instance
-from gem_core.config import get_spec
-from gem_core.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules,
-                                molecule_model, suggested_k, target_checkpoint_available)
+from gem_core.chemistry.chem import (EXAMPLE_SMILES, MoleculeError, fragment_smiles,
+                                     smiles_to_instance)
+from gem_core.data.config import get_spec
+from gem_core.service.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError,
+                                        explain_molecules, molecule_model, suggested_k,
+                                        target_checkpoint_available)
 from gem_core.explainers import DEFAULT_TEACHER, METHODS, method_spec
-from gem_core.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
-from gem_core.screening.runner import check_settings
-from gem_core.session import Workbench
+from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
+from gem_core.service.screening.runner import check_settings
+from gem_core.service.session import Workbench
 from theme import fmt_ms, method_title
 from state import (DATA_HELP, device_label, explainer_token, explanation_reading, fit_offer,
                    molecule_target, progress_bar, run_page, selection, show_error, show_reading,
@@ -251,7 +253,8 @@ def _molecule_panel(res, opts: dict, outline: list[tuple[int, int]]) -> None:
 
 def _toxicophores(mol) -> dict:
     """The molecule's toxicophore classes (titles) and bonds (atom pairs), from the engine."""
-    from gem_core.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
+    from gem_core.chemistry.toxicophores import (TOXICOPHORES, match_toxicophores,
+                                                 toxicophore_bond_mask)
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     pairs = mol.instance.pairs
@@ -337,7 +340,7 @@ def _bond_table(res, methods: list[str], k: int) -> None:
 # ----------------------------------------------------------------------------- batch
 #
 # The "File of molecules" tab runs the engine path of `python -m gem_core screen`: the rows of
-# gem_core.screening.iter_rows, computed by explain_rows into the screen's Arrow table. The page
+# gem_core.service.screening.iter_rows, computed by explain_rows into the screen's Arrow table. The page
 # only reads, sorts, filters and draws that table.
 
 BATCH_ROW_CAP = 1000
@@ -422,7 +425,7 @@ def _download_bytes(entry: dict, settings: ScreenSettings, name: str) -> tuple[b
 def _result_frame(table) -> pd.DataFrame:
     """The screen's rows as shown: flagged (predicted mutagen) first, by P(mutagen) descending,
     then the other accepted molecules, rejected rows last (input order among equals)."""
-    from gem_core.toxicophores import TOXICOPHORES
+    from gem_core.chemistry.toxicophores import TOXICOPHORES
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result")]

@@ -19,7 +19,7 @@ here like any user model. All three explainers are used through PyG's ``Explaine
   predictions (``"phenomenon"`` with the prediction as target, PyG's only mode for it), one call
   per node on the node's computation graph (PyG's node-level PGExplainer takes a single index).
 
-All explanations are measured by the engine (:mod:`gem_core.evaluate`): accuracy at K (keep the
+All explanations are measured by the engine (:mod:`gem_core.evaluation.metrics`): accuracy at K (keep the
 K best undirected edges of the computation graph, delete the others, is the prediction still
 the true label?), edge ROC-AUC against the house edges, and milliseconds per explained node
 (wall clock of the explain calls, divided by the number of nodes).
@@ -43,11 +43,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from ..explainers._pyg import directed_to_pairs
-from ..evaluate import MethodResult, evaluate_scores
-from ..instances import Instance, node_instance
-from ..progress import ProgressFn, report, scaled
-from ..pyg import GemExplainer, PyGBlackBox, count_hops
+from gem_core.explainers._pyg import directed_to_pairs
+from gem_core.evaluation.metrics import MethodResult, evaluate_scores
+from gem_core.data.instances import Instance, node_instance
+from gem_core.runtime.progress import ProgressFn, report, scaled
+from gem_core.pyg.adapter import GemExplainer, PyGBlackBox, count_hops
 
 MODEL_CONFIG = dict(mode="multiclass_classification", task_level="node", return_type="log_probs")
 K_GRID = (5, 6, 7, 8, 9)
@@ -442,8 +442,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    from ..device import configure_threads
-    from ..progress import tqdm_progress
+    from gem_core.runtime.device import configure_threads
+    from gem_core.runtime.progress import tqdm_progress
 
     configure_threads(args.threads)
     with tqdm_progress("BA-Community", enabled=not args.quiet) as progress:

@@ -15,7 +15,7 @@ follows the scikit-learn contract in the style of PyG's ``torch_geometric/explai
 
 A subclass implements :meth:`Explainer._explain` (and :meth:`Explainer._fit` when it learns).
 Scores are one float per pair of ``instance.pairs`` (same order), higher = more important, on
-the CPU; :mod:`gem_core.evaluate` turns them into top-K subgraphs and measures them.
+the CPU; :mod:`gem_core.evaluation.metrics` turns them into top-K subgraphs and measures them.
 """
 from __future__ import annotations
 
@@ -25,23 +25,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol, Union, overload, \
-    runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Union, overload
 
 import torch
 from torch import Tensor
 
-from ..config import DatasetSpec, check_k
-from ..instances import Instance
-from ..progress import ProgressFn
+from gem_core.data.config import DatasetSpec, check_k
+from gem_core.data.instances import Instance
+from gem_core.runtime.errors import NotFittedError
+from gem_core.runtime.progress import ProgressFn
 
 if TYPE_CHECKING:
-    from ..distill import Distillation
-    from ..targets import GNNBlackBox, TrainedTarget
-
-
-class NotFittedError(RuntimeError):
-    """``explain`` (or saving) called on an explainer that must be fitted first."""
+    from gem_core.gem.distill import Distillation
+    from gem_core.models.targets import GNNBlackBox, TrainedTarget
 
 
 # ----------------------------------------------------------------------------- the result
@@ -80,7 +76,7 @@ class Explanation(Sequence):
 
     def topk_mask(self, i: int, k: int) -> Tensor:
         """Boolean mask ``[P_i]`` of instance ``i``'s ``k`` best pairs (see :func:`evaluate.topk_mask`)."""
-        from ..evaluate import topk_mask
+        from gem_core.data.ranking import topk_mask
 
         return topk_mask(self.scores[i], check_k(k))
 
@@ -131,7 +127,7 @@ class ExplainerContext:
         """The Granger-causal distillation of ``instances`` (paper §3.1) against the black box."""
         if self.distiller is not None:
             return self.distiller(instances, label_source, progress)
-        from ..distill import distill
+        from gem_core.gem.distill import distill
 
         return distill(list(instances), self.black_box, connected=self.spec.connected,
                        label_source=label_source, device=self.device, progress=progress)
@@ -227,10 +223,6 @@ class Explainer(ABC):
         """``_explain`` with the target's predicted classes given (explainers that read them)."""
         return self._explain(instances, progress)
 
-    def ms_per_instance(self, n: int) -> float:
-        """Milliseconds per instance of the last ``explain`` call over ``n`` instances."""
-        return 1000.0 * self.explain_seconds_ / max(n, 1)
-
     def _check_instances(self, instances: Sequence[Instance]) -> list[Instance]:
         instances = list(instances)
         if self.task is not None:
@@ -256,28 +248,6 @@ class Explainer(ABC):
     def load_state(self, state: dict[str, Any]) -> "Explainer":
         """Restore a state saved with :meth:`to_state` into this (unfitted) explainer."""
         raise NotImplementedError(f"{type(self).__name__} cannot be loaded")
-
-
-# ----------------------------------------------------------------------------- duck-typed explainers
-
-@runtime_checkable
-class EdgeExplainer(Protocol):
-    """What the evaluation needs of any explainer, registered or not: ``explain(instances)``."""
-
-    name: str
-    fit_seconds_: float
-    explain_seconds_: float
-
-    def explain(self, instances: Sequence[Instance]) -> Sequence[Tensor]:
-        ...
-
-
-@runtime_checkable
-class FittableExplainer(EdgeExplainer, Protocol):
-    """An :class:`EdgeExplainer` that must be fitted on training instances first."""
-
-    def fit(self, train: Sequence[Instance]) -> "FittableExplainer":
-        ...
 
 
 def instance_seed(seed: int, instance: Instance) -> int:

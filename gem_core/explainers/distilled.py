@@ -11,9 +11,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..instances import Instance
-from ..progress import ProgressFn
-from .base import Explainer, ExplainerContext
+from gem_core.data.instances import Instance
+from gem_core.runtime.progress import ProgressFn
+from gem_core.explainers.base import Explainer, ExplainerContext
 
 
 class DistilledExplainer(Explainer):
@@ -26,7 +26,7 @@ class DistilledExplainer(Explainer):
     """
 
     def __init__(self, context: ExplainerContext, label_source: str = "true"):
-        from ..distill import check_label_source
+        from gem_core.gem.distill import check_label_source
 
         self.context = context
         self.label_source = check_label_source(label_source)
@@ -44,7 +44,7 @@ class DistilledExplainer(Explainer):
         return self.context.spec.task
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
-        from ..distill import distill
+        from gem_core.gem.distill import distill
 
         labelled = all(inst.y >= 0 for inst in instances)
         source = self.label_source if labelled else "predicted"

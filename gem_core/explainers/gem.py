@@ -2,8 +2,8 @@
 
 ``fit(train, val)`` distils the training (and validation) instances against the target's
 outputs only (paper §3.1: Δ loss of every edge, greedy connectivity-aware pruning), turns the
-distillations into per-edge training targets (:mod:`gem_core.gem_targets`) and trains the graph
-auto-encoder of :mod:`gem_core.explainers.gem_autoencoder` on them, with early stopping on the
+distillations into per-edge training targets (:mod:`gem_core.gem.training_targets`) and trains the graph
+auto-encoder of :mod:`gem_core.gem.autoencoder` on them, with early stopping on the
 validation targets. ``explain`` is then one forward pass of the auto-encoder for the whole batch.
 
 Conditioning on the prediction (``condition_on_prediction``, a deviation from the paper): an
@@ -23,11 +23,11 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ..instances import Instance
-from ..progress import ProgressFn, scaled
-from ..store import config_key
-from .base import Explainer, ExplainerContext
-from .gem_autoencoder import EXPLAINER_KIND, GemAutoEncoder, autoencoder_settings
+from gem_core.data.instances import Instance
+from gem_core.runtime.progress import ProgressFn, scaled
+from gem_core.runtime.store import config_key
+from gem_core.explainers.base import Explainer, ExplainerContext
+from gem_core.gem.autoencoder import EXPLAINER_KIND, GemAutoEncoder, autoencoder_settings
 
 # part of every saved Gem's key: bump when a change makes earlier fits unusable
 GEM_VERSION = 1
@@ -41,7 +41,7 @@ def with_predicted_class(instances: list[Instance], black_box, num_classes: int,
     black box computes them).
     """
     if predicted is None:
-        from ..evaluate import predict_proba
+        from gem_core.models.predict import predict_proba
 
         predicted = predict_proba(black_box, instances).argmax(-1)
     elif len(predicted) and int(predicted.max()) >= num_classes:
@@ -57,7 +57,7 @@ class GemExplainer(Explainer):
 
     Args:
         context: the target (outputs only), the dataset's settings and the session's cache.
-        target_kind: what the auto-encoder learns (see :data:`gem_core.gem_targets.TARGET_KINDS`);
+        target_kind: what the auto-encoder learns (see :data:`gem_core.gem.training_targets.TARGET_KINDS`);
             default: the dataset's ``explainer_target``.
         topk_policy: top-K rule of the distilled masks behind ``graded`` targets; default: the
             dataset's ``explainer_topk_policy``.
@@ -66,7 +66,7 @@ class GemExplainer(Explainer):
         condition_on_prediction: append the target's predicted class (one-hot) to every node's
             features; default: the dataset's ``explainer_condition_on_prediction``.
         **settings: overrides of the auto-encoder's hyperparameters (default: the dataset's,
-            :func:`~gem_core.explainers.gem_autoencoder.autoencoder_settings`).
+            :func:`~gem_core.gem.autoencoder.autoencoder_settings`).
 
     Attributes (after :meth:`fit` or loading):
         autoencoder_: the trained :class:`GemAutoEncoder`.
@@ -133,7 +133,7 @@ class GemExplainer(Explainer):
         return self
 
     def _targets(self, dist, spec, instances: list[Instance]) -> list[Tensor]:
-        from ..gem_targets import explainer_targets
+        from gem_core.gem.training_targets import explainer_targets
 
         return explainer_targets(dist, spec, instances=instances, black_box=self.context.black_box)
 

@@ -17,12 +17,13 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..device import resolve_device
-from ..instances import Instance
-from ..progress import ProgressFn, report
-from ._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy, model_config,
-                   run_on_instance, takes_edge_attr, takes_num_graphs)
-from .base import Explainer
+from gem_core.runtime.device import resolve_device
+from gem_core.data.instances import Instance
+from gem_core.runtime.progress import ProgressFn, report
+from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
+                                      model_config, run_on_instance, takes_edge_attr,
+                                      takes_num_graphs)
+from gem_core.explainers.base import Explainer
 
 
 class IntegratedGradientsExplainer(Explainer):

@@ -9,13 +9,14 @@ from typing import Literal, Optional
 import torch
 from torch import Tensor, nn
 
-from ..device import deterministic_algorithms, resolve_device
-from ..instances import Instance, collate
-from ..progress import ProgressFn, report
-from ._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs, frozen_copy,
-                   graph_kwargs, model_config, node_kwargs, run_on_instance, takes_edge_attr,
-                   takes_num_graphs)
-from .base import Explainer, NotFittedError
+from gem_core.runtime.device import deterministic_algorithms, resolve_device
+from gem_core.data.instances import Instance, collate
+from gem_core.runtime.progress import ProgressFn, report
+from gem_core.explainers._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs,
+                                      frozen_copy, graph_kwargs, model_config, node_kwargs,
+                                      run_on_instance, takes_edge_attr, takes_num_graphs)
+from gem_core.explainers.base import Explainer
+from gem_core.runtime.errors import NotFittedError
 
 
 class PGExplainerBaseline(Explainer):

@@ -6,9 +6,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..instances import Instance
-from ..progress import ProgressFn, report
-from .base import Explainer, instance_seed
+from gem_core.data.instances import Instance
+from gem_core.runtime.progress import ProgressFn, report
+from gem_core.explainers.base import Explainer, instance_seed
 
 
 class RandomExplainer(Explainer):

@@ -3,7 +3,7 @@
 A row names the method, its title, how to build it from an :class:`ExplainerContext`, whether it
 must be fitted before it explains, whether it explains a whole batch in one call, whether
 ``reproduce`` measures it by default, and its settings (keyword arguments of its constructor).
-The CLI (``--method``, ``reproduce --methods``), the session (:class:`~gem_core.session.Workbench`)
+The CLI (``--method``, ``reproduce --methods``), the session (:class:`~gem_core.service.session.Workbench`)
 and the app's pages read the methods from here, so a new method is one module and one row.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Optional
 
-from .base import Explainer, ExplainerContext
+from gem_core.explainers.base import Explainer, ExplainerContext
 
 
 class UnknownMethodError(ValueError):
@@ -53,38 +53,38 @@ class MethodSpec:
 
 
 def _gem(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .gem import GemExplainer
+    from gem_core.explainers.gem import GemExplainer
 
     return GemExplainer(ctx, **settings)
 
 
 def _distilled(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .distilled import DistilledExplainer
+    from gem_core.explainers.distilled import DistilledExplainer
 
     return DistilledExplainer(ctx, **settings)
 
 
 def _gnnexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .gnnexplainer import GNNExplainerBaseline
+    from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
 
     return GNNExplainerBaseline(ctx.target.model, ctx.task, device=str(ctx.device), **settings)
 
 
 def _pgexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .pgexplainer import PGExplainerBaseline
+    from gem_core.explainers.pgexplainer import PGExplainerBaseline
 
     return PGExplainerBaseline(ctx.target.model, ctx.task, device=str(ctx.device), **settings)
 
 
 def _integrated_gradients(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .integrated_gradients import IntegratedGradientsExplainer
+    from gem_core.explainers.integrated_gradients import IntegratedGradientsExplainer
 
     return IntegratedGradientsExplainer(ctx.target.model, ctx.task, device=str(ctx.device),
                                         **settings)
 
 
 def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
-    from .random_scores import RandomExplainer
+    from gem_core.explainers.random_scores import RandomExplainer
 
     return RandomExplainer(task=ctx.task, **settings)
 

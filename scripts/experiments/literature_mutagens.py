@@ -9,7 +9,7 @@ Kazius et al. 2005 toxicophore), the script
 * predicts it with each target (``paper``, ``strong``) and explains it with every method;
 * reports, per target and method, over the molecules the target calls mutagens: the bond AUC of
   the scores against the toxicophore bonds and the toxicophore recall in the top 8
-  (:func:`gem_core.toxicophores.toxicophore_benchmark`, the same measure as ``reproduce``), the
+  (:func:`gem_core.chemistry.toxicophores.toxicophore_benchmark`, the same measure as ``reproduce``), the
   share of molecules whose top-5 bonds touch a toxicophore, and the target's median P(mutagen) on
   the top-5 explanation alone (does the explanation carry the prediction?).
 
@@ -25,14 +25,16 @@ import statistics
 import torch
 from rdkit import Chem, rdBase
 
-from gem_core.chem import instance_to_mol, smiles_to_instance
-from gem_core.datasets import load_dataset
-from gem_core.evaluate import predict_proba, topk_mask
+from gem_core.chemistry.chem import instance_to_mol, smiles_to_instance
+from gem_core.data.datasets import load_dataset
+from gem_core.models.predict import predict_proba
+from gem_core.data.ranking import topk_mask
 from gem_core.explainers import METHODS
 from gem_core.explainers.registry import title
-from gem_core.instances import dataset_instances
-from gem_core.molecules import explain_molecules, molecule_model
-from gem_core.toxicophores import match_toxicophores, toxicophore_benchmark, toxicophore_bond_mask
+from gem_core.data.instances import dataset_instances
+from gem_core.service.molecules import explain_molecules, molecule_model
+from gem_core.chemistry.toxicophores import (match_toxicophores, toxicophore_benchmark,
+                                             toxicophore_bond_mask)
 
 MUTAGEN = 0  # Mutagenicity's label of mutagens
 

@@ -34,18 +34,16 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from gem_core.datasets import load_dataset  # noqa: E402
-from gem_core.strong_target import (  # noqa: E402
-    DEFAULT_RECIPE, GINETarget, count_parameters, train_strong_target)
+from gem_core.data.datasets import load_dataset  # noqa: E402
+from gem_core.models.strong_target import (DEFAULT_RECIPE, GINETarget, count_parameters,
+                                           train_strong_target)
 
 # name -> overrides of DEFAULT_RECIPE (hidden 64, 4 layers, dropout 0.2, lr 1e-3, no weight decay,
 # batch 64, <= 200 epochs, patience 50, halve lr on a 15-epoch val-loss plateau, 10 % of training
@@ -128,7 +126,7 @@ def val_robustness(ds, rows: dict, seeds: list[int], work: Path, draws: int) -> 
         rob = robustness(ds, models, draws, split="val")
         print(f"| {name} | {100 * statistics.mean(v['half_edges_accuracy_mean'] for v in rob.values()):.2f}"
               f" | {100 * statistics.mean(v['half_edges_agreement_mean'] for v in rob.values()):.2f} |")
-    from gem_core.targets import get_target
+    from gem_core.models.targets import get_target
 
     rob = robustness(ds, {"paper": (get_target(ds).model.eval(), True)}, draws, split="val")["paper"]
     print(f"| paper target (full-graph val acc {100 * rob['full_accuracy']:.2f}) | "
@@ -138,7 +136,7 @@ def val_robustness(ds, rows: dict, seeds: list[int], work: Path, draws: int) -> 
 def _test_batch(ds, keep_frac: float = 1.0, gen: torch.Generator | None = None, split: str = "test"):
     """A whole split as one batch; with ``keep_frac < 1`` a random fraction of each graph's
     undirected bonds is kept (both directions together, bond orders aligned, all atoms kept)."""
-    from gem_core.instances import graph_instance
+    from gem_core.data.instances import graph_instance
 
     xs, eis, eas, bs, ys, offset = [], [], [], [], [], 0
     for k, i in enumerate(ds.split[split]):
@@ -201,7 +199,7 @@ def robustness(ds, models: dict, draws: int, seed: int = 1234, split: str = "tes
 
 
 def final(ds, name: str, seeds: list[int], work: Path, draws: int, out_path: Path = OUT_PATH) -> None:
-    from gem_core.targets import get_target
+    from gem_core.models.targets import get_target
 
     torch.set_num_threads(1)
     full = _test_batch(ds)
@@ -248,8 +246,8 @@ def final(ds, name: str, seeds: list[int], work: Path, draws: int, out_path: Pat
                "val_accuracy_per_seed": {str(s): m["val_accuracy"] for s, (_, m) in runs.items()}}
     # the engine's target checkpoint (what get_target / load_saved_target read), with the recipe
     # as the dataset's strong TargetConfig (config.py must name the same recipe)
-    from gem_core.config import target_config
-    from gem_core.targets import TargetMetrics, save_target
+    from gem_core.data.config import target_config
+    from gem_core.models.targets import TargetMetrics, save_target
 
     chosen = {**DEFAULT_RECIPE, **RECIPES[name]}
     cfg = target_config(ds.spec, "strong")

@@ -48,7 +48,7 @@ def no_exception(at) -> None:
 
 
 def mutagenicity_target_available() -> bool:
-    from gem_core.targets import load_saved_target
+    from gem_core.models.targets import load_saved_target
 
     return load_saved_target("mutagenicity") is not None
 

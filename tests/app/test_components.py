@@ -128,8 +128,8 @@ def test_explain_times_read_at_every_size(ms, shown):
 
 
 def test_teaching_trace_matches_the_reference():
-    from gem_core.distill.reference import reference_distill_one
-    from gem_core.session import workbench
+    from gem_core.gem.distill.reference import reference_distill_one
+    from gem_core.service.session import workbench
     from teaching import greedy_trace
 
     wb = workbench("ba_shapes", "cpu")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from gem_core.config import get_spec
+from gem_core.data.config import get_spec
 from gem_core.explainers import METHODS
-from gem_core.session import Workbench
+from gem_core.service.session import Workbench
 from theme import METHOD_COLORS
 
 from .conftest import download_bytes, make_app, networks, no_exception, texts
@@ -162,8 +162,9 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
 
     import streamlit as st
 
-    import gem_core.session as session
-    from gem_core.reproduce import recorded_fit_seconds, results_path
+
+    import gem_core.service.session as session
+    from gem_core.evaluation.reproduce import recorded_fit_seconds, results_path
 
     took = json.loads(results_path("ba_shapes").read_text())["methods"]["pgexplainer"]["fit_seconds"]
     assert recorded_fit_seconds("ba_shapes", "pgexplainer") == took > 0
@@ -184,8 +185,9 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
 def test_explore_explains_missing_data(monkeypatch):
     import streamlit as st
 
-    import gem_core.session as session
-    from gem_core.datasets import DataUnavailableError
+
+    import gem_core.service.session as session
+    from gem_core.data.datasets import DataUnavailableError
 
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
@@ -240,7 +242,7 @@ def test_gem_panel_says_how_much_of_it_the_distilled_teacher_keeps():
     """Under Gem's panel: the overlap of Gem's top-K with the teacher it imitates (engine numbers)."""
     import pytest
 
-    from gem_core.evaluate import topk_overlap
+    from gem_core.data.ranking import topk_overlap
 
     wb = Workbench("ba_shapes", "cpu")
     if not wb.is_fitted("gem"):
@@ -263,7 +265,7 @@ def test_scores_on_one_scale_ties_and_the_device():
     import pytest
     import torch
 
-    from gem_core.evaluate import rank_scores, tied_at_cut
+    from gem_core.data.ranking import rank_scores, tied_at_cut
 
     wb = Workbench("ba_shapes", "cpu")
     k = get_spec("ba_shapes").default_k
@@ -292,8 +294,8 @@ def test_scores_on_one_scale_ties_and_the_device():
 
 def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutagenicity_model):
     """Mutagenicity offers its two target models; the page explains the one chosen."""
-    from gem_core.session import workbench
-    from gem_core.targets import load_saved_target
+    from gem_core.service.session import workbench
+    from gem_core.models.targets import load_saved_target
 
     if load_saved_target("mutagenicity", "strong") is None:
         import pytest
@@ -305,7 +307,7 @@ def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutageni
     assert list(box.proto.options) == ["the paper's (GraphConv)", "stronger (bond-aware GINE)"]
     assert box.value == "paper"  # the paper's target unless asked
     # the two targets side by side, with the figures of the shipped results
-    from gem_core.reproduce import recorded_target_summary
+    from gem_core.evaluation.reproduce import recorded_target_summary
 
     caption = next(c for c in texts(at.sidebar.caption) if c.startswith("Test split"))
     for name in ("paper", "strong"):
@@ -352,7 +354,7 @@ def test_each_panel_reads_its_explanation_in_words_and_exports_it():
 
     import pytest
 
-    from gem_core.reading import read_explanation
+    from gem_core.service.reading import read_explanation
 
     wb = Workbench("ba_shapes", "cpu")
     if not wb.is_fitted("gem"):
@@ -377,9 +379,9 @@ def test_each_panel_reads_its_explanation_in_words_and_exports_it():
 
 def test_a_molecule_on_explore_is_read_in_bonds_with_its_toxicophores(needs_mutagenicity_model):
     """On Mutagenicity the reading speaks of bonds and names what the molecule holds."""
-    from gem_core.chem import instance_to_mol
-    from gem_core.reading import read_explanation
-    from gem_core.session import workbench
+    from gem_core.chemistry.chem import instance_to_mol
+    from gem_core.service.reading import read_explanation
+    from gem_core.service.session import workbench
 
     at = make_app(methods=("random",), sb_dataset="mutagenicity")
     no_exception(at)

@@ -1,6 +1,6 @@
 """The Molecule page's "File of molecules" tab: the engine path of `python -m gem_core screen`.
 
-The upload is read by ``gem_core.screening.iter_rows`` and computed by ``explain_rows``; the page
+The upload is read by ``gem_core.service.screening.iter_rows`` and computed by ``explain_rows``; the page
 sorts (flagged first, rejected last), filters, downloads, and draws the selected row.
 """
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from gem_core.chem import smiles_to_instance
+from gem_core.chemistry.chem import smiles_to_instance
 from gem_core.explainers import METHODS, method_spec
-from gem_core.screening import ScreenSettings, csv_table, explain_rows, iter_rows
-from gem_core.screening.runner import check_settings
+from gem_core.service.screening import ScreenSettings, csv_table, explain_rows, iter_rows
+from gem_core.service.screening.runner import check_settings
 
 from .conftest import make_app, no_exception, texts
 
@@ -126,7 +126,7 @@ def test_the_numbers_shown_are_those_of_explain_rows(needs_mutagenicity_model):
 
 
 def test_gem_numbers_match_the_engine(needs_mutagenicity_model):
-    from gem_core.molecules import molecule_model
+    from gem_core.service.molecules import molecule_model
 
     if not molecule_model("cpu").is_fitted("gem"):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
@@ -225,7 +225,7 @@ def test_a_file_longer_than_the_cap_is_read_up_to_it(needs_mutagenicity_model):
 
 
 def test_a_method_that_needs_a_fit_is_offered_a_fit(needs_mutagenicity_model):
-    from gem_core.molecules import molecule_model
+    from gem_core.service.molecules import molecule_model
 
     if molecule_model("cpu").is_fitted("pgexplainer"):
         pytest.skip("PGExplainer is already fitted here")

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gem_core.chem import MoleculeError, smiles_to_instance
+from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
 
 from .conftest import download_bytes, make_app, no_exception, texts
 
@@ -85,7 +85,8 @@ def test_smiles_k_and_the_flip_as_a_chemist_reads_them(needs_mutagenicity_model)
     each explanation from the engine, and the page says whether the prediction flips."""
     from rdkit import Chem
 
-    from gem_core.molecules import CLASS_NAMES, explain_molecules, molecule_model, suggested_k
+    from gem_core.service.molecules import (CLASS_NAMES, explain_molecules, molecule_model,
+                                            suggested_k)
 
     smiles = "Cc1ccc(cc1)[N+](=O)[O-]"
     at = _molecule_page(methods=("random",))
@@ -174,9 +175,10 @@ def test_empty_file_is_refused():
 def test_missing_model_and_data_is_a_message(monkeypatch):
     import streamlit as st
 
-    import gem_core.molecules as molecules
-    import gem_core.session as session
-    from gem_core.datasets import DataUnavailableError
+
+    import gem_core.service.molecules as molecules
+    import gem_core.service.session as session
+    from gem_core.data.datasets import DataUnavailableError
 
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
@@ -199,8 +201,8 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
 def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     """4-nitrotoluene: the aromatic nitro is named, its bonds counted in each explanation and
     outlined in the drawing; Gem's panel says how much of it the distilled teacher keeps."""
-    from gem_core.chem import OUTLINE_HEX
-    from gem_core.molecules import molecule_model
+    from gem_core.chemistry.chem import OUTLINE_HEX
+    from gem_core.service.molecules import molecule_model
 
     if not molecule_model("cpu").is_fitted("gem"):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
@@ -210,9 +212,9 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
                for m in texts(at.markdown))
     # each panel's reading is the engine's, word for word: the nitro named (or said missed),
     # the distilled teacher's agreement counted
-    from gem_core.chem import smiles_to_instance as parse
-    from gem_core.molecules import explain_molecules, molecule_model as model_of
-    from gem_core.reading import read_explanation
+    from gem_core.chemistry.chem import smiles_to_instance as parse
+    from gem_core.service.molecules import explain_molecules, molecule_model as model_of
+    from gem_core.service.reading import read_explanation
 
     readings = [m for m in texts(at.markdown) if m.startswith("**In words.**")]
     assert len(readings) == 2  # gem and random
@@ -230,7 +232,7 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     assert exported["methods"]["gem"]["reading"]["facts"]["toxicophores"]["present"] == [
         "aromatic_nitro"]
     # the drawing outlines the toxicophore bonds in their own colour
-    from gem_core.chem import draw_molecule_svg, smiles_to_instance
+    from gem_core.chemistry.chem import draw_molecule_svg, smiles_to_instance
 
     mol = smiles_to_instance("Cc1ccc(cc1)[N+](=O)[O-]")
     assert OUTLINE_HEX.lower()[1:] not in draw_molecule_svg(mol.mol, [(0, 1)]).lower()
@@ -249,8 +251,8 @@ def test_a_molecule_without_toxicophores_says_so(needs_mutagenicity_model):
 def test_fragment_as_smiles_and_atom_numbers_on_request(needs_mutagenicity_model):
     """Each panel shows its explanation as a heavy-atom SMILES fragment (the engine's), and the
     drawings can carry the atom numbers the bond table and the JSON use."""
-    from gem_core.chem import fragment_smiles
-    from gem_core.molecules import explain_molecules, molecule_model
+    from gem_core.chemistry.chem import fragment_smiles
+    from gem_core.service.molecules import explain_molecules, molecule_model
 
     smiles = "Cc1ccc(cc1)[N+](=O)[O-]"
     at = _molecule_page(methods=("random",))

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gem_core.config import get_spec
+from gem_core.data.config import get_spec
 from theme import METHOD_COLORS
 
 from .conftest import make_app, networks, no_exception, texts
@@ -32,7 +32,7 @@ def _results(dataset: str = "ba_shapes") -> dict:
 
 @pytest.fixture
 def results_file(tmp_path, monkeypatch):
-    import gem_core.reproduce as reproduce
+    import gem_core.evaluation.reproduce as reproduce
 
     path = tmp_path / "ba_shapes.json"
     monkeypatch.setattr(reproduce, "results_path",
@@ -116,9 +116,9 @@ def test_benchmarks_malformed_file(results_file):
 
 def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     """The page's plumbing with the heavy engine calls replaced by stand-ins."""
-    import gem_core.distill as distill
-    import gem_core.reproduce as reproduce
-    from gem_core.session import Workbench
+    import gem_core.gem.distill as distill
+    import gem_core.evaluation.reproduce as reproduce
+    from gem_core.service.session import Workbench
 
     class FakeDistillation(list):
         seconds = 1.5
@@ -152,7 +152,7 @@ def test_pipeline_runs_every_stage_with_progress(monkeypatch):
     monkeypatch.setattr(Workbench, "fit", fake_fit)
     monkeypatch.setattr(distill, "topk_accuracy", lambda *a, **k: 0.9)
     monkeypatch.setattr(reproduce, "run_reproduce", fake_reproduce)
-    from gem_core.session import workbench
+    from gem_core.service.session import workbench
 
     shared = workbench("ba_shapes", "auto")
     before = shared._explainers.get("gem")
@@ -212,7 +212,7 @@ def test_how_it_works_steps_through_the_distillation():
     assert "degree" in describe_gem(get_spec("ba_shapes"))
     assert "small network on the pair" in describe_gem(get_spec("ba_shapes"))
     # the words follow the settings each target's Gem really has
-    from gem_core.config import spec_for_target
+    from gem_core.data.config import spec_for_target
 
     mut = get_spec("mutagenicity")
     assert "over the K grid (15, 20, 25, 30)" in describe_gem(mut)

@@ -11,9 +11,9 @@ import re
 import pytest
 import torch
 
-from gem_core.chem import smiles_to_instance
-from gem_core.evaluate import topk_mask
-from gem_core.whatif import Edit, evaluate_edits
+from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.data.ranking import topk_mask
+from gem_core.service.whatif import Edit, evaluate_edits
 
 from .conftest import make_app, networks, no_exception, texts
 
@@ -50,7 +50,7 @@ def _molecule(methods=("gem", "random")):
 
 def test_deleting_the_nitro_bond_shows_the_engines_numbers_and_undo_restores(
         needs_mutagenicity_model):
-    from gem_core.molecules import molecule_model
+    from gem_core.service.molecules import molecule_model
 
     at = _molecule()
     before = _snapshot(at)
@@ -96,7 +96,7 @@ def test_deleting_atoms_and_every_bond_gets_the_engines_message(needs_mutagenici
     assert "N5 (aromatic nitro)" in atoms.options
     atoms.set_value([5]).run()  # the nitrogen: its three bonds go with it
     no_exception(at)
-    from gem_core.molecules import molecule_model
+    from gem_core.service.molecules import molecule_model
 
     _, (out,) = evaluate_edits(molecule_model("cpu"), mol.instance, [Edit.of(nodes=[5])])
     assert _arrow_metrics(at)["P(mutagen)"].endswith(f"{out.probabilities[0]:.3f}")
@@ -115,7 +115,7 @@ def test_deleting_atoms_and_every_bond_gets_the_engines_message(needs_mutagenici
 
 
 def test_explanation_vs_random_bonds_side_by_side(needs_mutagenicity_model):
-    from gem_core.molecules import explain_molecules, molecule_model
+    from gem_core.service.molecules import explain_molecules, molecule_model
 
     at = _molecule(methods=("random",))
     k = at.slider(key="mol_k").value
@@ -180,7 +180,7 @@ def test_a_per_instance_explainer_fast_enough_reruns_on_every_edit(needs_mutagen
 @pytest.fixture(scope="module")
 def house():
     """BA-shapes test instance #0 (the app's first): a house node and one of its house edges."""
-    from gem_core.session import workbench
+    from gem_core.service.session import workbench
 
     wb = workbench("ba_shapes", "cpu")
     inst = wb.instances("test")[0]
@@ -248,7 +248,7 @@ def test_disconnecting_the_explained_node_gets_the_engines_message(house):
 def test_explore_edits_on_every_dataset(dataset):
     """Tree-cycles nodes, Mutagenicity molecules (RDKit, bonds named by their atoms) and NCI1
     graphs: the first edge offered, deleted, shows the engine's probability."""
-    from gem_core.session import workbench
+    from gem_core.service.session import workbench
 
     wb = workbench(dataset, "cpu")
     if not wb.has_data():

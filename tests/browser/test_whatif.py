@@ -45,9 +45,9 @@ def _pick_until_shown(page, key_prefix: str, label: str, result_selector: str):
 
 
 def test_nitro_bond_deleted_and_undone(app_server, page):
-    from gem_core.chem import smiles_to_instance
-    from gem_core.molecules import molecule_model
-    from gem_core.whatif import Edit, evaluate_edits
+    from gem_core.chemistry.chem import smiles_to_instance
+    from gem_core.service.molecules import molecule_model
+    from gem_core.service.whatif import Edit, evaluate_edits
 
     mol = smiles_to_instance(NITROTOLUENE)
     original, (cut,) = evaluate_edits(molecule_model("cpu"), mol.instance, [Edit.of([(4, 5)])])
@@ -92,8 +92,8 @@ def test_nitro_bond_deleted_and_undone(app_server, page):
 
 
 def test_house_edge_deleted_on_explore(app_server, page):
-    from gem_core.session import workbench
-    from gem_core.whatif import Edit, evaluate_edits
+    from gem_core.service.session import workbench
+    from gem_core.service.whatif import Edit, evaluate_edits
 
     wb = workbench("ba_shapes", "cpu")
     inst = wb.instances("test")[0]
@@ -132,10 +132,10 @@ def _warning_saying(page, prefix: str, words: str) -> str:
 
 
 def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
-    from gem_core.chem import smiles_to_instance
-    from gem_core.molecules import molecule_model
-    from gem_core.session import workbench
-    from gem_core.whatif import Edit, evaluate_edits
+    from gem_core.chemistry.chem import smiles_to_instance
+    from gem_core.service.molecules import molecule_model
+    from gem_core.service.session import workbench
+    from gem_core.service.whatif import Edit, evaluate_edits
 
     # ethane: deleting both carbons takes every bond with them
     ethane = smiles_to_instance("CC")
@@ -193,7 +193,7 @@ def _click_edge(page, panel: str, u: int, v: int) -> None:
 
 
 def test_clicking_an_edge_in_the_drawing_deletes_and_restores_it(app_server, page):
-    from gem_core.session import workbench
+    from gem_core.service.session import workbench
 
     wb = workbench("ba_shapes", "cpu")
     inst = wb.instances("test")[0]

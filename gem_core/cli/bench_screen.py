@@ -1,0 +1,136 @@
+"""``bench screen``: molecules per second of ``screen`` on 1 process, all cores and a local Ray.
+
+The input is real chemistry: the Mutagenicity graphs rebuilt as SMILES (``chem.instance_to_mol``;
+needs the raw data) and the 4,999 NCI compounds that RDKit ships (``RDConfig.RDDataDir/NCI``),
+repeated to ``--rows``. (The TU NCI1 graphs carry integer atom types with no public element map
+and no bond orders, so they cannot be rebuilt as molecules; RDKit's NCI sample stands for them.)
+Each configuration runs the real CLI in a fresh process, end to end (SMILES file in, Parquet
+out, start-up included); the outputs must be byte-identical. Peak memory is the largest
+resident set of any process of a run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+from gem_core.cli.common import add_command, write_json
+
+_MEASURE = (
+    "import json, resource, subprocess, sys, time\n"
+    "t = time.perf_counter(); rc = subprocess.run(sys.argv[1:]).returncode\n"
+    "print(json.dumps({'rc': rc, 'seconds': time.perf_counter() - t,\n"
+    "  'peak_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n"
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "screen", run, __doc__, dataset=False)
+    p.add_argument("--rows", type=int, default=100_000, help="input rows (default: 100,000)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes / Ray CPUs of the parallel runs (default: all cores)")
+    p.add_argument("--chunk-size", type=int, default=None, help="rows per chunk (default: screen's)")
+    p.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    p.add_argument("--memory-rows", type=int, nargs="*", default=(),
+                   help="also run the parallel path on these input sizes and compare peak memory "
+                        "(e.g. 100000 1000000)")
+    p.add_argument("--keep", metavar="DIR", default=None, help="keep input and outputs in DIR")
+
+
+def source_smiles() -> list[str]:
+    """Mutagenicity graphs as SMILES (when the raw data is there) + RDKit's NCI sample."""
+    from rdkit import Chem, RDConfig, rdBase
+
+    out: list[str] = []
+    try:
+        from gem_core.chemistry.chem import instance_to_mol
+        from gem_core.data.datasets import load_dataset
+        from gem_core.data.instances import dataset_instances
+
+        ds = load_dataset("mutagenicity")
+        with rdBase.BlockLogs():
+            for inst in dataset_instances(ds, list(range(len(ds.graphs)))):
+                out.append(Chem.MolToSmiles(instance_to_mol(inst)))
+    except Exception as exc:  # no raw data: the NCI sample alone
+        print(f"(Mutagenicity not used: {exc})", file=sys.stderr)
+    nci = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"
+    out.extend(line.split()[0] for line in nci.read_text().splitlines() if line.strip())
+    return out
+
+
+def _write_input(path: Path, smiles: list[str], rows: int) -> None:
+    with open(path, "w") as fh:
+        for i in range(rows):
+            fh.write(f"{smiles[i % len(smiles)]} m{i + 1}\n")
+
+
+def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int]) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "gem_core", "screen", str(inp), "--out", str(out),
+           "--no-progress", "--restart", "--device", "cpu", *extra]
+    if chunk:
+        cmd += ["--chunk-size", str(chunk)]
+    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True,
+                          env=env)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise RuntimeError(f"screen failed: {proc.stderr.strip()[-500:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise RuntimeError(f"screen exited {res['rc']}: {proc.stderr.strip()[-500:]}")
+    return res
+
+
+def run(args: argparse.Namespace) -> int:
+    from gem_core.service.screening import default_workers
+
+    workers = args.workers or default_workers()
+    smiles = source_smiles()
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gem-bench-screen-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    inp = folder / "library.smi"
+    _write_input(inp, smiles, args.rows)
+    print(f"input: {args.rows:,} rows from {len(smiles):,} distinct SMILES "
+          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores")
+    configs = [("1 process", ["--workers", "1"]), (f"{workers} processes", ["--workers", str(workers)])]
+    if not args.no_ray:
+        configs += [("Ray, 1 worker", ["--workers", "1", "--ray"]),
+                    (f"Ray, {workers} workers", ["--workers", str(workers), "--ray"])]
+    results: dict[str, Any] = {"rows": args.rows, "cores": workers, "runs": {}}
+    outputs = []
+    for name, extra in configs:
+        out = folder / f"out-{len(outputs)}.parquet"
+        r = _screen(inp, out, extra, args.chunk_size)
+        r["molecules_per_second"] = args.rows / r["seconds"]
+        results["runs"][name] = r
+        outputs.append(out)
+        print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} molecules/s  "
+              f"peak {r['peak_mb']:6.0f} MB")
+    runs = results["runs"]
+    base = runs["1 process"]["molecules_per_second"]
+    par = runs[f"{workers} processes"]["molecules_per_second"]
+    print(f"  {workers} processes / 1 process: {par / base:.2f}x")
+    if not args.no_ray:
+        r1 = runs["Ray, 1 worker"]["molecules_per_second"]
+        rn = runs[f"Ray, {workers} workers"]["molecules_per_second"]
+        results["ray_speedup"] = rn / r1
+        print(f"  Ray {workers} workers / Ray 1 worker: {rn / r1:.2f}x")
+    first = outputs[0].read_bytes()
+    same = [o.read_bytes() == first for o in outputs]
+    results["identical_outputs"] = all(same)
+    print(f"  outputs byte-identical across the {len(outputs)} runs: {all(same)}")
+    for rows in args.memory_rows:
+        big = folder / f"library-{rows}.smi"
+        _write_input(big, smiles, rows)
+        r = _screen(big, folder / f"mem-{rows}.parquet", ["--workers", str(workers)],
+                    args.chunk_size)
+        results.setdefault("memory", {})[str(rows)] = r
+        print(f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
+              f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB")
+        big.unlink()
+    write_json({"bench": {"screen": results}}, args.json)
+    return 0 if results["identical_outputs"] else 1

@@ -1,0 +1,88 @@
+"""The set-up every CLI subcommand shares: its parser with the common options, progress, JSON.
+
+A subcommand module has ``register(subparsers)``, which calls :func:`add_command` and adds its
+own options, and ``run(args) -> int``. :func:`gem_core.cli.main` applies ``--threads`` before
+``run`` is called and turns library errors into one line and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from gem_core.data.config import DATASETS
+
+DatasetArg = Union[bool, Literal["optional"]]
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
+                doc: str | None = None, *, help: str | None = None, description: str | None = None,
+                dataset: DatasetArg = True, **parser_kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
+    ``--no-progress`` and ``--json``; the command's own options are added to the returned parser.
+
+    ``doc`` (a command module's docstring) gives both texts: its first line is the ``--help``
+    summary, the whole of it the description (shown as written).
+    """
+    if doc is not None:
+        first = doc.strip().splitlines()[0].rstrip(".")
+        help = help or first[:1].lower() + first[1:]
+        description = description or doc.strip()
+        parser_kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(name, help=help, description=description, **parser_kwargs)
+    if dataset:
+        add_dataset_arg(p, required=dataset is True)
+    common = p.add_argument_group("common options")
+    add_runtime_args(common)
+    add_json_arg(common)
+    p.set_defaults(func=run)
+    return p
+
+
+def add_target_arg(parser: argparse.ArgumentParser) -> None:
+    """``--target paper|strong``: which target model of the dataset to use."""
+    from gem_core.data.config import TARGET_NAMES
+
+    parser.add_argument("--target", default="paper", choices=TARGET_NAMES,
+                        help="the target model: the paper's architecture (default) or, where the "
+                             "dataset has one, the stronger bond-aware model")
+
+
+def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--dataset", required=required, metavar="NAME",
+                        help=f"one of: {', '.join(DATASETS)}")
+
+
+def add_runtime_args(parser: Any) -> None:
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def add_json_arg(parser: Any) -> None:
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write the results as JSON to PATH ('-' for stdout)")
+
+
+def progress_bar(args: argparse.Namespace, label: str, quiet: bool = False) -> AbstractContextManager:
+    """A tqdm progress bar on stderr (off with ``--no-progress`` or ``quiet``)."""
+    from gem_core.runtime.progress import tqdm_progress
+
+    return tqdm_progress(label, enabled=not (args.no_progress or quiet))
+
+
+def write_json(obj: Any, target: str | None) -> None:
+    if not target:
+        return
+    if target == "-":
+        json.dump(obj, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from gem_core.runtime.store import save_json
+
+    save_json(obj, Path(target))

@@ -1,0 +1,104 @@
+"""Screen a compound library: predict and explain every molecule of a SMILES file.
+
+INPUT is a .smi file (SMILES [id] per line), a .csv/.tsv table (SMILES column: --smiles-column,
+else the first of smiles / canonical_smiles / ...; an id column is kept when present), or '-' for
+stdin. OUTPUT is Parquet (.parquet) or CSV (.csv): one row per input row, in input order, with
+row, id, smiles, canonical_smiles, status (ok / rejected), reason, message, prediction,
+p_mutagen, bonds (the top-K atom-index pairs, numbered like Chem.AddHs(Chem.MolFromSmiles(S)),
+as in `explain`), scores, fragment (the bonds as a readable SMILES) and toxicophores.
+
+Rows that cannot be molecules (invalid SMILES, unsupported elements, salts without
+--largest-fragment, empty or non-UTF-8 lines) become 'rejected' rows with the app's message; the
+run never stops for them. Work is done in chunks on all cores; finished chunks are kept in
+OUTPUT.parts/, so a killed run started again with the same arguments resumes where it stopped.
+
+examples:
+  python -m gem_core screen library.smi --out hits.parquet
+  python -m gem_core screen library.csv --smiles-column SMILES --out hits.csv --k 8
+  python -m gem_core screen library.smi --out hits.parquet --ray auto    # on a Ray cluster
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gem_core.explainers import BATCH_METHODS
+from gem_core.cli.common import add_command, add_target_arg, write_json
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from gem_core.service.screening import DEFAULT_CHUNK_SIZE
+
+    p = add_command(sub, "screen", run, __doc__, dataset=False)
+    p.add_argument("input", metavar="INPUT", help="a .smi / .csv / .tsv file, or - for stdin")
+    p.add_argument("--out", required=True, metavar="OUTPUT",
+                   help="result file: .parquet (or .pq) or .csv")
+    p.add_argument("--smiles-column", default=None, metavar="NAME",
+                   help="the table's SMILES column (default: smiles, canonical_smiles, ...)")
+    p.add_argument("--id-column", default=None, metavar="NAME",
+                   help="the table's id column (default: id, name, title, ... when present)")
+    p.add_argument("--k", type=_positive, default=8,
+                   help="explanation bonds per molecule (default: 8)")
+    p.add_argument("--method", default="gem", choices=BATCH_METHODS,
+                   help="explainer (default: gem)")
+    add_target_arg(p)
+    p.add_argument("--largest-fragment", action="store_true",
+                   help="salts and mixtures: keep the largest fragment (default: reject them)")
+    p.add_argument("--workers", type=_positive, default=None, metavar="N",
+                   help="processes (default: all cores; with --ray, the local cluster's CPUs)")
+    p.add_argument("--chunk-size", type=_positive, default=DEFAULT_CHUNK_SIZE, metavar="ROWS",
+                   help=f"rows per chunk: the unit of work and of resuming "
+                        f"(default: {DEFAULT_CHUNK_SIZE})")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the chunks as Ray tasks: on the cluster at ADDRESS ('auto' after "
+                        "`ray start --head`), or on a local one without ADDRESS")
+    p.add_argument("--restart", action="store_true",
+                   help="discard an unfinished earlier run of OUTPUT instead of resuming it")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gem_core.service.screening import ScreenSettings, screen
+
+    settings = ScreenSettings(method=args.method, k=args.k, target=args.target,
+                              device=args.device, largest_fragment=args.largest_fragment)
+    bar = None
+
+    def progress(done: int, expected: int | None) -> None:
+        nonlocal bar
+        if args.no_progress:
+            return
+        if bar is None:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=expected, unit=" mol", desc="screen", leave=False, file=sys.stderr,
+                       smoothing=0.1)
+        bar.update(done - bar.n)
+
+    try:
+        result = screen(args.input, args.out, settings, workers=args.workers,
+                        use_ray=args.ray is not None, ray_address=args.ray or None,
+                        chunk_size=args.chunk_size, smiles_column=args.smiles_column,
+                        id_column=args.id_column, restart=args.restart, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    s = result.summary
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items()))
+    resumed = (f"; resumed: {result.chunks_resumed} of {result.chunks} chunks were already done"
+               if result.chunks_resumed else "")
+    print(f"screened {s.rows} rows in {result.seconds:.1f} s ({result.molecules_per_second:.0f} "
+          f"molecules/s, {result.workers} worker(s), {result.backend}){resumed}", file=sys.stderr)
+    print(f"ok {s.ok} ({s.mutagens} predicted mutagen), rejected {sum(s.rejected.values())}"
+          + (f" ({reasons})" if reasons else "") + f" -> {result.output}", file=sys.stderr)
+    write_json(result.as_dict(), args.json)
+    return 0

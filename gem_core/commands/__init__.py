@@ -1,1 +1,0 @@
-"""CLI subcommands, one module each, registered by :mod:`gem_core.cli`."""

@@ -1,0 +1,267 @@
+"""The four datasets of the paper behind one :func:`load_dataset`, with seeded splits.
+
+* BA-shapes and Tree-cycles are generated deterministically with PyG's ``ExplainerDataset``
+  and keep their motif edge masks as explanation ground truth.
+* Mutagenicity and NCI1 are read from TU raw files under ``$GEM_DATA_ROOT`` (copied into the
+  cache first: PyG writes ``processed/`` beside ``raw/`` and the data root is read-only), or
+  downloaded by PyG when the variable is unset.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from gem_core.data.config import SEED, SPLIT_FRACTIONS, DatasetSpec, get_spec
+from gem_core.runtime.store import cache_dir
+
+TU_NAMES = {"mutagenicity": "Mutagenicity", "nci1": "NCI1"}
+TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels")
+
+MUTAGENICITY_ATOMS = ("C", "O", "Cl", "H", "N", "F", "Br", "S", "P", "I", "Na", "K", "Li", "Ca")
+MUTAGENICITY_CLASSES = ("mutagen", "nonmutagen")
+BOND_ORDERS = (1, 2, 3)  # Mutagenicity edge labels 0, 1, 2
+
+_LOCK = threading.Lock()
+
+
+class DataUnavailableError(FileNotFoundError):
+    """The raw files of a dataset are missing and could not be downloaded."""
+
+
+@dataclass
+class Split:
+    """Indices (nodes for node tasks, graphs for graph tasks) of train / val / test."""
+
+    train: Tensor
+    val: Tensor
+    test: Tensor
+
+    def __getitem__(self, name: str) -> Tensor:
+        if name not in ("train", "val", "test"):
+            raise KeyError(f"split must be train, val or test, not {name!r}")
+        return getattr(self, name)
+
+    def sizes(self) -> tuple[int, int, int]:
+        return len(self.train), len(self.val), len(self.test)
+
+
+@dataclass
+class GemDataset:
+    """A loaded dataset: its graph(s), the target model's split and the explainer's split.
+
+    Attributes:
+        spec: static facts (task, K grid, connectivity rule).
+        graph: node tasks: the one graph (``x``, ``edge_index``, ``y``, ``motif_edge_mask``).
+        graphs: graph tasks: one :class:`Data` per molecule (``x``, ``edge_index``, ``y``,
+            ``edge_attr`` where the dataset has edge labels).
+        split: indices the target GNN is trained / validated / tested on.
+        explain_split: instances the explainer is fitted and evaluated on (node tasks: the motif
+            nodes of ``split``; graph tasks: ``split``).
+        class_names: human-readable class labels.
+        atom_symbols: Mutagenicity only: symbol of each one-hot node-feature column.
+    """
+
+    spec: DatasetSpec
+    split: Split
+    explain_split: Split
+    graph: Optional[Data] = None
+    graphs: Optional[list[Data]] = None
+    class_names: tuple[str, ...] = ()
+    atom_symbols: Optional[tuple[str, ...]] = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def task(self) -> str:
+        return self.spec.task
+
+    @property
+    def num_features(self) -> int:
+        ref = self.graph if self.graph is not None else self.graphs[0]
+        return int(ref.x.size(1))
+
+    @property
+    def num_classes(self) -> int:
+        return self.spec.num_classes
+
+    def labels(self) -> Tensor:
+        """Label of every node (node task) or graph (graph task)."""
+        if self.graph is not None:
+            return self.graph.y
+        return torch.tensor([int(g.y) for g in self.graphs])
+
+    def __len__(self) -> int:
+        return self.graph.num_nodes if self.graph is not None else len(self.graphs)
+
+
+def random_split(n: int, seed: int = SEED, fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> Split:
+    """Seeded split of ``range(n)``: val and test get ``round(f * n)`` each, train the rest."""
+    gen = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=gen)
+    n_val = int(round(fractions[1] * n))
+    n_test = int(round(fractions[2] * n))
+    n_train = n - n_val - n_test
+    return Split(
+        train=perm[:n_train].sort().values,
+        val=perm[n_train:n_train + n_val].sort().values,
+        test=perm[n_train + n_val:].sort().values,
+    )
+
+
+# ----------------------------------------------------------------------------- synthetic
+
+def _synthetic_graph(name: str, seed: int) -> Data:
+    from torch_geometric.datasets import ExplainerDataset
+    from torch_geometric.datasets.graph_generator import BAGraph, TreeGraph
+    from torch_geometric.datasets.motif_generator import CycleMotif, HouseMotif
+
+    import numpy as np
+
+    # PyG's generators draw from both torch's and numpy's global generators.
+    np_state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        if name == "ba_shapes":
+            ds = ExplainerDataset(BAGraph(num_nodes=300, num_edges=5), HouseMotif(), num_motifs=80)
+        else:  # tree_cycles: 511-node tree + 60 six-cycles = 871 nodes (REFERENCE.md §3)
+            ds = ExplainerDataset(TreeGraph(depth=8, undirected=True), CycleMotif(6), num_motifs=60)
+        raw = ds[0]
+    np.random.set_state(np_state)
+    from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+
+    edge_index, edge_mask = to_undirected(raw.edge_index, raw.edge_mask.float(), reduce="max")
+    edge_index, edge_mask = remove_self_loops(edge_index, edge_mask)
+    edge_index, edge_mask = coalesce(edge_index, edge_mask, reduce="max")
+    n = raw.num_nodes
+    return Data(
+        x=torch.ones(n, 10),  # constant features, as in GNNExplainer's synthetic benchmarks
+        edge_index=edge_index,
+        y=raw.y.long(),
+        motif_edge_mask=edge_mask > 0,
+        num_nodes=n,
+    )
+
+
+def _load_synthetic(spec: DatasetSpec, seed: int) -> GemDataset:
+    graph = _synthetic_graph(spec.name, seed)
+    split = random_split(graph.num_nodes, seed)
+    motif = graph.y != 0
+    explain = Split(*(idx[motif[idx]] for idx in (split.train, split.val, split.test)))
+    names = ("base", "top", "middle", "bottom") if spec.name == "ba_shapes" else ("tree", "cycle")
+    return GemDataset(spec=spec, split=split, explain_split=explain, graph=graph, class_names=names)
+
+
+# ----------------------------------------------------------------------------- TU datasets
+
+def data_root() -> Optional[Path]:
+    """``$GEM_DATA_ROOT`` as a path, or None when unset."""
+    root = os.environ.get("GEM_DATA_ROOT")
+    return Path(root).expanduser() if root else None
+
+
+def _tu_cache_root() -> Path:
+    return cache_dir() / "tudataset"
+
+
+def _stage_raw_files(tu_name: str, source_root: Path, cache_root: Path) -> None:
+    """Copy ``<source_root>/<Name>/raw`` into the cache (the data root stays read-only)."""
+    src = source_root / tu_name / "raw"
+    missing = [f for f in TU_FILES if not (src / f"{tu_name}_{f}.txt").is_file()]
+    if missing:
+        raise DataUnavailableError(
+            f"Dataset {tu_name} not found: looked in {src} for {tu_name}_{{{','.join(missing)}}}.txt "
+            f"(GEM_DATA_ROOT={os.environ.get('GEM_DATA_ROOT')!r}). Set GEM_DATA_ROOT to a folder "
+            f"holding {tu_name}/raw/{tu_name}_*.txt, e.g. ../shared/data/TUDataset."
+        )
+    dst = cache_root / tu_name / "raw"
+    if all((dst / p.name).is_file() and (dst / p.name).stat().st_size == p.stat().st_size
+           for p in src.glob(f"{tu_name}_*.txt")):
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=f".{tu_name}-raw-", dir=cache_root))
+    try:
+        for p in src.glob(f"{tu_name}_*.txt"):
+            shutil.copy2(p, tmp / p.name)
+        (cache_root / tu_name).mkdir(parents=True, exist_ok=True)
+        if dst.exists():
+            shutil.rmtree(dst)
+        os.replace(tmp, dst)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_tu(spec: DatasetSpec) -> list[Data]:
+    from torch_geometric.datasets import TUDataset
+
+    tu_name = TU_NAMES[spec.name]
+    cache_root = _tu_cache_root()
+    cache_root.mkdir(parents=True, exist_ok=True)
+    source = data_root()
+    with _LOCK:
+        if source is not None:
+            _stage_raw_files(tu_name, source, cache_root)
+        try:
+            import contextlib
+            import io
+
+            with contextlib.redirect_stdout(io.StringIO()):  # PyG prints "Processing..."
+                ds = TUDataset(str(cache_root), tu_name)
+        except Exception as exc:
+            raise DataUnavailableError(
+                f"Dataset {tu_name} is missing from {cache_root / tu_name / 'raw'} and could not be "
+                f"downloaded ({type(exc).__name__}: {exc}). Set GEM_DATA_ROOT to a folder holding "
+                f"{tu_name}/raw/{tu_name}_*.txt (e.g. ../shared/data/TUDataset)."
+            ) from exc
+    graphs = []
+    for g in ds:
+        data = Data(x=g.x.float(), edge_index=g.edge_index, y=g.y.view(-1).long(), num_nodes=g.num_nodes)
+        if getattr(g, "edge_attr", None) is not None:
+            data.edge_attr = g.edge_attr
+        graphs.append(data)
+    return graphs
+
+
+def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
+    graphs = _read_tu(spec)
+    # Graphs without any edge would have nothing to explain (none occur in Mutagenicity or NCI1).
+    # Every other graph is kept: Mutagenicity splits 3,469 / 434 / 434 (the paper's Table 9 says
+    # 3,468 / 434 / 434, which sums to 4,336 of the 4,337 graphs).
+    n_all = len(graphs)
+    kept = [i for i, g in enumerate(graphs) if g.edge_index.numel() > 0]
+    for i in kept:
+        graphs[i].source_index = i
+    graphs = [graphs[i] for i in kept]
+    split = random_split(len(graphs), seed)
+    if spec.name == "mutagenicity":
+        names, atoms = MUTAGENICITY_CLASSES, MUTAGENICITY_ATOMS
+    else:
+        names, atoms = ("inactive", "active"), None
+    info = {"dropped_empty_graphs": n_all - len(graphs)}
+    return GemDataset(spec=spec, split=split, explain_split=split, graphs=graphs,
+                      class_names=names, atom_symbols=atoms, info=info)
+
+
+def load_dataset(name: str, seed: int = SEED) -> GemDataset:
+    """Load one of ``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1`` with its splits.
+
+    Raises:
+        UnknownDatasetError: for any other name.
+        DataUnavailableError: when TU raw files are missing and cannot be downloaded.
+    """
+    spec = get_spec(name)
+    if spec.task == "node":
+        return _load_synthetic(spec, seed)
+    return _load_tu(spec, seed)

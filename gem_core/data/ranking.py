@@ -1,0 +1,123 @@
+"""Top-K ranking of edge scores: the one place that decides which pairs an explanation keeps.
+
+Every explainer hands over one score per undirected pair of an instance (higher = more
+important). :func:`topk_mask` keeps the K highest (ties broken by the lower pair index, never
+more than K pairs, all pairs when K >= P; NaN ranks lowest); :func:`rank_scores`,
+:func:`tied_at_cut` and :func:`topk_overlap` read the same order; :func:`roc_auc` is the
+rank statistic of scores against a 0/1 labelling. The explanation subgraph keeps the top-K pairs
+(all nodes kept, other edges deleted, not masked: a PyG edge mask still counts the edge in GCN
+normalisation); the complement subgraph deletes them.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gem_core.data.config import check_k
+from gem_core.data.instances import Instance
+
+
+def as_scores(scores: Any) -> Tensor:
+    s = torch.as_tensor(scores).detach().cpu()
+    if s.dim() != 1:
+        s = s.reshape(-1)
+    s = s.to(torch.float64)
+    # NaN counts as the least important score so it never displaces a real one.
+    return torch.nan_to_num(s, nan=float("-inf"))
+
+
+def topk_mask(scores: Tensor, k: int) -> Tensor:
+    """Boolean mask ``[P]`` of the ``k`` highest scores.
+
+    Ties are broken deterministically: among equal scores the lower pair index wins (stable
+    sort). Never selects more than ``k`` pairs; selects all pairs when ``k >= P``.
+
+    Raises:
+        ValueError: ``k`` is not an integer ≥ 1.
+    """
+    k = check_k(k)
+    s = as_scores(scores)
+    p = s.numel()
+    mask = torch.zeros(p, dtype=torch.bool)
+    if k >= p:
+        mask[:] = True
+        return mask
+    order = torch.sort(s, descending=True, stable=True).indices
+    mask[order[:k]] = True
+    return mask
+
+
+def rank_scores(scores: Tensor) -> Tensor:
+    """Scores on one scale for every method: each pair's rank within its instance mapped to
+    (0, 1], the most important pair 1 (ties share their mean rank). Raw scores differ by method
+    (probabilities, logits, attributions); their ranking is what top-K reads."""
+    s = as_scores(scores)
+    n = s.numel()
+    if n == 0:
+        return s.float()
+    ranks = torch.from_numpy(np.asarray(
+        _average_ranks(s.numpy()), dtype=np.float64))  # 1 = lowest score
+    return (ranks / n).float()
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0
+    return avg_rank[inverse.reshape(-1)]
+
+
+def tied_at_cut(scores: Tensor, k: int) -> Tensor:
+    """Pairs whose score equals the K-th best score when that tie crosses the top-K cut (some of
+    them kept, some not: :func:`topk_mask` kept the lower pair indices). Empty otherwise."""
+    s = as_scores(scores)
+    mask = topk_mask(s, k)
+    if bool(mask.all()) or not bool(mask.any()):
+        return torch.zeros_like(mask)
+    cut = s[mask].min()
+    tied = s == cut
+    return tied if bool((tied & ~mask).any()) else torch.zeros_like(mask)
+
+
+def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:
+    """How many pairs two explanations of one instance share in their top ``k``."""
+    return int((topk_mask(scores_a, k) & topk_mask(scores_b, k)).sum())
+
+
+def explanation_subgraph(instance: Instance, scores: Tensor, k: int) -> Instance:
+    """The instance with only its top-``k`` pairs (all nodes kept, other edges deleted)."""
+    check_score_length(instance, scores)
+    return instance.subgraph(topk_mask(scores, k))
+
+
+def complement_subgraph(instance: Instance, scores: Tensor, k: int) -> Instance:
+    """The instance with its top-``k`` pairs deleted (all nodes and other edges kept)."""
+    check_score_length(instance, scores)
+    return instance.subgraph(~topk_mask(scores, k))
+
+
+def check_score_length(instance: Instance, scores: Tensor) -> None:
+    n = int(torch.as_tensor(scores).numel())
+    if n != instance.num_pairs:
+        raise ValueError(f"got {n} scores for an instance with {instance.num_pairs} pairs")
+
+
+def roc_auc(scores: Any, labels: Any) -> Optional[float]:
+    """Rank-based ROC-AUC (Mann-Whitney U / (n_pos · n_neg)); ties count one half.
+
+    Returns None when ``labels`` has only one class. NaN scores rank lowest.
+    """
+    s = np.nan_to_num(np.asarray(torch.as_tensor(scores).detach().cpu().double().numpy(),
+                                 dtype=np.float64).reshape(-1), nan=-np.inf)
+    y = np.asarray(torch.as_tensor(labels).detach().cpu().numpy()).reshape(-1).astype(bool)
+    if s.shape != y.shape:
+        raise ValueError(f"{s.size} scores but {y.size} labels")
+    n_pos = int(y.sum())
+    n_neg = int(y.size - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        return None
+    ranks = _average_ranks(s)  # 1-based average rank of each value
+    u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))

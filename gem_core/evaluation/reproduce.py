@@ -1,0 +1,302 @@
+"""Reproduce the paper's tables for one dataset, every method measured in the same run.
+
+:func:`run_reproduce` runs (or loads from the cache) the target, the distillation, Gem, and the
+baselines, evaluates all of them with the same code on the same test instances, and returns the
+results JSON (also written to ``assets/results/<dataset>.json``). :func:`format_tables` renders
+them beside the paper's numbers.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+
+from gem_core.evaluation import paper
+from gem_core.data.config import get_spec
+from gem_core.runtime.device import deterministic_algorithms
+from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
+from gem_core.service.session import Workbench, workbench
+from gem_core.runtime.progress import ProgressFn, report, scaled
+from gem_core.runtime.store import ASSETS_DIR, save_json
+
+DEFAULT_METHODS = REPRODUCE_METHODS
+# Batched methods (registry rows with ``batched``) explain the whole test split in one call of a
+# few milliseconds: their first call also pays one-off costs (lazy kernels, allocations; 1.9 ms
+# per node against 0.1 warm on BA-shapes), so their time is the median of TIMING_REPEATS warm calls
+TIMING_REPEATS = 5
+
+
+def results_path(dataset: str, target: str = "paper") -> Path:
+    """``assets/results/<dataset>.json`` (the paper's target) or ``<dataset>-<target>.json``."""
+    name = get_spec(dataset).name
+    return ASSETS_DIR / "results" / (f"{name}.json" if target == "paper" else f"{name}-{target}.json")
+
+
+def recorded_results(dataset: str, target: str = "paper") -> Optional[dict[str, Any]]:
+    """The shipped results JSON of ``dataset`` / ``target`` (None when it cannot be read).
+
+    Read once per version of the file (its modification time and size key a small cache): the
+    app asks on every rerun.
+    """
+    path = results_path(dataset, target)
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_results(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_results(path: str, mtime_ns: int, size: int) -> Optional[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Optional[float]:
+    """How long ``method``'s fit took in the shipped results of ``dataset`` (None: not recorded).
+
+    Lets the app say how long a one-off fit will take from a measurement, not a guess.
+    """
+    try:
+        seconds = float(recorded_results(dataset, target)["methods"][method]["fit_seconds"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return seconds if seconds > 0 else None
+
+
+def recorded_target_summary(dataset: str, target: str = "paper") -> Optional[dict[str, float]]:
+    """What the shipped results say of a target: ``{"test_accuracy": a}`` plus, on molecules,
+    ``"toxicophore_auc"`` of Gem's explanations (None when no results file can be read).
+
+    Lets the app compare the targets a user chooses between with measured figures.
+    """
+    data = recorded_results(dataset, target)
+    try:
+        out = {"test_accuracy": float(data["target"]["test_accuracy"])}
+    except (ValueError, KeyError, TypeError):
+        return None
+    try:
+        out["toxicophore_auc"] = float(data["toxicophores"]["methods"]["gem"]["auc"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    return out
+
+
+def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressFn]) -> dict[str, Any]:
+    from gem_core.gem.distill import ACCURACY_TOPK_POLICY, topk_accuracy
+
+    dist = wb.distillation("test", progress)
+    tic = time.perf_counter()
+    masks = dist.topk_grid(wb.spec.k_grid, ACCURACY_TOPK_POLICY, instances=instances,
+                           black_box=wb.black_box, device=wb.device)
+    topk_seconds = time.perf_counter() - tic
+    acc = {str(k): topk_accuracy(instances, masks[k], wb.black_box, device=wb.device)
+           for k in wb.spec.k_grid}
+    n = max(len(dist), 1)
+    return {"accuracy_at_k": acc, "ms_per_instance": 1000.0 * dist.seconds / n,
+            "topk_ms_per_instance": 1000.0 * topk_seconds / n, "policy": ACCURACY_TOPK_POLICY,
+            "instances": len(dist), "split": "test", "connected": dist.connected}
+
+
+def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
+                  limit: Optional[int] = None, write_assets: bool = True,
+                  progress: Optional[ProgressFn] = None,
+                  bench: Optional[Workbench] = None, target: str = "paper") -> dict[str, Any]:
+    """Run the whole pipeline for ``dataset`` and return the results JSON.
+
+    Args:
+        dataset: dataset name.
+        device: ``auto`` / ``cpu`` / ``cuda``.
+        methods: registry names of the methods to evaluate (default: the rows measured by
+            ``reproduce``, :data:`gem_core.explainers.REPRODUCE_METHODS`).
+        limit: evaluate on the first ``limit`` test instances only (quick runs; not written to
+            ``assets/results``).
+        write_assets: write ``assets/results/<dataset>.json`` (full runs only: every default
+            method, every test instance — a subset would drop the others' results).
+        progress: optional ``progress(fraction, message)`` callback.
+        bench: the workbench to use (default: the process-wide shared one, so fitted
+            explainers are reused by the app and later calls).
+        target: which target model to explain (``paper`` or, where the dataset has one,
+            ``strong``); the same JSON shape, in ``assets/results/<dataset>-<target>.json``.
+    """
+    methods = [check_method(m) for m in methods]
+    wb = bench if bench is not None else workbench(dataset, device, target)
+    with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
+        return _reproduce(wb, methods, limit, write_assets, progress)
+
+
+def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_assets: bool,
+               progress: Optional[ProgressFn]) -> dict[str, Any]:
+    """The body of :func:`run_reproduce` on a resolved workbench."""
+    spec = wb.spec
+    start = time.perf_counter()
+    report(progress, 0.0, "target model")
+    target = wb.target(scaled(progress, 0.0, 0.05))
+    test = wb.instances("test")
+    if limit is not None:
+        test = test[:limit]
+    report(progress, 0.05, "distillation of the test split")
+    distillation = _distillation_summary(wb, test if limit is None else wb.instances("test"),
+                                         scaled(progress, 0.05, 0.15))
+    from gem_core.evaluation.metrics import evaluate_scores
+
+    results: dict[str, Any] = {}
+    scores: dict[str, list] = {}
+    mutagen = 0 if spec.name == "mutagenicity" else None
+    n = len(methods)
+    for i, method in enumerate(methods):
+        lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
+        report(progress, lo, f"{title(method)}: fitting")
+        exp = wb.explainer(method, scaled(progress, lo, lo + 0.6 * (hi - lo)))
+        report(progress, lo + 0.6 * (hi - lo), f"{title(method)}: explaining")
+        explained = wb.explain(method, test)
+        ms = explained.ms_per_instance
+        if method_spec(method).batched:
+            ms = statistics.median(wb.explain(method, test).ms_per_instance
+                                   for _ in range(TIMING_REPEATS))
+        res = evaluate_scores(wb.black_box, test, explained.scores, spec.k_grid,
+                              log_odds_k=spec.default_k, mutagen_label=mutagen,
+                              ms_per_instance=ms,
+                              fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
+        results[method] = res.to_dict()
+        scores[method] = explained.scores
+        if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
+            results[method]["distill_seconds"] = float(exp.distill_seconds_)
+    m = target.metrics
+    out = {
+        "dataset": spec.name,
+        "target": {"name": wb.target_name, "train_accuracy": m.train_accuracy,
+                   "val_accuracy": m.val_accuracy, "test_accuracy": m.test_accuracy,
+                   "train_seconds": m.train_seconds},
+        "distillation": distillation,
+        "methods": results,
+        "k_grid": list(spec.k_grid),
+        "log_odds_k": spec.default_k,
+        "test_instances": len(test),
+        "seconds": time.perf_counter() - start,
+        "machine": _machine(wb.device),
+    }
+    if wb.dataset.atom_symbols is not None and scores:  # molecules: do explanations find toxicophores?
+        out["toxicophores"] = _toxicophores(wb, test, scores)
+    if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
+        save_json(out, results_path(spec.name, wb.target_name))
+    report(progress, 1.0, "done")
+    return out
+
+
+def _machine(device: torch.device) -> dict[str, Any]:
+    """Where the run happened: device (with the GPU's name), threads, CPU, torch."""
+    out: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
+                           "cpu": platform.processor() or platform.machine(),
+                           "torch": torch.__version__}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    return out
+
+
+def _toxicophores(wb: Workbench, test, scores: dict[str, list]) -> dict[str, Any]:
+    """The toxicophore benchmark of every method on the test molecules the target calls mutagens."""
+    from gem_core.chemistry.toxicophores import toxicophore_benchmark
+
+    predictions = wb.predict_proba(test).argmax(-1)
+    return toxicophore_benchmark(test, scores, predictions, mutagen_label=0,
+                                 atom_symbols=wb.dataset.atom_symbols)
+
+
+def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
+    a = "  –  " if ours is None else f"{100 * ours:5.1f}"
+    b = "  –  " if theirs is None else f"{100 * theirs:5.1f}"
+    return f"{a} ({b})"
+
+
+W = 37  # width of the method column (the longest title and a space)
+
+
+def format_tables(result: dict[str, Any]) -> str:
+    """Plain-text tables: rows = methods, columns = K, each cell "ours (paper)" in percent.
+
+    Then agreement with the target's own prediction, timings, and (molecules) the toxicophore
+    benchmark.
+    """
+    ds = result["dataset"]
+    spec = get_spec(ds)
+    ks = [str(k) for k in result.get("k_grid", spec.k_grid)]
+    n = result.get("test_instances", "?")
+    target = (result.get("target") or {}).get("name", "paper")
+    which = "" if target == "paper" else f", {target} target"
+    lines = [f"{spec.title}{which}: explanation accuracy (%) on {n} test instances — ours (paper)"]
+    header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
+    lines += [header, "-" * len(header)]
+    tables = [("accuracy_at_k", False)]
+    if ds == "mutagenicity":
+        tables.append(("accuracy_at_k_mutagen", True))
+    for key, mutagen_only in tables:
+        if mutagen_only:
+            lines += ["", "mutagen test graphs only (the paper's \"-0\" rows)", header,
+                      "-" * len(header)]
+        for method, res in result["methods"].items():
+            row = res.get(key) or {}
+            cells = "".join(
+                f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
+                for k in ks)
+            lines.append(f"{title(method):<{W}}{cells}")
+        if not mutagen_only:
+            dist = result.get("distillation", {}).get("accuracy_at_k", {})
+            ref = (paper.DISTILLATION_ACCURACY.get(ds) or {})
+            cells = "".join(f"{_cell(dist.get(k), ref.get(k)):>16}" for k in ks)
+            lines.append(f"{'(distillation, ' + str(result['distillation'].get('policy')) + ')':<{W}}"
+                         f"{cells}")
+    if any(res.get("agreement_at_k") for res in result["methods"].values()):
+        lines += ["", "agreement (%): the target's prediction on the top-K explanation equals its "
+                      "prediction on the whole instance", header, "-" * len(header)]
+        for method, res in result["methods"].items():
+            row = res.get("agreement_at_k") or {}
+            cells = "".join(f"{_pct(row.get(k)) + ' ' * 8:>16}" for k in ks)
+            lines.append(f"{title(method):<{W}}{cells}")
+    mid = ks[len(ks) // 2]
+    lines += ["", f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"
+                  f"{'fidelity@' + mid:>14}{'edge AUC':>10}{'median Δlog-odds':>18}"]
+    for method, res in result["methods"].items():
+        pm = paper.INFERENCE_MS.get(method, {}).get(ds)
+        fid = (res.get("fidelity_at_k") or {}).get(mid)
+        auc = res.get("edge_auc")
+        lo = sorted(res.get("log_odds") or [float("nan")])
+        med = lo[len(lo) // 2]
+        lines.append(
+            f"{title(method):<{W}}{res['ms_per_instance']:>14.3f}"
+            f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
+            f"{_pct(fid):>14}{'–' if auc is None else f'{auc:.3f}':>10}{med:>18.3f}")
+    tox = result.get("toxicophores")
+    if tox:
+        k = tox.get("k", 8)
+        lines += ["", f"toxicophores (Kazius et al. 2005): {tox['molecules']} test molecules the "
+                      f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
+                      f"toxicophore bonds in the top {k}",
+                  f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}"]
+        for method, row in tox["methods"].items():
+            auc, rec = row.get("auc"), row.get(f"recall_at_{k}")
+            lines.append(f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
+                         f"{'–' if rec is None else f'{rec:.3f}':>12}")
+        rnd = tox.get(f"random_recall_at_{k}")
+        lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
+                     f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
+    t = result["target"]
+    lines += ["", f"{'' if target == 'paper' else target + ' '}target GNN test accuracy "
+                  f"{100 * t['test_accuracy']:.1f} % "
+              f"(paper {100 * paper.TARGET_ACCURACY[ds]:.1f} %); "
+              f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance"]
+    return "\n".join(lines)
+
+
+def _pct(value: Optional[float]) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"

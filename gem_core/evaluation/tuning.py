@@ -1,0 +1,314 @@
+"""Validation sweeps of Gem's settings: how each design choice of ``config.py`` was (and can be) made.
+
+A *variant* is a set of overrides of a dataset's Gem settings — explainer hyperparameters
+(``decoder=mlp``, ``hidden=64/64/32``, ``weight_decay=1e-4`` …) and what the explainer learns from
+(``target=graded``, ``topk_policy=refine``, ``label_source=predicted``, ``train_on=correct``). Every
+variant is fitted on the training split with the same seeds and scored by explanation accuracy at
+each K on the **validation** split, beside the dataset's current settings measured in the same run.
+The test split is never read, so the choice made from a sweep does not leak into the reported tables.
+
+The distillations of the train and val splits come from the cache and each distinct training
+target is computed once, so a sweep costs one Gem fit per (variant, seed).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import torch
+
+from gem_core.data.config import DatasetSpec
+from gem_core.gem.training_targets import format_ks, parse_ks
+from gem_core.runtime.progress import ProgressFn, report, scaled
+
+# Gem hyperparameters a variant may override, with the parser of a command-line value
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
+               "false": False, "0": False, "no": False, "off": False}
+
+
+def _parse_bool(text: str) -> bool:
+    try:
+        return _BOOL_WORDS[text.strip().lower()]
+    except KeyError:
+        raise ValueError(f"expected true or false, got {text!r}") from None
+
+
+def _parse_hidden(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(w) for w in text.replace(",", "/").split("/"))
+    except ValueError:
+        raise ValueError(f"hidden widths look like 32/32/16, got {text!r}") from None
+
+
+EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
+    "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
+    "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
+    "decoder_bias": _parse_bool, "decoder": str, "degree_features": _parse_bool,
+    "wl_edge_labels": _parse_bool, "edge_features": _parse_bool,
+}
+# what the explainer learns from
+TARGET_KEYS: dict[str, Callable[[str], Any]] = {
+    "target": str, "topk_policy": str, "label_source": str, "train_on": str,
+    "condition_on_prediction": _parse_bool, "target_ks": parse_ks,
+}
+TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named set of overrides of a dataset's Gem settings (empty: the current settings)."""
+
+    name: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def explainer_overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in self.overrides.items() if k in EXPLAINER_KEYS}
+
+    def target_setting(self, spec: DatasetSpec) -> tuple[str, str, str, str]:
+        """(target kind, top-K policy, label source, train_on) of this variant."""
+        o = self.overrides
+        return (o.get("target", spec.explainer_target), o.get("topk_policy", spec.explainer_topk_policy),
+                o.get("label_source", spec.explainer_label_source), o.get("train_on", "all"))
+
+    def target_ks(self, spec: DatasetSpec) -> tuple[int, ...]:
+        """The budgets K the variant's ``graded`` targets average (the dataset's where not set)."""
+        return tuple(self.overrides.get("target_ks", spec.explainer_target_ks))
+
+
+CURRENT = "current"
+
+
+def parse_variant(text: str) -> Variant:
+    """``NAME:key=value[,key=value…]`` (or just ``NAME`` with no overrides) as a :class:`Variant`."""
+    name, _, body = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"variant {text!r} needs a name: NAME:key=value,…")
+    overrides: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in body.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq:
+            raise ValueError(f"variant {name!r}: expected key=value, got {item!r}")
+        parser = EXPLAINER_KEYS.get(key) or TARGET_KEYS.get(key)
+        if parser is None:
+            known = ", ".join(sorted(EXPLAINER_KEYS) + sorted(TARGET_KEYS))
+            raise ValueError(f"variant {name!r}: unknown setting {key!r} (known: {known})")
+        try:
+            overrides[key] = parser(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"variant {name!r}, {key}: {exc}") from None
+    return Variant(name, overrides)
+
+
+def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Variant]:
+    """The variants with the current settings first; clear errors for bad names or values."""
+    from gem_core.gem.distill import TOPK_POLICIES, check_label_source
+    from gem_core.gem.autoencoder import GemAutoEncoder
+    from gem_core.gem.training_targets import TARGET_KINDS
+
+    names = [v.name for v in variants]
+    if CURRENT in names:
+        raise ValueError(f"{CURRENT!r} is the name of the dataset's own settings; pick another name")
+    if len(set(names)) != len(names):
+        raise ValueError("variant names must be unique")
+    out = [Variant(CURRENT)] + list(variants)
+    for v in out:
+        kind, policy, label_source, train_on = v.target_setting(spec)
+        if kind not in TARGET_KINDS:
+            raise ValueError(f"variant {v.name!r}: target must be one of {', '.join(TARGET_KINDS)}")
+        if policy not in TOPK_POLICIES:
+            raise ValueError(f"variant {v.name!r}: topk_policy must be one of {', '.join(TOPK_POLICIES)}")
+        check_label_source(label_source)
+        if train_on not in TRAIN_ON:
+            raise ValueError(f"variant {v.name!r}: train_on must be one of {', '.join(TRAIN_ON)}")
+        GemAutoEncoder(**{**v.explainer_overrides(), "device": "cpu"})._validate_params()
+    return out
+
+
+def correctly_classified(black_box, instances: Sequence) -> torch.Tensor:
+    """Boolean mask: does the target predict each instance's true label on its full graph?"""
+    from gem_core.models.predict import predict_proba
+
+    y = torch.tensor([int(i.y) for i in instances])
+    return predict_proba(black_box, instances).argmax(-1) == y
+
+
+def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = (0, 1, 2),
+                     include_current: bool = True,
+                     progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+    """Fit Gem once per (variant, seed) and measure its explanation accuracy on the validation split.
+
+    Args:
+        bench: the dataset's :class:`~gem_core.service.session.Workbench` (target, splits, device).
+        variants: the variants to compare; the dataset's current settings come first, under the
+            name ``"current"`` (unless ``include_current`` is False).
+        seeds: Gem seeds (initialisation, shuffling, noise); every variant uses the same ones.
+        include_current: measure the current settings too (the reference of every comparison).
+        progress: optional ``progress(fraction, message)`` callback.
+
+    Returns:
+        ``{"dataset", "split": "val", "k_grid", "seeds", "variants": {name: {"overrides",
+        "accuracy_at_k": {"<K>": mean over seeds}, "mean": …, "std" (of the seed means), "per_seed":
+        [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}]}}}``.
+    """
+    from gem_core.gem.distill import distill_dataset
+    from gem_core.evaluation.metrics import evaluate_scores
+    from gem_core.models.predict import predict_proba
+    from gem_core.explainers.gem import with_predicted_class
+    from gem_core.gem.autoencoder import GemAutoEncoder, autoencoder_settings
+    from gem_core.gem.training_targets import explainer_targets
+
+    spec: DatasetSpec = bench.spec
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("give at least one seed")
+    variants = check_variants(variants, spec)
+    if not include_current:
+        variants = variants[1:]
+    if not variants:
+        raise ValueError("nothing to compare: give at least one variant")
+    report(progress, 0.0, "target model")
+    target, bb = bench.target(), bench.black_box
+    train, val = bench.instances("train"), bench.instances("val")
+    base = autoencoder_settings(spec)
+
+    distillations: dict[tuple[str, str], Any] = {}
+    targets: dict[tuple, tuple[list, list]] = {}
+    correct: dict[str, torch.Tensor] = {}
+
+    def training_data(v: Variant):
+        kind, policy, label_source, train_on = v.target_setting(spec)
+        key = (kind, policy, label_source, v.target_ks(spec))
+        if key not in targets:
+            s = replace(spec, explainer_target=kind, explainer_topk_policy=policy,
+                        explainer_target_ks=v.target_ks(spec))
+            made = []
+            for split, insts in (("train", train), ("val", val)):
+                if (split, label_source) not in distillations:
+                    distillations[(split, label_source)] = distill_dataset(
+                        bench.dataset, target, split, label_source=label_source, device=bench.device)
+                made.append(explainer_targets(distillations[(split, label_source)], s,
+                                              instances=insts, black_box=bb))
+            targets[key] = (made[0], made[1])
+        tr_w, va_w = targets[key]
+        if train_on == "all":
+            return train, tr_w, val, va_w
+        # "correct": the authors' code fits the explainer on correctly classified instances only
+        for split, insts in (("train", train), ("val", val)):
+            if split not in correct:
+                correct[split] = correctly_classified(bb, insts)
+        pick = lambda xs, m: [x for x, keep in zip(xs, m.tolist()) if keep]  # noqa: E731
+        return (pick(train, correct["train"]), pick(tr_w, correct["train"]),
+                pick(val, correct["val"]), pick(va_w, correct["val"]))
+
+    out: dict[str, Any] = {"dataset": spec.name, "split": "val", "k_grid": list(spec.k_grid),
+                           "seeds": seeds, "val_instances": len(val), "variants": {}}
+    atoms = bench.dataset.atom_symbols
+    val_predictions = None
+    if atoms is not None:
+        from gem_core.chemistry.toxicophores import toxicophore_benchmark
+
+        val_predictions = predict_proba(bb, val).argmax(-1)
+    runs = len(variants) * len(seeds)
+    done = 0
+    for v in variants:
+        per_seed = []
+        for seed in seeds:
+            lo, hi = done / runs, (done + 1) / runs
+            report(progress, lo, f"{v.name}, seed {seed}: training targets")
+            tr, tr_w, va, va_w = training_data(v)
+            condition = v.overrides.get("condition_on_prediction",
+                                        spec.explainer_condition_on_prediction)
+            if condition:  # Gem reads the target's predicted class, as GemExplainer does
+                tr, va, val_in = (with_predicted_class(x, bb, spec.num_classes)
+                                  for x in (tr, va, val))
+            else:
+                val_in = val
+            params = {**base, **v.explainer_overrides(), "seed": seed, "device": bench.device}
+            start = time.perf_counter()
+            gem = GemAutoEncoder(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
+            fit_seconds = time.perf_counter() - start
+            scores = gem.explain(val_in)
+            measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
+            acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
+            agree = {str(k): v for k, v in measured.agreement_at_k.items()}
+            row = {"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
+                   "agreement_at_k": agree, "agreement_mean": sum(agree.values()) / len(agree),
+                   "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds}
+            if atoms is not None:  # molecules: does the explanation find the toxicophores?
+                tox = toxicophore_benchmark(val, {"gem": scores}, val_predictions,
+                                            atom_symbols=atoms)["methods"]["gem"]
+                row["toxicophore_auc"], row["toxicophore_recall_at_8"] = tox["auc"], tox["recall_at_8"]
+            per_seed.append(row)
+            done += 1
+            report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
+        out["variants"][v.name] = _summary(v, per_seed, spec.k_grid)
+    return out
+
+
+def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) -> dict[str, Any]:
+    """Means over seeds (and the spread of the seed means: how far apart two runs land)."""
+    def mean_std(key: str) -> tuple[float, float]:
+        values = torch.tensor([r[key] for r in per_seed], dtype=torch.float64)
+        return float(values.mean()), float(values.std()) if len(per_seed) > 1 else 0.0
+
+    acc_mean, acc_std = mean_std("mean")
+    agree_mean, agree_std = mean_std("agreement_mean")
+    out: dict[str, Any] = {
+        "overrides": {k: list(x) if isinstance(x, tuple) else x for k, x in v.overrides.items()},
+        "accuracy_at_k": {str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
+                          for k in k_grid},
+        "mean": acc_mean, "std": acc_std,
+        "agreement_at_k": {str(k): sum(r["agreement_at_k"][str(k)] for r in per_seed)
+                           / len(per_seed) for k in k_grid},
+        "agreement_mean": agree_mean, "agreement_std": agree_std,
+        "per_seed": per_seed,
+    }
+    if "toxicophore_auc" in per_seed[0]:
+        out["toxicophore_auc"] = mean_std("toxicophore_auc")[0]
+        out["toxicophore_recall_at_8"] = mean_std("toxicophore_recall_at_8")[0]
+    return out
+
+
+def _format_value(key: str, value: Any) -> str:
+    """An override as typed on the command line (``target_ks`` ranges as ``1-30``)."""
+    if key == "target_ks":
+        return format_ks(value)
+    if isinstance(value, (list, tuple)):
+        return "/".join(map(str, value))
+    return str(value)
+
+
+def format_sweep(result: dict[str, Any]) -> str:
+    """The sweep as tables: one row per variant, validation accuracy and agreement (%) per K,
+    mean ± std over seeds, the difference to the current settings, and (molecules) the
+    toxicophore benchmark."""
+    ks = result["k_grid"]
+    variants = result["variants"]
+    lines = [f"{result['dataset']}: Gem on {result['val_instances']} validation instances, mean over "
+             f"seeds {', '.join(map(str, result['seeds']))}"]
+    for title, key, mean, std in (("explanation accuracy (%)", "accuracy_at_k", "mean", "std"),
+                                  ("agreement with the target's prediction (%)", "agreement_at_k",
+                                   "agreement_mean", "agreement_std")):
+        head = (f"{'variant':<22}" + "".join(f"{'K=' + str(k):>8}" for k in ks)
+                + f"{'mean':>8}{'± std':>8}{'vs current':>12}")
+        lines += ["", title, head, "-" * len(head)]
+        ref = variants.get(CURRENT, {}).get(mean)
+        for name, r in variants.items():
+            cells = "".join(f"{100 * r[key][str(k)]:>8.1f}" for k in ks)
+            delta = "" if name == CURRENT or ref is None else f"{100 * (r[mean] - ref):>+12.1f}"
+            lines.append(f"{name:<22}{cells}{100 * r[mean]:>8.1f}{100 * r[std]:>8.1f}{delta}")
+    if any("toxicophore_auc" in r for r in variants.values()):
+        lines += ["", "toxicophores of the validation molecules the target calls mutagens",
+                  f"{'variant':<22}{'AUC':>8}{'recall@8':>10}"]
+        for name, r in variants.items():
+            lines.append(f"{name:<22}{r['toxicophore_auc']:>8.3f}{r['toxicophore_recall_at_8']:>10.3f}")
+    lines.append("")
+    for name, r in variants.items():
+        if r["overrides"]:
+            settings = ", ".join(f"{k}={_format_value(k, v)}" for k, v in r["overrides"].items())
+            lines.append(f"  {name}: {settings}")
+    return "\n".join(lines)

@@ -1,0 +1,447 @@
+"""Explainer input labels: hop distances (node tasks) and Weisfeiler-Lehman colours (graph tasks).
+
+Gem's explainer does not see the target model; it sees the structure of an instance plus a
+*label* per node that says where the node sits (paper §3.2):
+
+* **Node tasks.** The target node gets label 0, every other node its hop distance to the target
+  (1 … ``num_hops``); nodes farther away or unreachable share one last bucket. One-hot, so
+  ``num_hops + 2`` columns.
+* **Graph tasks.** Weisfeiler-Lehman colours: start from the node type (argmax of the original
+  features, the atom type for molecules) and refine ``num_rounds`` times by hashing a node's
+  colour with the multiset of its neighbours' colours. The colours of rounds 1 … R each get a
+  fixed vocabulary learned on the training instances (:class:`WLLabeler.fit`: the
+  ``max_colors`` most frequent colours of that round); rarer and never-seen colours share one
+  "unseen" column per round. A node thus has one active column per round.
+
+  Default in the explainer: 2 rounds, 300 colours per round. On Mutagenicity's training split
+  round 1 has 253 distinct colours (all kept), round 2 has 3,870 (the top 300 cover 84% of the
+  test nodes), round 3 has 15,780 (55%). With real distilled targets 1, 2 and 3 rounds gave the
+  same accuracy@K within noise; a ring-edge proxy target favoured 3 slightly (MSE 0.018 vs
+  0.020); 2 is the middle ground (labelling 434 test molecules: ≈ 3 ms).
+
+Everything works on a :class:`PackedGraphs`, many instances concatenated into one disconnected
+graph, and is vectorised over all of them at once (no Python loop per node or per graph): BFS is
+``num_hops`` scatter passes, WL is a 64-bit hash (splitmix64) with a scatter-sum per round.
+Hashes are pure functions of the colours, so the colour of a node never depends on which other
+instances it was packed with, and the vocabulary carries over to new instances.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gem_core.data.instances import Instance
+
+__all__ = [
+    "PackedGraphs", "pack", "select", "select_nodes", "select_pairs", "ranges",
+    "hop_distances", "hop_labels", "hop_columns", "hop_one_hot", "wl_colors", "WLLabeler",
+    "UNREACHABLE",
+]
+
+UNREACHABLE = -1  # hop_distances() value for nodes beyond num_hops (or in another component)
+
+
+# ----------------------------------------------------------------------------- packing
+
+@dataclass
+class PackedGraphs:
+    """Instances concatenated into one disconnected graph (pairs offset per instance).
+
+    Attributes:
+        x: stacked original node features ``[N, d]``.
+        pairs: undirected pairs ``[2, P]`` (u < v) with global node positions.
+        node_ptr: ``[B + 1]`` start of each instance's nodes (CSR-style pointer).
+        pair_ptr: ``[B + 1]`` start of each instance's pairs.
+        targets: ``[B]`` global position of each instance's target node, or None (graph task).
+        edge_attr: per-pair features ``[P, a]`` (bond types) when every instance has them.
+    """
+
+    x: Tensor
+    pairs: Tensor
+    node_ptr: Tensor
+    pair_ptr: Tensor
+    targets: Optional[Tensor]
+    edge_attr: Optional[Tensor] = None
+
+    def edge_labels(self) -> Optional[Tensor]:
+        """The edge type of every pair (argmax of ``edge_attr``), or None without edge features."""
+        if self.edge_attr is None:
+            return None
+        if self.edge_attr.numel() == 0:
+            return torch.zeros(self.num_pairs, dtype=torch.long)
+        return self.edge_attr.argmax(dim=1)
+
+    @property
+    def num_instances(self) -> int:
+        return int(self.node_ptr.numel()) - 1
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_ptr[-1])
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.pair_ptr[-1])
+
+    @property
+    def task(self) -> str:
+        return "graph" if self.targets is None else "node"
+
+    def node_counts(self) -> Tensor:
+        return self.node_ptr[1:] - self.node_ptr[:-1]
+
+    def pair_counts(self) -> Tensor:
+        return self.pair_ptr[1:] - self.pair_ptr[:-1]
+
+    def edge_index(self) -> Tensor:
+        """Directed edges, both directions of every pair ``[2, 2P]``."""
+        return torch.cat([self.pairs, self.pairs.flip(0)], dim=1)
+
+
+def _ptr(counts: Tensor) -> Tensor:
+    ptr = torch.zeros(counts.numel() + 1, dtype=torch.long)
+    torch.cumsum(counts, 0, out=ptr[1:])
+    return ptr
+
+
+def pack(instances: Sequence[Instance]) -> PackedGraphs:
+    """Concatenate instances (all node task or all graph task) into one :class:`PackedGraphs`."""
+    if len(instances) == 0:
+        raise ValueError("cannot pack an empty list of instances")
+    xs, ps, es, n_list, p_list, t_list = [], [], [], [], [], []
+    for inst in instances:
+        x, pr = inst.x, inst.pairs
+        if pr.dim() != 2 or pr.size(0) != 2:
+            pr = pr.reshape(2, -1)
+        xs.append(x)
+        ps.append(pr)
+        es.append(inst.edge_attr)
+        n_list.append(x.size(0))
+        p_list.append(pr.size(1))
+        t_list.append(inst.target)
+    graph_flags = [t is None for t in t_list]
+    if any(graph_flags) and not all(graph_flags):
+        raise ValueError("cannot pack node-task and graph-task instances together")
+    widths = {x.size(1) for x in xs}
+    if len(widths) != 1:
+        raise ValueError(f"instances have different feature widths: {sorted(widths)}")
+    n_counts = torch.tensor(n_list, dtype=torch.long)
+    p_counts = torch.tensor(p_list, dtype=torch.long)
+    node_ptr, pair_ptr = _ptr(n_counts), _ptr(p_counts)
+    x = torch.cat(xs, dim=0)
+    if x.dtype != torch.float32:
+        x = x.float()
+    pairs = torch.cat(ps, dim=1)
+    if pairs.dtype != torch.long:
+        pairs = pairs.long()
+    if pairs.numel():
+        pairs = pairs + torch.repeat_interleave(node_ptr[:-1], p_counts)
+    targets = None
+    if t_list[0] is not None:
+        local = torch.tensor(t_list, dtype=torch.long)
+        if bool(((local < 0) | (local >= n_counts)).any()):
+            raise ValueError("an instance's target position lies outside its nodes")
+        targets = node_ptr[:-1] + local
+    edge_attr = None
+    if all(e is not None for e in es):
+        edge_attr = torch.cat([(e if e.dim() == 2 else e.reshape(-1, 1)).float() for e in es],
+                              dim=0)
+    return PackedGraphs(x, pairs, node_ptr, pair_ptr, targets, edge_attr)
+
+
+def ranges(starts: Tensor, counts: Tensor) -> Tensor:
+    """Concatenation of ``arange(s, s + c)`` for every (start, count), vectorised."""
+    total = int(counts.sum())
+    if total == 0:
+        return torch.zeros(0, dtype=torch.long)
+    offsets = _ptr(counts)[:-1]
+    return torch.arange(total) + torch.repeat_interleave(starts - offsets, counts)
+
+
+def select(packed: PackedGraphs, index: Tensor) -> PackedGraphs:
+    """The packed sub-collection of instances ``index`` (in that order), vectorised.
+
+    Equals ``pack([instances[i] for i in index])`` without touching the instances again. Use
+    :func:`select_nodes` / :func:`select_pairs` to gather per-node / per-pair extras.
+    """
+    index = index.long()
+    n_counts = packed.node_counts()[index]
+    p_counts = packed.pair_counts()[index]
+    node_ptr, pair_ptr = _ptr(n_counts), _ptr(p_counts)
+    nodes = ranges(packed.node_ptr[:-1][index], n_counts)
+    pair_idx = ranges(packed.pair_ptr[:-1][index], p_counts)
+    shift = torch.repeat_interleave(node_ptr[:-1] - packed.node_ptr[:-1][index], p_counts)
+    pairs = packed.pairs[:, pair_idx] + shift
+    targets = None
+    if packed.targets is not None:
+        targets = packed.targets[index] - packed.node_ptr[:-1][index] + node_ptr[:-1]
+    edge_attr = None if packed.edge_attr is None else packed.edge_attr[pair_idx]
+    return PackedGraphs(packed.x[nodes], pairs, node_ptr, pair_ptr, targets, edge_attr)
+
+
+def select_nodes(packed: PackedGraphs, index: Tensor) -> Tensor:
+    """Global node positions of instances ``index`` (matching :func:`select`)."""
+    index = index.long()
+    return ranges(packed.node_ptr[:-1][index], packed.node_counts()[index])
+
+
+def select_pairs(packed: PackedGraphs, index: Tensor) -> Tensor:
+    """Global pair positions of instances ``index`` (matching :func:`select`)."""
+    index = index.long()
+    return ranges(packed.pair_ptr[:-1][index], packed.pair_counts()[index])
+
+
+# ----------------------------------------------------------------------------- hop distances
+
+def hop_distances(pairs: Tensor, num_nodes: int, targets: Tensor, num_hops: int) -> Tensor:
+    """Hop distance of every node to the target of its component, up to ``num_hops``.
+
+    A multi-source BFS over the packed graph: all targets start at once, and since the
+    instances are disjoint each node is reached only from its own instance's target.
+
+    Args:
+        pairs: undirected pairs ``[2, P]`` of the packed graph.
+        num_nodes: number of nodes of the packed graph.
+        targets: ``[B]`` global positions of the targets.
+        num_hops: BFS depth.
+
+    Returns:
+        ``[num_nodes]`` long tensor: 0 at targets, 1 … ``num_hops`` at that distance,
+        :data:`UNREACHABLE` (-1) for nodes farther away or not connected to a target.
+    """
+    dist = torch.full((num_nodes,), UNREACHABLE, dtype=torch.long)
+    if num_nodes == 0:
+        return dist
+    dist[targets] = 0
+    frontier = torch.zeros(num_nodes, dtype=torch.bool)
+    frontier[targets] = True
+    src = torch.cat([pairs[0], pairs[1]])
+    dst = torch.cat([pairs[1], pairs[0]])
+    for hop in range(1, num_hops + 1):
+        hit = frontier[src]
+        if not bool(hit.any()):
+            break
+        reached = torch.zeros(num_nodes, dtype=torch.bool)
+        reached[dst[hit]] = True
+        frontier = reached & (dist == UNREACHABLE)
+        dist[frontier] = hop
+    return dist
+
+
+def hop_labels(instances: Sequence[Instance], num_hops: int = 3) -> list[Tensor]:
+    """Per instance, each node's hop distance to the target (-1 beyond ``num_hops``)."""
+    packed = pack(instances)
+    if packed.targets is None:
+        raise ValueError("hop labels need node-task instances (with a target node)")
+    dist = hop_distances(packed.pairs, packed.num_nodes, packed.targets, num_hops)
+    return list(torch.split(dist, packed.node_counts().tolist()))
+
+
+def hop_columns(dist: Tensor, num_hops: int) -> Tensor:
+    """One-hot column of each distance: ``d`` for 0 … num_hops, ``num_hops + 1`` beyond."""
+    return torch.where(dist < 0, torch.full_like(dist, num_hops + 1), dist.clamp(max=num_hops + 1))
+
+
+def hop_one_hot(dist: Tensor, num_hops: int) -> Tensor:
+    """One-hot ``[n, num_hops + 2]`` of hop distances (last column: farther / unreachable)."""
+    return torch.nn.functional.one_hot(hop_columns(dist, num_hops), num_hops + 2).float()
+
+
+# ----------------------------------------------------------------------------- Weisfeiler-Lehman
+
+_U = np.uint64
+_GOLDEN = _U(0x9E3779B97F4A7C15)
+_M1 = _U(0xBF58476D1CE4E5B9)
+_M2 = _U(0x94D049BB133111EB)
+_SALT = _U(0xD6E8FEB86659FD93)
+
+
+def _mix(a: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on a uint64 array (wrap-around arithmetic)."""
+    z = a + _GOLDEN
+    z = (z ^ (z >> _U(30))) * _M1
+    z = (z ^ (z >> _U(27))) * _M2
+    return z ^ (z >> _U(31))
+
+
+def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int,
+              edge_labels: Optional[Tensor] = None) -> np.ndarray:
+    """WL colour hashes of every node for rounds 0 … ``num_rounds``.
+
+    Round 0 is the node type, the argmax of ``x`` (a constant for featureless graphs). Round
+    t + 1 hashes a node's round-t colour with the multiset of its neighbours' round-t colours
+    (an order-free sum of mixed hashes). Equal colours mean equal t-hop unfoldings (up to
+    64-bit hash collisions, vanishingly rare). With ``edge_labels`` each neighbour's colour is
+    mixed with the type of the edge it comes through, so (for molecules) an N with a double- and
+    a single-bonded O gets another colour than an N with two single-bonded O.
+
+    Args:
+        x: node features ``[N, d]`` (packed graph).
+        pairs: undirected pairs ``[2, P]``.
+        num_rounds: number of refinement rounds.
+        edge_labels: optional edge type of every pair ``[P]`` (e.g. the bond order).
+
+    Returns:
+        ``uint64`` array ``[N, num_rounds + 1]``.
+    """
+    n = int(x.size(0))
+    out = np.empty((n, num_rounds + 1), dtype=np.uint64)
+    if n == 0:
+        return out
+    base = x.argmax(dim=1) if x.size(1) > 0 else torch.zeros(n, dtype=torch.long)
+    color = _mix(base.numpy().astype(np.uint64) ^ _SALT)
+    out[:, 0] = color
+    p = pairs.numpy()
+    src = np.concatenate([p[0], p[1]])
+    dst = np.concatenate([p[1], p[0]])
+    edge_salt = None
+    if edge_labels is not None:
+        lab = edge_labels.reshape(-1).numpy().astype(np.uint64)
+        edge_salt = _mix(np.concatenate([lab, lab]) ^ _U(97))
+    for t in range(1, num_rounds + 1):
+        msg = _mix(color)[src]
+        if edge_salt is not None:
+            msg = _mix(msg ^ edge_salt)
+        agg = np.zeros(n, dtype=np.uint64)
+        np.add.at(agg, dst, msg)
+        color = _mix(_mix(color ^ _U(t)) ^ _mix(agg + _SALT))
+        out[:, t] = color
+    return out
+
+
+class WLLabeler:
+    """Weisfeiler-Lehman labels with a fixed, learned vocabulary (scikit-learn style).
+
+    Args:
+        num_rounds: WL refinement rounds; rounds 1 … ``num_rounds`` each give one active column
+            (round 0, the node type, is already in the original features).
+        max_colors: at most this many colours per round get their own column (the most frequent
+            on the training instances); the rest share the round's "unseen" column.
+        min_count: colours seen fewer times than this on the training instances are "unseen".
+        edge_labels: refine with the edge types (``edge_attr``, e.g. bond orders) as well.
+
+    Attributes (after :meth:`fit`):
+        vocab_: per round, a sorted ``uint64`` array of the colours with their own column.
+        columns_: per round, the column (within the round's block) of each entry of ``vocab_``.
+        offsets_: start column of each round's block; ``num_columns_`` is the total width.
+    """
+
+    def __init__(self, num_rounds: int = 2, max_colors: int = 300, min_count: int = 1,
+                 edge_labels: bool = False):
+        self.num_rounds = num_rounds
+        self.max_colors = max_colors
+        self.min_count = min_count
+        self.edge_labels = edge_labels
+
+    def _colors(self, packed: PackedGraphs) -> np.ndarray:
+        labels = None
+        if self.edge_labels:
+            labels = packed.edge_labels()
+            if labels is None:
+                raise ValueError("this WL labeler refines with edge types, but the instances "
+                                 "carry no edge features (edge_attr)")
+        return wl_colors(packed.x, packed.pairs, self.num_rounds, labels)
+
+    # -- fitting
+    def fit(self, instances: Sequence[Instance] | PackedGraphs) -> "WLLabeler":
+        if self.num_rounds < 1:
+            raise ValueError(f"num_rounds must be at least 1, got {self.num_rounds}")
+        if self.max_colors < 1:
+            raise ValueError(f"max_colors must be at least 1, got {self.max_colors}")
+        packed = instances if isinstance(instances, PackedGraphs) else pack(instances)
+        colors = self._colors(packed)
+        self.vocab_, self.columns_ = [], []
+        for t in range(1, self.num_rounds + 1):
+            uniq, counts = np.unique(colors[:, t], return_counts=True)
+            keep = counts >= self.min_count
+            uniq, counts = uniq[keep], counts[keep]
+            # most frequent first; ties broken by the hash value (deterministic)
+            order = np.lexsort((uniq, -counts))[: self.max_colors]
+            chosen = uniq[order]
+            sort = np.argsort(chosen)
+            self.vocab_.append(chosen[sort])
+            self.columns_.append(sort.astype(np.int64))  # rank by frequency = column
+        self._set_offsets()
+        return self
+
+    def _set_offsets(self) -> None:
+        sizes = [len(v) + 1 for v in self.vocab_]  # + the round's unseen column
+        self.offsets_ = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.num_columns_ = int(sum(sizes))
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "vocab_"):
+            raise RuntimeError("WLLabeler is not fitted yet: call fit(train_instances) first.")
+
+    # -- transforming
+    def columns(self, packed: PackedGraphs) -> Tensor:
+        """Active label column of every node, one per round: long ``[N, num_rounds]``.
+
+        Columns are global within the label block (round t's block starts at ``offsets_[t-1]``);
+        a colour outside the vocabulary maps to its round's last ("unseen") column.
+        """
+        self._check_fitted()
+        colors = self._colors(packed)
+        out = np.empty((colors.shape[0], self.num_rounds), dtype=np.int64)
+        for r in range(self.num_rounds):
+            vocab, cols = self.vocab_[r], self.columns_[r]
+            c = colors[:, r + 1]
+            unseen = len(vocab)
+            if unseen == 0:
+                out[:, r] = unseen
+            else:
+                pos = np.searchsorted(vocab, c).clip(max=unseen - 1)
+                hit = vocab[pos] == c
+                out[:, r] = np.where(hit, cols[pos], unseen)
+            out[:, r] += self.offsets_[r]
+        return torch.from_numpy(out)
+
+    def unseen_columns(self) -> list[int]:
+        """Global column of each round's "unseen" bucket."""
+        self._check_fitted()
+        return [int(o + len(v)) for o, v in zip(self.offsets_, self.vocab_)]
+
+    def transform(self, instances: Sequence[Instance]) -> list[Tensor]:
+        """Per instance, its nodes' label columns ``[n, num_rounds]``."""
+        packed = pack(instances)
+        cols = self.columns(packed)
+        return list(torch.split(cols, packed.node_counts().tolist()))
+
+    def one_hot(self, instances: Sequence[Instance]) -> list[Tensor]:
+        """Per instance, the dense multi-hot label matrix ``[n, num_columns_]`` (one 1 per round)."""
+        out = []
+        for cols in self.transform(instances):
+            m = torch.zeros(cols.size(0), self.num_columns_)
+            m.scatter_(1, cols, 1.0)
+            out.append(m)
+        return out
+
+    # -- persistence
+    def to_state(self) -> dict[str, Any]:
+        self._check_fitted()
+        return {
+            "num_rounds": self.num_rounds, "max_colors": self.max_colors,
+            "min_count": self.min_count, "edge_labels": bool(self.edge_labels),
+            "vocab": [torch.from_numpy(v.view(np.int64).copy()) for v in self.vocab_],
+            "columns": [torch.from_numpy(c.copy()) for c in self.columns_],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "WLLabeler":
+        lab = cls(int(state["num_rounds"]), int(state["max_colors"]), int(state["min_count"]),
+                  bool(state.get("edge_labels", False)))
+        lab.vocab_ = [v.numpy().astype(np.int64).view(np.uint64) for v in state["vocab"]]
+        lab.columns_ = [c.numpy().astype(np.int64) for c in state["columns"]]
+        if len(lab.vocab_) != lab.num_rounds or len(lab.columns_) != lab.num_rounds:
+            raise ValueError("WL labeler state does not match its number of rounds")
+        lab._set_offsets()
+        return lab
+
+    def __repr__(self) -> str:
+        return (f"WLLabeler(num_rounds={self.num_rounds}, max_colors={self.max_colors}, "
+                f"min_count={self.min_count}, edge_labels={self.edge_labels})")

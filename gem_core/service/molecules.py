@@ -1,0 +1,265 @@
+"""Explain a chemist's molecule: SMILES in, Mutagenicity prediction and explanation bonds out.
+
+This is the engine side of the app's Molecule page and of ``python -m gem_core explain``:
+
+* :func:`molecule_model` is the shared Mutagenicity :class:`~gem_core.service.session.Workbench` with its
+  target loaded. Without the raw dataset it opens from checkpoints only (the target's, cached or
+  shipped in ``assets/targets/``; Gem's fitted for that target); methods that need training data
+  (PGExplainer, fitting Gem) then raise :class:`ModelUnavailableError`.
+* :func:`explain_molecules` predicts and explains many molecules in one batch per method.
+* :func:`explain_smiles` is the one-molecule flow with the CLI's JSON shape::
+
+    {"smiles": ..., "prediction": {"label": "mutagen" | "nonmutagen", "probability": p},
+     "explanation": {"bonds": [[i, j], ...], "scores": [...]}}
+
+  Bonds are atom-index pairs ``i < j`` numbered like ``Chem.AddHs(Chem.MolFromSmiles(smiles))``,
+  best first, ``K`` of them (fewer when the molecule has fewer bonds); ``probability`` is the
+  model's probability of the predicted label (class 0 = mutagen, 1 = nonmutagen).
+
+Bad input raises :class:`~gem_core.chemistry.chem.MoleculeError` (a ``ValueError``) with a message meant
+for the user; the CLI turns it into exit status 2, the app into an error box.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from gem_core.chemistry.chem import (MoleculeError, MoleculeInstance, fragment_smarts,
+                                     smiles_to_instance)
+from gem_core.data.config import check_k, get_spec
+from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
+from gem_core.data.ranking import topk_mask
+from gem_core.explainers import check_method
+from gem_core.runtime.progress import ProgressFn, report, scaled
+from gem_core.service.session import ModelUnavailableError, Workbench, workbench
+from gem_core.service.session import forget_explainer as forget
+
+DATASET = "mutagenicity"
+CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = nonmutagen
+
+__all__ = [
+    "DATASET", "CLASS_NAMES", "ModelUnavailableError", "MoleculeExplanation",
+    "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
+    "explain_smiles", "ranked_bonds", "default_k", "suggested_k",
+]
+
+
+def default_k() -> int:
+    """The paper's default K for Mutagenicity (from the config table)."""
+    return get_spec(DATASET).default_k
+
+
+def suggested_k(num_bonds: int) -> int:
+    """A K that explains rather than repeats a molecule: a quarter of its bonds (rounded up),
+    at most the paper's default K. The paper's K grid (15-30) is at least the bond count of
+    small molecules, where every bond would be "the explanation"."""
+    return max(1, min(default_k(), math.ceil(int(num_bonds) / 4)))
+
+
+# ----------------------------------------------------------------------------- the model
+
+def target_checkpoint_available(target: str = "paper") -> bool:
+    """Whether the Mutagenicity target loads from a checkpoint (no training needed)."""
+    from gem_core.models.targets import cached_target_path, shipped_target_path
+
+    return any(p.exists() for p in (cached_target_path(DATASET, target),
+                                    shipped_target_path(DATASET, target)))
+
+
+def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None,
+                   target: str = "paper") -> Workbench:
+    """The shared Mutagenicity :class:`~gem_core.service.session.Workbench` of ``device``, target loaded.
+
+    The target comes from its checkpoint when there is one (no data needed); otherwise it is
+    trained on the raw data (minutes).
+
+    Raises:
+        ModelUnavailableError: no usable checkpoint and no raw data to train one.
+    """
+    wb = workbench(DATASET, device, target)
+    wb.target(progress)
+    return wb
+
+
+def forget_explainer(method: Optional[str] = None) -> None:
+    """Drop a held Mutagenicity explainer from every shared workbench (e.g. after a refit)."""
+    forget(DATASET, method)
+
+
+# ----------------------------------------------------------------------------- explanations
+
+def ranked_bonds(pairs: Tensor, scores: Tensor, k: int) -> tuple[list[list[int]], list[float]]:
+    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores."""
+    k = check_k(int(k))
+    s = torch.as_tensor(scores).detach().double().cpu()
+    mask = topk_mask(s, k)
+    chosen = torch.nonzero(mask).view(-1)
+    order = chosen[torch.sort(s[chosen], descending=True, stable=True).indices]
+    bonds = [[int(pairs[0, j]), int(pairs[1, j])] for j in order.tolist()]
+    return bonds, [float(s[j]) for j in order.tolist()]
+
+
+@dataclass
+class MoleculeExplanation:
+    """Prediction and explanations of one molecule.
+
+    Attributes:
+        molecule: the parsed molecule (graph instance + RDKit molecule, same numbering).
+        probabilities: class probabilities of the target on the whole molecule.
+        scores: method -> one score per bond (in ``molecule.instance.pairs`` order).
+        ms_per_instance: method -> explain time per molecule of the batch it was explained in.
+        errors: method -> message, for methods that could not run.
+    """
+
+    molecule: MoleculeInstance
+    probabilities: list[float]
+    scores: dict[str, Tensor] = field(default_factory=dict)
+    ms_per_instance: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> int:
+        return int(max(range(len(self.probabilities)), key=lambda c: self.probabilities[c]))
+
+    @property
+    def label_name(self) -> str:
+        return CLASS_NAMES[self.label]
+
+    @property
+    def probability(self) -> float:
+        """Probability of the predicted label."""
+        return float(self.probabilities[self.label])
+
+    def bonds(self, method: str, k: int) -> tuple[list[list[int]], list[float]]:
+        """Top-``k`` explanation bonds of ``method``, best first, with their scores."""
+        return ranked_bonds(self.molecule.instance.pairs, self.scores[method], k)
+
+    def mask(self, method: str, k: int) -> Tensor:
+        return topk_mask(self.scores[method], check_k(int(k)))
+
+    def fragment(self, method: str, k: int) -> str:
+        """The explanation bonds as a SMARTS-like fragment."""
+        bonds, _ = self.bonds(method, k)
+        return fragment_smarts(self.molecule.mol, [tuple(b) for b in bonds])
+
+    def to_json(self, method: str, k: int) -> dict[str, Any]:
+        """The CLI's JSON shape for one method."""
+        bonds, scores = self.bonds(method, k)
+        return {
+            "smiles": self.molecule.input_smiles,
+            "prediction": {"label": self.label_name, "probability": self.probability},
+            "explanation": {"bonds": bonds, "scores": scores},
+        }
+
+
+def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[str] = ("gem",),
+                      device: str = "auto", progress: Optional[ProgressFn] = None,
+                      strict: bool = True, model: Optional[Workbench] = None,
+                      ) -> list[MoleculeExplanation]:
+    """Predict and explain parsed molecules, one batched call per method.
+
+    Args:
+        molecules: from :func:`~gem_core.chemistry.chem.smiles_to_instance`.
+        methods: explainer names (see :data:`gem_core.explainers.METHODS`).
+        device: ``auto``, ``cpu`` or ``cuda``.
+        progress: optional ``progress(fraction, message)`` callback.
+        strict: raise when a method cannot run; otherwise record the message in ``errors``.
+        model: the Mutagenicity workbench to use (default: :func:`molecule_model`).
+    """
+    methods = [check_method(m) for m in methods]
+    molecules = list(molecules)
+    if not molecules:
+        return []
+    model = model or molecule_model(device)
+    instances = [m.instance for m in molecules]
+    proba = model.predict_proba(instances)
+    predicted = proba.argmax(-1)  # made once: an explainer that reads it (Gem) gets it here
+    out = [MoleculeExplanation(m, [float(p) for p in row]) for m, row in zip(molecules, proba)]
+    for i, method in enumerate(methods):
+        part = scaled(progress, i / len(methods), (i + 1) / len(methods))
+        report(part, 0.0, f"explaining with {method}")
+        try:
+            explained = model.explain(method, instances, part, predicted=predicted)
+        except (ModelUnavailableError, DataUnavailableError) as exc:
+            if strict:
+                raise
+            for res in out:
+                res.errors[method] = str(exc)
+            continue
+        for res, s in zip(out, explained):
+            res.scores[method] = torch.as_tensor(s).detach().float().cpu()
+            res.ms_per_instance[method] = explained.ms_per_instance
+    report(progress, 1.0, "done")
+    return out
+
+
+def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", device: str = "auto",
+                   progress: Optional[ProgressFn] = None, target: str = "paper") -> dict[str, Any]:
+    """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
+
+    Returns ``{"smiles", "prediction": {"label", "probability"}, "explanation": {"bonds",
+    "scores"}}`` (see the module docstring). ``k`` defaults to the paper's default K for
+    Mutagenicity.
+
+    Raises:
+        MoleculeError: empty, unparsable or unsupported input (message for the user).
+        ModelUnavailableError: no target model / explainer can be loaded.
+        ValueError: bad K or method.
+    """
+    method = check_method(method)
+    k = default_k() if k is None else check_k(k)
+    mol = smiles_to_instance(smiles)
+    result = explain_molecules([mol], [method], device=device, progress=progress,
+                               model=molecule_model(device, target=target))[0]
+    return result.to_json(method, k)
+
+
+def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k: Optional[int] = None,
+                          method: str = "gem", device: str = "auto",
+                          target: str = "paper") -> dict[str, Any]:
+    """:func:`explain_smiles` on the molecule without ``remove_bonds`` (atom-index pairs in the
+    ``explain`` numbering), beside the original: the CLI's ``explain --remove-bonds``.
+
+    Returns the :func:`explain_smiles` shape for the edited molecule (bonds keep the original
+    numbering) plus ``removed_bonds``, ``original_prediction``, ``p_mutagen`` (original / edited)
+    and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
+    bond the distillation's Δ of that bond).
+
+    Raises:
+        MoleculeError: bad SMILES. EditError (ValueError): a pair that is not a bond, or an edit
+            that leaves no bond.
+    """
+    from gem_core.service.whatif import Edit, EditError, evaluate_edits
+
+    method = check_method(method)
+    k = default_k() if k is None else check_k(k)
+    mol = smiles_to_instance(smiles)
+    model = molecule_model(device, target=target)
+    edit = Edit.of(remove_bonds)
+    original, (edited,) = evaluate_edits(model, mol.instance, [edit], [method], edge="bond")
+    if edited.error:
+        raise EditError(edited.error)
+    mutagen = CLASS_NAMES.index("mutagen")
+    kept = edited.kept
+    pairs = mol.instance.pairs[:, kept]
+    bonds, scores = ranked_bonds(pairs, edited.scores[method][kept], k)
+    return {
+        "smiles": mol.input_smiles,
+        "removed_bonds": [list(p) for p in edit.remove_pairs],
+        "prediction": {"label": CLASS_NAMES[edited.label],
+                       "probability": edited.probabilities[edited.label]},
+        "original_prediction": {"label": CLASS_NAMES[original.label],
+                                "probability": original.probabilities[original.label]},
+        "p_mutagen": {"original": original.probabilities[mutagen],
+                      "edited": edited.probabilities[mutagen]},
+        "loss": {"original": original.loss, "edited": edited.loss, "delta": edited.delta_loss},
+        "explanation": {"bonds": bonds, "scores": scores},
+    }
+
+
+__all__ += ["MoleculeError", "explain_smiles_edited"]

@@ -1,0 +1,204 @@
+"""The chunk function of a screen: input rows in, one Arrow table of result rows out.
+
+The same :func:`screen_chunk` runs in the CLI's own process, in each worker process and in each
+Ray task, so every path gives the same bytes: it depends only on its rows and settings (one
+torch thread, the chunk as one batch). Models are loaded once per process and kept.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from gem_core.service.screening.reader import InputRow
+
+__all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "screen_chunk", "parse_chunk", "parse_rows",
+           "finish_rows", "explain_rows"]
+
+#: Output columns, in order. ``bonds`` are atom-index pairs (``explain``'s numbering), best
+#: first, ``scores`` theirs; ``message`` is the rejection message, or the parser's notes for an
+#: accepted molecule (kept largest fragment, charges). Model columns are null for rejected rows.
+SCHEMA = pa.schema([
+    ("row", pa.int64()),
+    ("id", pa.string()),
+    ("smiles", pa.string()),
+    ("canonical_smiles", pa.string()),
+    ("status", pa.string()),
+    ("reason", pa.string()),
+    ("message", pa.string()),
+    ("prediction", pa.string()),
+    ("p_mutagen", pa.float64()),
+    ("bonds", pa.list_(pa.list_(pa.int32()))),
+    ("scores", pa.list_(pa.float64())),
+    ("fragment", pa.string()),
+    ("toxicophores", pa.list_(pa.string())),
+])
+
+STATUS_OK = "ok"
+STATUS_REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class ScreenSettings:
+    """What a screen computes (everything that changes its rows): explainer ``method`` (a
+    batched one), ``k`` explanation bonds, the Mutagenicity ``target``, ``device``, and whether
+    salts keep their ``largest_fragment``."""
+
+    method: str = "gem"
+    k: int = 8
+    target: str = "paper"
+    device: str = "cpu"
+    largest_fragment: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_MODELS: dict[tuple[str, str], Any] = {}
+
+
+def _model(settings: ScreenSettings) -> Any:
+    """This process's Mutagenicity workbench with the explainer loaded (once per process)."""
+    key = (settings.target, settings.device)
+    if key not in _MODELS:
+        from gem_core.service.molecules import molecule_model
+
+        wb = molecule_model(settings.device, target=settings.target)
+        wb.explainer(settings.method)
+        _MODELS[key] = wb
+    return _MODELS[key]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _ranked(scores: Sequence[Any], k: int) -> list[np.ndarray]:
+    """Per molecule, the indices of its top-``k`` pairs, best first (ties: lower pair index) —
+    :func:`gem_core.service.molecules.ranked_bonds` for a whole batch in one sort."""
+    arrays = [np.asarray(s, dtype=np.float64).reshape(-1) for s in scores]
+    lengths = np.array([a.size for a in arrays], dtype=np.int64)
+    if lengths.sum() == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in arrays]
+    values = np.concatenate(arrays)
+    owner = np.repeat(np.arange(len(arrays)), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    local = np.arange(values.size) - np.repeat(starts, lengths)
+    order = np.lexsort((local, -values, owner))
+    # ``order`` is grouped by molecule exactly like the positions, so ``local`` is also the
+    # rank of each position within its molecule, and ``starts`` its molecule's offset.
+    keep = local < k
+    chosen = order[keep] - np.repeat(starts, lengths)[keep]
+    counts = np.minimum(lengths, k)
+    return np.split(chosen, np.cumsum(counts)[:-1])
+
+
+@dataclass
+class ParsedChunk:
+    """Rows after parsing: the output columns filled so far and the accepted molecules
+    ``(position, MoleculeInstance)``; :func:`finish_rows` adds the model's columns."""
+
+    columns: dict[str, list[Any]]
+    parsed: list[tuple[int, Any]]
+
+
+def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
+    """Parse every row into a Mutagenicity-like graph; rejected rows get status, reason and the
+    app's message."""
+    from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
+
+    out: dict[str, list[Any]] = {name: [None] * len(rows) for name in SCHEMA.names}
+    parsed: list[tuple[int, Any]] = []
+    for i, row in enumerate(rows):
+        out["row"][i], out["id"][i], out["smiles"][i] = row.row, row.id, row.smiles
+        error = row.error
+        if error is None:
+            try:
+                parsed.append((i, smiles_to_instance(row.smiles,
+                                                     keep_largest_fragment=settings.largest_fragment)))
+                continue
+            except MoleculeError as exc:
+                error = (exc.kind, str(exc))
+        out["status"][i], out["reason"][i], out["message"][i] = (
+            STATUS_REJECTED, error[0], _one_line(error[1]))
+    return ParsedChunk(out, parsed)
+
+
+def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
+    """Predict and explain the accepted molecules of a parsed chunk (one batch)."""
+    from gem_core.chemistry.chem import fragment_smiles
+    from gem_core.chemistry.toxicophores import toxicophore_classes
+
+    out, parsed = chunk.columns, chunk.parsed
+    if parsed:
+        from gem_core.runtime.device import deterministic_algorithms
+
+        with deterministic_algorithms(settings.device):  # CUDA: a resumed run gives the same bytes
+            _explain_parsed(parsed, settings, out)
+        for i, mol in parsed:
+            out["status"][i] = STATUS_OK
+            out["canonical_smiles"][i] = mol.smiles
+            out["message"][i] = _one_line(" ".join(mol.warnings)) or None
+            out["toxicophores"][i] = toxicophore_classes(mol.mol)
+            out["fragment"][i] = fragment_smiles(mol.mol, out["bonds"][i])
+    return pa.Table.from_pydict(out, schema=SCHEMA)
+
+
+def explain_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> pa.Table:
+    """Parse, predict and explain ``rows`` (one batch) into a table of :data:`SCHEMA`."""
+    return finish_rows(parse_rows(rows, settings), settings)
+
+
+def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
+                    out: dict[str, list[Any]]) -> None:
+    from gem_core.service.molecules import CLASS_NAMES
+
+    model = _model(settings)
+    instances = [mol.instance for _, mol in parsed]
+    proba_t = model.predict_proba(instances)
+    labels_t = proba_t.argmax(-1)
+    # the prediction is made once: an explainer that reads it (Gem) gets it from here
+    explained = model.explain(settings.method, instances, predicted=labels_t)
+    proba, labels = proba_t.numpy(), labels_t.numpy()
+    arrays = [s.detach().float().cpu().numpy() for s in explained]
+    ranked = _ranked(arrays, settings.k)
+    for (i, mol), p, label, top, scores in zip(parsed, proba, labels, ranked, arrays):
+        pairs = mol.instance.pairs.numpy()
+        s = scores.astype(np.float64)
+        out["prediction"][i] = CLASS_NAMES[int(label)]
+        out["p_mutagen"][i] = float(p[0])
+        out["bonds"][i] = [[int(pairs[0, j]), int(pairs[1, j])] for j in top]
+        out["scores"][i] = [float(s[j]) for j in top]
+
+
+def _one_thread() -> None:
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+def warm_up(settings: ScreenSettings) -> bool:
+    """Load this process's model ahead of the first chunk (Ray workers boot while the driver
+    reads its input)."""
+    _one_thread()
+    _model(settings)
+    return True
+
+
+def screen_chunk(index: int, rows: Sequence[InputRow],
+                 settings: ScreenSettings) -> tuple[int, pa.Table]:
+    """``(index, table)`` of one chunk, on one torch thread: the unit of work of every CPU path
+    (this process, worker processes, Ray tasks)."""
+    _one_thread()
+    return index, explain_rows(rows, settings)
+
+
+def parse_chunk(index: int, rows: Sequence[InputRow],
+                settings: ScreenSettings) -> tuple[int, ParsedChunk]:
+    """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU."""
+    return index, parse_rows(rows, settings)
+

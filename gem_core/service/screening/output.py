@@ -1,0 +1,161 @@
+"""Crash-safe output of a screen: chunk files plus a manifest, compacted into one file at the end.
+
+While a run works, its results live in ``OUTPUT.parts/``: ``chunk-000042.parquet`` per finished
+chunk (written to a temporary name and renamed into place, so a chunk file is whole or absent)
+and ``manifest.json`` (the run's settings, atomically rewritten). A run killed at any point and
+started again with the same arguments finds the finished chunks and computes only the others;
+different settings are refused rather than mixed. When every chunk is there, they are streamed in
+order into ``OUTPUT`` (Parquet, or CSV for a ``.csv`` name; again through a temporary file) and
+the parts folder is removed.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from gem_core.runtime.store import atomic_path, load_json, save_json
+from gem_core.service.screening.chunk import SCHEMA, STATUS_OK
+
+__all__ = ["OUTPUT_FORMATS", "output_format", "ChunkStore", "Summary", "compact", "csv_table"]
+
+OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+MANIFEST_VERSION = 1
+
+
+def output_format(path: Path) -> str:
+    """``parquet`` or ``csv`` from the output's extension; anything else is a clear error."""
+    fmt = OUTPUT_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"Output {str(path)!r} must end in .parquet (or .pq) or .csv.")
+    return fmt
+
+
+@dataclass
+class Summary:
+    """Counts of a finished screen: rows, accepted, rejected by reason, flagged mutagens."""
+
+    rows: int = 0
+    ok: int = 0
+    mutagens: int = 0
+    rejected: Counter = field(default_factory=Counter)
+
+    def add(self, table: pa.Table) -> None:
+        cols = table.select(["status", "reason", "prediction"]).to_pydict()
+        self.rows += table.num_rows
+        for status, reason, prediction in zip(cols["status"], cols["reason"], cols["prediction"]):
+            if status == STATUS_OK:
+                self.ok += 1
+                self.mutagens += prediction == "mutagen"
+            else:
+                self.rejected[reason] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "ok": self.ok, "rejected": sum(self.rejected.values()),
+                "rejected_by_reason": dict(sorted(self.rejected.items())),
+                "predicted_mutagens": self.mutagens}
+
+
+class ChunkStore:
+    """The ``OUTPUT.parts/`` folder of one run."""
+
+    def __init__(self, output: Path, settings: dict[str, Any]):
+        self.output = Path(output)
+        self.folder = self.output.with_name(self.output.name + ".parts")
+        self.settings = settings
+        self.manifest = self.folder / "manifest.json"
+
+    def open(self, restart: bool = False) -> set[int]:
+        """Prepare the folder; the indices of chunks already finished by an earlier run of the
+        same settings. Raises ``ValueError`` when it holds a run of other settings."""
+        if restart and self.folder.exists():
+            shutil.rmtree(self.folder)
+        if self.manifest.exists():
+            try:
+                old = load_json(self.manifest)
+            except Exception:  # unreadable manifest: it is rewritten before any chunk counts
+                old = None
+            if old is not None and old.get("settings") != self.settings:
+                changed = sorted(k for k in set(old.get("settings", {})) | set(self.settings)
+                                 if old.get("settings", {}).get(k) != self.settings.get(k))
+                raise ValueError(
+                    f"{self.folder} holds an unfinished screen with other settings "
+                    f"({', '.join(changed)} differ). Run again with the same arguments to resume, "
+                    f"or add --restart to discard it.")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        save_json({"version": MANIFEST_VERSION, "settings": self.settings}, self.manifest)
+        return {i for i in (self._index(p) for p in self.folder.glob("chunk-*.parquet"))
+                if i is not None}
+
+    @staticmethod
+    def _index(path: Path) -> Optional[int]:
+        stem = path.name[len("chunk-"):-len(".parquet")]
+        return int(stem) if stem.isdigit() else None
+
+    def path(self, index: int) -> Path:
+        return self.folder / f"chunk-{index:06d}.parquet"
+
+    def write(self, index: int, table: pa.Table) -> None:
+        """Write one finished chunk (whole, or not at all)."""
+        with atomic_path(self.path(index)) as tmp:
+            pq.write_table(table, tmp)
+
+    def read(self, index: int) -> pa.Table:
+        table = pq.read_table(self.path(index), schema=SCHEMA)
+        return table
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def csv_table(table: pa.Table) -> pa.Table:
+    """The table with its list columns as text, for CSV: bonds ``"3-7;4-9"``, scores
+    ``"0.91;0.88"`` (``repr`` of the float: exact round trip), toxicophores ``"aromatic_nitro;…"``."""
+    cols = {name: table.column(name) for name in table.column_names}
+    d = table.select(["bonds", "scores", "toxicophores"]).to_pydict()
+    cols["bonds"] = pa.array([None if b is None else ";".join(f"{i}-{j}" for i, j in b)
+                              for b in d["bonds"]], pa.string())
+    cols["scores"] = pa.array([None if s is None else ";".join(repr(float(x)) for x in s)
+                               for s in d["scores"]], pa.string())
+    cols["toxicophores"] = pa.array([None if t is None else ";".join(t)
+                                     for t in d["toxicophores"]], pa.string())
+    return pa.table(cols)
+
+
+def compact(store: ChunkStore, num_chunks: int, fmt: str,
+            metadata: Optional[dict[str, Any]] = None) -> Summary:
+    """Stream chunks ``0..num_chunks-1`` in order into the single output file; count them."""
+    missing = [i for i in range(num_chunks) if not store.path(i).exists()]
+    if missing:
+        raise RuntimeError(f"chunks {missing[:5]} of {store.folder} are missing; run again")
+    summary = Summary()
+    meta = {b"gem_screen": json.dumps(metadata or {}, sort_keys=True).encode()}
+    with atomic_path(store.output) as tmp:
+        if fmt == "parquet":
+            with pq.ParquetWriter(tmp, SCHEMA.with_metadata(meta)) as writer:
+                for i in range(num_chunks):
+                    table = store.read(i)
+                    summary.add(table)
+                    writer.write_table(table.replace_schema_metadata(meta))
+        else:
+            writer = None
+            with open(tmp, "wb") as fh:
+                for i in range(num_chunks):
+                    table = store.read(i)
+                    summary.add(table)
+                    text = csv_table(table)
+                    if writer is None:
+                        writer = pacsv.CSVWriter(fh, text.schema)
+                    writer.write_table(text)
+                if writer is None:  # no rows at all: a header only
+                    pacsv.write_csv(csv_table(SCHEMA.empty_table()), fh)
+                else:
+                    writer.close()
+    return summary

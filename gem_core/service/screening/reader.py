@@ -1,0 +1,170 @@
+"""Input rows of a screen: a ``.smi`` or ``.csv``/``.tsv`` file (or stdin), streamed line by line.
+
+Every line after the header is one row, in input order, and keeps its place even when it cannot
+be a molecule: an empty line or a line that is not UTF-8 becomes a row whose ``error`` says so,
+so that rows out = rows in. Lines starting with ``#`` are comments (not rows).
+
+* ``.smi``: ``SMILES [whitespace id]`` per line; a first line ``smiles ...`` is a header.
+* tables (``,``, ``;`` or tab): a header naming the columns; the SMILES column is
+  ``--smiles-column`` or the first of :data:`SMILES_HEADERS` found (any case), the id column
+  ``--id-column`` or the first of :data:`ID_HEADERS` found (none: no ids).
+
+The format is sniffed from the first line (as the Molecule page's upload does): a ``,`` or ``;``
+there, or a tab next to a SMILES header, means a table.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Optional, Union
+
+from gem_core.chemistry.chem import MoleculeError
+
+SMILES_HEADERS = ("smiles", "canonical_smiles", "smile", "isomeric_smiles")
+ID_HEADERS = ("id", "name", "title", "compound", "compound_id", "mol_id", "molecule")
+
+__all__ = ["InputRow", "SMILES_HEADERS", "ID_HEADERS", "open_source", "iter_rows", "count_lines"]
+
+
+@dataclass(frozen=True)
+class InputRow:
+    """One input row: 1-based ``row`` number (rows only, header and comments not counted),
+    optional ``id``, the ``smiles`` text, and ``error`` = ``(reason, message)`` when the line
+    itself is unusable (empty, not UTF-8)."""
+
+    row: int
+    id: Optional[str]
+    smiles: str
+    error: Optional[tuple[str, str]] = None
+
+
+def open_source(source: Union[str, Path]) -> BinaryIO:
+    """The input as a binary stream: ``-`` is stdin; a missing file is a clear error."""
+    if str(source) == "-":
+        return sys.stdin.buffer
+    path = Path(source)
+    if not path.is_file():
+        raise MoleculeError(f"Input file {str(path)!r} does not exist (or is not a file).", "file")
+    return open(path, "rb")
+
+
+def count_lines(source: Union[str, Path]) -> Optional[int]:
+    """Newlines in a regular file (a cheap upper bound of its rows for a progress bar);
+    None for stdin."""
+    if str(source) == "-":
+        return None
+    n = 0
+    with open(source, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            n += block.count(b"\n")
+    return n
+
+
+def _decode(raw: bytes, row: int) -> tuple[str, Optional[tuple[str, str]]]:
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        message = (f"Row {row} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
+                   f"{exc.start + 1}); save the file as UTF-8.")
+        return raw.decode("utf-8", errors="replace"), ("encoding", message)
+
+
+def _column(header: list[str], wanted: Optional[str], candidates: tuple[str, ...],
+            what: str) -> Optional[int]:
+    lower = [h.strip().lower() for h in header]
+    if wanted is not None:
+        if wanted.strip().lower() not in lower:
+            raise MoleculeError(f"The table has no {what} column {wanted!r} (columns: "
+                                f"{', '.join(h.strip() for h in header) or 'none'}).", "file")
+        return lower.index(wanted.strip().lower())
+    return next((lower.index(h) for h in candidates if h in lower), None)
+
+
+def _empty_error() -> tuple[str, str]:
+    try:
+        from gem_core.chemistry.chem import smiles_to_instance
+
+        smiles_to_instance("")
+    except MoleculeError as exc:
+        return exc.kind, str(exc)
+    raise AssertionError("an empty SMILES must be rejected")  # pragma: no cover
+
+
+def iter_rows(stream: BinaryIO, smiles_column: Optional[str] = None,
+              id_column: Optional[str] = None) -> Iterator[InputRow]:
+    """Stream the rows of ``stream`` (see the module docstring), never more than a line in memory.
+
+    Raises:
+        MoleculeError: a table without the SMILES column asked for (or any known one), or an
+            ``--id-column`` that is not there; ``--smiles-column`` given for a ``.smi`` file.
+    """
+    empty = _empty_error()
+    lines = (raw.rstrip(b"\r\n") for raw in stream)
+    first: Optional[bytes] = None
+    for raw in lines:
+        if raw.strip() and not raw.lstrip().startswith(b"#"):
+            first = raw.removeprefix(b"\xef\xbb\xbf")
+            break
+    if first is None:
+        return
+    head = first.decode("utf-8", errors="replace")
+    tokens = [t.strip().lower() for t in head.replace(";", ",").replace("\t", ",").split(",")]
+    is_table = "," in head or ";" in head or ("\t" in head and any(t in SMILES_HEADERS for t in tokens))
+    if is_table or smiles_column is not None:
+        delimiter = max((",", ";", "\t"), key=head.count)
+        header = next(csv.reader([head], delimiter=delimiter))
+        s_col = _column(header, smiles_column, SMILES_HEADERS, "SMILES")
+        if s_col is None:
+            raise MoleculeError(
+                f"The table has no SMILES column (columns: {', '.join(header) or 'none'}). Name it "
+                f"'smiles' or pass --smiles-column.", "file")
+        i_col = _column(header, id_column, ID_HEADERS, "id")
+        yield from _table_rows(lines, delimiter, s_col, i_col, empty)
+        return
+    if id_column is not None:
+        raise MoleculeError("--id-column applies to tables (.csv/.tsv); in a .smi file the id is "
+                            "the text after the SMILES.", "file")
+    body = lines
+    if head.split()[0].lower() not in SMILES_HEADERS:
+        body = _chain(first, lines)
+    yield from _smi_rows(body, empty)
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def _numbered(lines: Iterator[bytes]) -> Iterator[tuple[int, str, Optional[tuple[str, str]]]]:
+    """``(row, text, decode error)`` of every line that is not a ``#`` comment (rows from 1)."""
+    row = 0
+    for raw in lines:
+        if raw.lstrip().startswith(b"#"):
+            continue
+        row += 1
+        yield (row, *_decode(raw, row))
+
+
+def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputRow]:
+    for row, text, error in _numbered(lines):
+        parts = text.strip().split(None, 1)
+        if error is None and not parts:
+            error = empty
+        smiles = parts[0] if parts else ""
+        ident = parts[1].strip() if len(parts) > 1 else None
+        yield InputRow(row, ident or None, smiles, error)
+
+
+def _table_rows(lines: Iterator[bytes], delimiter: str, s_col: int, i_col: Optional[int],
+                empty: tuple[str, str]) -> Iterator[InputRow]:
+    for row, text, error in _numbered(lines):
+        fields = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
+        smiles = fields[s_col].strip() if s_col < len(fields) else ""
+        ident = fields[i_col].strip() if i_col is not None and i_col < len(fields) else None
+        if error is None and not smiles:
+            error = empty
+        yield InputRow(row, ident or None, smiles, error)

@@ -1,0 +1,273 @@
+"""Run a screen: read rows in chunks, run the chunk function somewhere, keep the results safe.
+
+Three places run :func:`~gem_core.service.screening.chunk.screen_chunk`, with identical results:
+
+* ``workers=1``: this process;
+* ``workers=N``: N worker processes of this machine (forked, so the loaded model is shared);
+* ``ray``: Ray tasks, on a running cluster (``address``) or on a local one started here.
+
+On CUDA the model runs in this process and the worker processes only parse. At most
+``2 * workers`` chunks are in flight, so memory does not grow with the input.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from gem_core.explainers import check_method, method_spec
+from gem_core.data.config import check_k
+from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse_chunk,
+                                              screen_chunk, warm_up)
+from gem_core.service.screening.output import ChunkStore, Summary, compact, output_format
+from gem_core.service.screening.reader import InputRow, count_lines, iter_rows, open_source
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "ScreenResult", "screen", "check_settings", "default_workers"]
+
+DEFAULT_CHUNK_SIZE = 2000
+#: called with (rows done, rows expected or None, rows skipped as already done)
+RowsProgress = Callable[[int, Optional[int]], None]
+
+
+@dataclass
+class ScreenResult:
+    """What :func:`screen` did: the summary of the output, seconds, chunks resumed."""
+
+    output: Path
+    summary: Summary
+    seconds: float
+    chunks: int
+    chunks_resumed: int
+    workers: int
+    backend: str
+
+    @property
+    def molecules_per_second(self) -> float:
+        return self.summary.rows / self.seconds if self.seconds > 0 else float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"output": str(self.output), **self.summary.as_dict(), "seconds": self.seconds,
+                "molecules_per_second": self.molecules_per_second, "chunks": self.chunks,
+                "chunks_resumed": self.chunks_resumed, "workers": self.workers,
+                "backend": self.backend}
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover (not Linux)
+        return max(1, os.cpu_count() or 1)
+
+
+def check_settings(settings: ScreenSettings) -> ScreenSettings:
+    """Validate the method (a batched explainer), K and device; the device resolved."""
+    from gem_core.runtime.device import resolve_device
+
+    method = check_method(settings.method)
+    if not method_spec(method).batched:
+        from gem_core.explainers import BATCH_METHODS
+
+        raise ValueError(f"{method!r} explains one molecule at a time; a screen needs a batched "
+                         f"method: {', '.join(BATCH_METHODS)}.")
+    check_k(settings.k)
+    device = resolve_device(settings.device).type
+    return ScreenSettings(method=method, k=int(settings.k), target=settings.target, device=device,
+                          largest_fragment=bool(settings.largest_fragment))
+
+
+def _chunks(rows: Iterator[InputRow], size: int) -> Iterator[tuple[int, list[InputRow]]]:
+    batch: list[InputRow] = []
+    index = 0
+    for row in rows:
+        batch.append(row)
+        if len(batch) == size:
+            yield index, batch
+            index, batch = index + 1, []
+    if batch:
+        yield index, batch
+
+
+# ----------------------------------------------------------------------------- backends
+
+class _Inline:
+    name = "process"
+
+    def __init__(self, settings: ScreenSettings):
+        self.settings = settings
+
+    def submit(self, index: int, rows: list[InputRow]) -> Any:
+        return screen_chunk(index, rows, self.settings)
+
+    def result(self, handle: Any) -> Any:
+        return handle
+
+    def close(self) -> None:
+        pass
+
+
+def _worker_init() -> None:
+    os.environ["GEM_NUM_THREADS"] = "1"
+
+
+class _Processes:
+    name = "processes"
+
+    def __init__(self, settings: ScreenSettings, workers: int):
+        self.settings = settings
+        self.gpu = settings.device != "cpu"
+        # Forked workers share the model this process loaded; CUDA cannot be forked.
+        ctx = multiprocessing.get_context("spawn" if self.gpu else "fork")
+        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                        initializer=_worker_init)
+
+    def submit(self, index: int, rows: list[InputRow]) -> Any:
+        fn = parse_chunk if self.gpu else screen_chunk
+        return self.pool.submit(fn, index, rows, self.settings)
+
+    def result(self, handle: Any) -> Any:
+        index, out = handle.result()
+        return (index, finish_rows(out, self.settings)) if self.gpu else (index, out)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Ray:
+    name = "ray"
+
+    def __init__(self, settings: ScreenSettings, workers: int, address: Optional[str]):
+        try:
+            import ray
+        except ImportError as exc:
+            raise ValueError("--ray needs Ray: pip install '.[ray]' (or pip install ray).") from exc
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            self.started = True
+        self.settings = settings
+        self.task = ray.remote(num_cpus=1)(screen_chunk)
+        # Each worker imports the engine and loads the model while this process gets ready.
+        warm = ray.remote(num_cpus=1)(warm_up)
+        self.warming = [warm.remote(settings) for _ in range(workers)]
+
+    def submit(self, index: int, rows: list[InputRow]) -> Any:
+        return self.task.remote(index, rows, self.settings)
+
+    def result(self, handle: Any) -> Any:
+        return self.ray.get(handle)
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- the run
+
+def _fingerprint(source: Union[str, Path], settings: ScreenSettings, chunk_size: int,
+                 smiles_column: Optional[str], id_column: Optional[str], model: Any) -> dict:
+    if str(source) == "-":
+        where: dict[str, Any] = {"input": "-"}
+    else:
+        st = Path(source).stat()
+        where = {"input": str(Path(source).resolve()), "input_bytes": st.st_size,
+                 "input_mtime_ns": st.st_mtime_ns}
+    return {**where, **settings.as_dict(), "chunk_size": chunk_size,
+            "smiles_column": smiles_column, "id_column": id_column,
+            "target_digest": model.target().digest}
+
+
+def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenSettings,
+           workers: Optional[int] = None, ray_address: Optional[str] = None, use_ray: bool = False,
+           chunk_size: int = DEFAULT_CHUNK_SIZE, smiles_column: Optional[str] = None,
+           id_column: Optional[str] = None, restart: bool = False,
+           progress: Optional[RowsProgress] = None) -> ScreenResult:
+    """Screen every row of ``source`` (path or ``-``) into ``output`` (``.parquet``/``.csv``).
+
+    Resumes an interrupted run of the same arguments (``restart`` discards it instead).
+
+    Raises:
+        ValueError: bad settings, output name, chunk size, or a parts folder of other settings.
+        MoleculeError: missing input, or a table without its SMILES column.
+        ModelUnavailableError: the target or the explainer cannot be loaded.
+    """
+    from gem_core.service.screening.chunk import _model
+
+    start = time.perf_counter()
+    output = Path(output)
+    fmt = output_format(output)
+    if chunk_size < 1:
+        raise ValueError(f"chunk size must be >= 1, got {chunk_size}")
+    settings = check_settings(settings)
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if use_ray and settings.device != "cpu":
+        raise ValueError("--ray runs the chunks on CPU workers: add --device cpu.")
+    stream = open_source(source)
+    try:
+        rows = iter_rows(stream, smiles_column, id_column)
+        first = next(rows, None)  # header errors surface before any model is loaded
+        # Ray boots its workers (imports, model) while this process loads its own model.
+        backend: Any = _Ray(settings, workers, ray_address) if use_ray else None
+        num_chunks, resumed = 0, 0
+        try:
+            model = _model(settings)
+            store = ChunkStore(output, _fingerprint(source, settings, chunk_size, smiles_column,
+                                                    id_column, model))
+            done = store.open(restart=restart)
+            expected = count_lines(source)
+            all_rows = rows if first is None else _prepend(first, rows)
+            if backend is None:
+                backend = _Processes(settings, workers) if workers > 1 else _Inline(settings)
+            rows_done = 0
+            pending: deque = deque()
+            window = 2 * workers
+
+            def drain_one() -> None:
+                nonlocal rows_done
+                index, table = backend.result(pending.popleft())
+                store.write(index, table)
+                rows_done += table.num_rows
+                if progress is not None:
+                    progress(rows_done, expected)
+
+            for index, chunk in _chunks(all_rows, chunk_size):
+                num_chunks = index + 1
+                if index in done:
+                    resumed += 1
+                    rows_done += len(chunk)
+                    if progress is not None:
+                        progress(rows_done, expected)
+                    continue
+                while len(pending) >= window:
+                    drain_one()
+                pending.append(backend.submit(index, chunk))
+            while pending:
+                drain_one()
+        finally:
+            if backend is not None:
+                backend.close()
+    finally:
+        if stream is not getattr(__import__("sys").stdin, "buffer", None):
+            stream.close()
+    summary = compact(store, num_chunks, fmt, metadata={**store.settings,
+                                                       "format": fmt, "chunks": num_chunks})
+    store.remove()
+    return ScreenResult(output, summary, time.perf_counter() - start, num_chunks, resumed,
+                        workers, backend.name)
+
+
+def _prepend(first: InputRow, rest: Iterator[InputRow]) -> Iterator[InputRow]:
+    yield first
+    yield from rest

@@ -1,0 +1,323 @@
+"""A session over one dataset: its data, its target model and the explainers of the registry.
+
+:class:`Workbench` is what the CLI, ``reproduce``, ``tune`` and the app ask for a dataset's
+target, instances, predictions and explanations. It loads lazily, keeps fitted explainers in
+memory, saves and reloads the ones that can be saved (Gem) through the artifact store, and is
+thread-safe (the app shares one workbench per dataset and device across sessions).
+
+Without the raw data (``$GEM_DATA_ROOT`` unset, files missing) a workbench still opens from
+checkpoints: the target from its cached or shipped checkpoint, Gem from a fitted checkpoint for
+that target. What needs data (fitting, the dataset's instances) then raises
+:class:`ModelUnavailableError` with a message meant for the user.
+"""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+from torch import Tensor
+
+from gem_core.data.config import DatasetSpec, get_spec, spec_for_target, target_config
+from gem_core.data.datasets import DataUnavailableError, GemDataset, load_dataset
+from gem_core.runtime.device import resolve_device
+from gem_core.explainers import (Explainer, ExplainerContext, Explanation, check_method,
+                                 method_spec, title)
+from gem_core.data.instances import Instance, split_instances
+from gem_core.runtime.progress import ProgressFn, report, scaled
+from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
+from gem_core.models.targets import (GNNBlackBox, TrainedTarget, get_target, load_saved_target,
+                                     target_filename)
+
+SPLITS = ("train", "val", "test")
+
+
+class ModelUnavailableError(ValueError):
+    """A target model or an explainer cannot be loaded here: no checkpoint and no data to fit one."""
+
+
+class Workbench:
+    """Everything needed to explain one dataset's target model, loaded lazily.
+
+    Args:
+        dataset: dataset name (``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1``).
+        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        target: which target model: ``paper`` (the paper's architecture) or, where the dataset has
+            one, ``strong`` (bond-aware). Everything fitted for one target is kept apart from the
+            other's (cache keys hold the target checkpoint's digest).
+    """
+
+    def __init__(self, dataset: str, device: str = "auto", target: str = "paper"):
+        # the dataset's settings, with those its target chose for itself (a clear error for a
+        # target the dataset lacks)
+        self.spec: DatasetSpec = spec_for_target(get_spec(dataset), target)
+        self.target_name = str(target).strip().lower()
+        self.device = resolve_device(device)
+        self._lock = threading.RLock()
+        self._dataset: Optional[GemDataset] = None
+        self._data_error: Optional[DataUnavailableError] = None
+        self._target: Optional[TrainedTarget] = None
+        self._context: Optional[ExplainerContext] = None
+        self._instances: dict[str, list[Instance]] = {}
+        self._split_keys: dict[str, tuple] = {}
+        self._explainers: dict[str, Explainer] = {}
+        self._never_saved: set[str] = set()
+        # one lock per method: explainers (PyG's in particular) are not safe to share across threads
+        self._method_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+
+    # ------------------------------------------------------------------ data and target
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def dataset(self) -> GemDataset:
+        """The dataset (raises :class:`DataUnavailableError` when its raw files are missing)."""
+        with self._lock:
+            if self._dataset is None:
+                if self._data_error is not None:
+                    raise self._data_error
+                try:
+                    self._dataset = load_dataset(self.spec.name)
+                except DataUnavailableError as exc:
+                    self._data_error = exc
+                    raise
+            return self._dataset
+
+    def has_data(self) -> bool:
+        """Whether the dataset can be loaded here (checked once)."""
+        try:
+            self.dataset  # noqa: B018
+        except DataUnavailableError:
+            return False
+        return True
+
+    def target(self, progress: Optional[ProgressFn] = None) -> TrainedTarget:
+        """The target GNN: cached or shipped checkpoint, else trained on the data (and cached).
+
+        With the data present, checkpoints are checked against the dataset's shapes
+        (:func:`~gem_core.models.targets.get_target`); without it, a checkpoint is loaded on its own.
+        """
+        with self._lock:
+            if self._target is None:
+                if self.has_data():
+                    self._target = get_target(self.dataset, device=str(self.device),
+                                              progress=progress, name=self.target_name)
+                else:
+                    self._target = self._target_from_checkpoint()
+            return self._target
+
+    @property
+    def label(self) -> str:
+        """The dataset and, when it is not the paper's, the target: "Mutagenicity (strong)"."""
+        return self.spec.title + ("" if self.target_name == "paper" else f" ({self.target_name})")
+
+    @property
+    def asset_name(self) -> str:
+        """File-name stem of this dataset and target: ``mutagenicity``, ``mutagenicity-strong``."""
+        return self.name if self.target_name == "paper" else f"{self.name}-{self.target_name}"
+
+    def _target_from_checkpoint(self) -> TrainedTarget:
+        target = load_saved_target(self.name, self.target_name)
+        if target is None:
+            raise ModelUnavailableError(
+                f"No {self.label} target model is available: no checkpoint in the cache or in "
+                f"assets/targets/{target_filename(self.name, self.target_name)}, and the raw "
+                f"data to train one is missing ({self._data_error})")
+        return target
+
+    @property
+    def black_box(self) -> GNNBlackBox:
+        """The target as a black box (instances in, logits out)."""
+        return self.context.black_box
+
+    def instances(self, split: str = "test") -> list[Instance]:
+        """The explainer's instances of a split (motif nodes for node tasks, graphs otherwise)."""
+        with self._lock:
+            if split not in self._instances:
+                self._instances[split] = split_instances(self.dataset, split)
+            return self._instances[split]
+
+    def predict_proba(self, instances: Sequence[Instance],
+                      pair_masks: Optional[Sequence[Tensor]] = None) -> Tensor:
+        """Class probabilities ``[N, C]`` of the target (optionally keeping only some pairs)."""
+        from gem_core.models.predict import predict_proba
+
+        return predict_proba(self.black_box, list(instances), pair_masks)
+
+    # ------------------------------------------------------------------ distillation
+    def distillation(self, split: str = "train", progress: Optional[ProgressFn] = None,
+                     label_source: str = "true"):
+        """The (cached) distillation of a split (:func:`gem_core.gem.distill.distill_dataset`)."""
+        from gem_core.gem.distill import distill_dataset
+
+        return distill_dataset(self.dataset, self.target(), split=split, device=self.device,
+                               label_source=label_source, progress=progress)
+
+    def _distill(self, instances: Sequence[Instance], label_source: str,
+                 progress: Optional[ProgressFn]):
+        """Distil ``instances``, through the split cache when they are one of the splits."""
+        split = self._split_of(instances)
+        if split is not None:
+            return self.distillation(split, progress, label_source)
+        from gem_core.gem.distill import distill
+
+        return distill(list(instances), self.black_box, connected=self.spec.connected,
+                       label_source=label_source, device=self.device, progress=progress)
+
+    def _split_of(self, instances: Sequence[Instance]) -> Optional[str]:
+        keys = tuple((inst.dataset, inst.index, inst.target) for inst in instances)
+        for split in SPLITS:
+            if split not in self._split_keys:
+                self._split_keys[split] = tuple((inst.dataset, inst.index, inst.target)
+                                                for inst in self.instances(split))
+            if self._split_keys[split] == keys:
+                return split
+        return None
+
+    # ------------------------------------------------------------------ explainers
+    @property
+    def context(self) -> ExplainerContext:
+        """What every explainer of this session may know: target, settings, device, cache."""
+        with self._lock:
+            if self._context is None:
+                self._context = ExplainerContext(self.target(), self.spec, self.device,
+                                                 distiller=self._distill)
+            return self._context
+
+    def is_fitted(self, method: str) -> bool:
+        """Whether ``method`` explains now without a long fit (fitted, saved, or nothing to fit)."""
+        method = check_method(method)
+        with self._lock:
+            if method in self._explainers or not method_spec(method).needs_fit:
+                return True
+            if method in self._never_saved:  # its fits live in memory only (PGExplainer)
+                return False
+            exp = method_spec(method).create(self.context)
+            if self.checkpoint_path(exp) is None:
+                self._never_saved.add(method)
+                return False
+            saved = self._load_saved(exp)
+            if saved is not None:
+                self._explainers[method] = saved
+            return saved is not None
+
+    def explainer(self, method: str, progress: Optional[ProgressFn] = None) -> Explainer:
+        """The explainer of ``method``: held, loaded from a checkpoint, or fitted now (and saved)."""
+        method = check_method(method)
+        with self._lock:
+            if method not in self._explainers:
+                exp = method_spec(method).create(self.context)
+                if method_spec(method).needs_fit:
+                    exp = self._load_saved(exp) or self._fit(exp, progress)
+                self._explainers[method] = exp
+            return self._explainers[method]
+
+    def fit(self, method: str, progress: Optional[ProgressFn] = None,
+            refresh: bool = False) -> Explainer:
+        """Fit ``method`` on the training split (reusing a held or saved fit unless ``refresh``)."""
+        method = check_method(method)
+        if not refresh:
+            return self.explainer(method, progress)
+        with self._lock:
+            exp = self._fit(method_spec(method).create(self.context), progress)
+            self._explainers[method] = exp
+            return exp
+
+    def forget(self, method: Optional[str] = None) -> None:
+        """Drop held explainers (all, or one method's), e.g. after a refit elsewhere."""
+        with self._lock:
+            if method is None:
+                self._explainers.clear()
+            else:
+                self._explainers.pop(check_method(method), None)
+
+    def explain(self, method: str, instances: Sequence[Instance],
+                progress: Optional[ProgressFn] = None,
+                predicted: Optional[Tensor] = None) -> Explanation:
+        """Scores (one per undirected pair) of ``method`` for ``instances``, timed.
+
+        ``predicted``: the target's predicted classes when the caller has them (see
+        :meth:`~gem_core.explainers.base.Explainer.explain`), to spare a forward pass.
+        """
+        method = check_method(method)
+        exp = self.explainer(method, scaled(progress, 0.0, 0.5))
+        with self._method_locks[method]:
+            out = exp.explain(list(instances), predicted=predicted)
+        report(progress, 1.0, "explained")
+        return out
+
+    # ------------------------------------------------------------------ fitting and saving
+    def _fit(self, exp: Explainer, progress: Optional[ProgressFn]) -> Explainer:
+        if not self.has_data():
+            raise ModelUnavailableError(
+                f"Fitting {title(exp.name)} needs the raw {self.spec.title} data, which is "
+                f"missing: set GEM_DATA_ROOT to a folder holding "
+                f"{self.spec.title}/raw/{self.spec.title}_*.txt ({self._data_error})")
+        exp.fit(self.instances("train"), self.instances("val"), progress)
+        path = self.checkpoint_path(exp)
+        if path is not None:
+            state = exp.to_state()
+            state.setdefault("meta", {}).update(self._meta(exp))
+            save_torch(state, path)
+        return exp
+
+    def _meta(self, exp: Explainer) -> dict:
+        return {"dataset": self.name, "target": self.target().digest,
+                "key": exp.state_key(self.context)}
+
+    def checkpoint_path(self, exp: Explainer) -> Optional[Path]:
+        """Where a fit of ``exp`` is cached (None for explainers that are never saved)."""
+        key = exp.state_key(self.context)
+        return None if key is None else cache_dir() / "explainers" / f"{self.name}-{key}.pt"
+
+    def shipped_path(self, exp: Explainer) -> Path:
+        """The fitted explainer shipped in ``assets/explainers/`` (see ``Explainer.asset_stem``)."""
+        stem = exp.asset_stem.format(dataset=self.asset_name, method=exp.name)
+        return ASSETS_DIR / "explainers" / f"{stem}.pt"
+
+    def _load_saved(self, exp: Explainer) -> Optional[Explainer]:
+        """``exp`` restored from the cache or the shipped asset when one fits this target."""
+        cached = self.checkpoint_path(exp)
+        if cached is None:
+            return None
+        meta_wanted = self._meta(exp)
+        for path in (cached, self.shipped_path(exp)):
+            if not path.exists():
+                continue
+            try:
+                state = load_torch(path, kind=exp.state_kind)
+                meta = state.get("meta", {})
+                if any(meta.get(k) != v for k, v in meta_wanted.items()):
+                    continue  # fitted for another dataset, target or settings
+                loaded = exp.load_state(state)
+                loaded.loaded_from_ = str(path)
+                return loaded
+            except (ArtifactError, KeyError, TypeError, ValueError, RuntimeError):
+                continue  # corrupted or foreign: never trusted
+        return None
+
+
+_WORKBENCHES: dict[tuple[str, str], Workbench] = {}
+_WB_LOCK = threading.Lock()
+
+
+def workbench(dataset: str, device: str = "auto", target: str = "paper") -> Workbench:
+    """The process-wide shared :class:`Workbench` of (dataset, device, target)."""
+    spec = get_spec(dataset)
+    target_config(spec, target)
+    key = (spec.name, str(resolve_device(device)), str(target).strip().lower())
+    with _WB_LOCK:
+        if key not in _WORKBENCHES:
+            _WORKBENCHES[key] = Workbench(spec.name, device, target)
+        return _WORKBENCHES[key]
+
+
+def forget_explainer(dataset: str, method: Optional[str] = None) -> None:
+    """Drop a held explainer from every shared workbench of ``dataset`` (e.g. after a refit)."""
+    name = get_spec(dataset).name
+    with _WB_LOCK:
+        benches = [wb for (ds, _, _), wb in _WORKBENCHES.items() if ds == name]
+    for wb in benches:
+        wb.forget(method)
