@@ -134,7 +134,7 @@ def test_molecules_are_predicted_once_and_gem_reads_that_prediction(target_avail
     import torch
 
 
-    import gem_core.evaluation.metrics as evaluate
+    import gem_core.models.predict as predict_module
     from gem_core.service.molecules import explain_molecules, molecule_model
 
     model = molecule_model("cpu")
@@ -142,9 +142,9 @@ def test_molecules_are_predicted_once_and_gem_reads_that_prediction(target_avail
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
     mols = [smiles_to_instance(s) for s in (NITROBENZENE, "Nc1ccc2ccccc2c1", "CCO")]
     own = model.explain("gem", [m.instance for m in mols])  # Gem predicts for itself
-    forward = evaluate.predict_proba
+    forward = predict_module.predict_proba
     calls = []
-    monkeypatch.setattr(evaluate, "predict_proba",
+    monkeypatch.setattr(predict_module, "predict_proba",
                         lambda *a, **kw: calls.append(1) or forward(*a, **kw))
     results = explain_molecules(mols, ["gem"], model=model)
     assert calls == [1]

@@ -214,10 +214,10 @@ def test_gem_uses_given_predictions_instead_of_running_the_target_again(monkeypa
     assert gem.reads_prediction
     predicted = predict_proba(ctx.black_box, test).argmax(-1)
     own = gem.explain(test)
-    import gem_core.evaluation.metrics as evaluate
+    import gem_core.models.predict as predict_module
 
     calls = []
-    monkeypatch.setattr(evaluate, "predict_proba",
+    monkeypatch.setattr(predict_module, "predict_proba",
                         lambda *a, **kw: calls.append(1) or predict_proba(*a, **kw))
     gem.explain(test)
     assert calls == [1]  # without predictions Gem runs the target once
