@@ -7,8 +7,8 @@ from rdkit import Chem, rdBase
 from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.chemistry.chem import (HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer,
-                                     without_hydrogens)
+from gem_core.chemistry.convert import without_hydrogens
+from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,

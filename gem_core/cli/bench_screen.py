@@ -48,7 +48,7 @@ def source_smiles() -> list[str]:
 
     out: list[str] = []
     try:
-        from gem_core.chemistry.chem import instance_to_mol
+        from gem_core.chemistry.convert import instance_to_mol
         from gem_core.data.datasets import load_dataset
         from gem_core.data.instances import dataset_instances
 

@@ -29,8 +29,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from gem_core.chemistry.chem import (MoleculeError, MoleculeInstance, fragment_smarts,
-                                     smiles_to_instance)
+from gem_core.chemistry.convert import fragment_smarts
+from gem_core.chemistry.smiles import MoleculeError, MoleculeInstance, smiles_to_instance
 from gem_core.data.config import check_k, get_spec
 from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
 from gem_core.data.ranking import topk_mask
