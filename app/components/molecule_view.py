@@ -57,7 +57,7 @@ DELETED_HEX = "#e377c2"
 
 
 def _shaded(intensity: float) -> tuple[float, float, float]:
-    """The explanation colour at ``intensity`` (as :func:`gem_core.chemistry.chem.draw_molecule_svg`)."""
+    """The explanation colour at ``intensity`` (as :func:`gem_core.chemistry.drawing.draw_molecule_svg`)."""
     a = min(max(float(intensity), 0.0), 1.0)
     return tuple(1.0 - a * (1.0 - c) for c in _rgb(HIGHLIGHT_HEX))
 
