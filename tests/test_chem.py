@@ -9,10 +9,11 @@ import torch
 from rdkit import Chem
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
-from gem_core.chemistry.chem import (EXAMPLE_SMILES, HIGHLIGHT_HEX, MoleculeError, MoleculeInstance,
-                                     _without_hydrogens, bond_index_of_pair, draw_molecule_svg,
-                                     fragment_smarts, fragment_smiles, instance_to_mol,
-                                     largest_fragment, smiles_to_instance)
+from gem_core.chemistry.convert import (bond_index_of_pair, fragment_smarts, fragment_smiles,
+                                        instance_to_mol, without_hydrogens)
+from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg
+from gem_core.chemistry.smiles import (EXAMPLE_SMILES, MoleculeError, MoleculeInstance,
+                                       largest_fragment, smiles_to_instance)
 from gem_core.data.datasets import MUTAGENICITY_ATOMS
 from gem_core.data.instances import Instance
 
@@ -275,7 +276,7 @@ def _reference_fragment_smiles(mol: Chem.Mol, pairs) -> str:
     m = Chem.Mol(mol)
     for atom in m.GetAtoms():
         atom.SetIntProp("orig", atom.GetIdx())
-    heavy = _without_hydrogens(m, keep=set())
+    heavy = without_hydrogens(m, keep=set())
     new_of_orig = {a.GetIntProp("orig"): a.GetIdx() for a in heavy.GetAtoms()}
     atoms, bonds = set(), set()
     for i, j in pairs:

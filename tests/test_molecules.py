@@ -9,7 +9,7 @@ import sys
 import pytest
 from rdkit import Chem
 
-from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
+from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 from gem_core.cli import main
 from .conftest import requires_mutagenicity
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.service.molecules import CLASS_NAMES, molecule_model
 from gem_core.service.reading import read_explanation
 from gem_core.service.session import workbench

@@ -5,7 +5,8 @@ import pytest
 import torch
 from rdkit import Chem
 
-from gem_core.chemistry.chem import instance_to_mol, smiles_to_instance
+from gem_core.chemistry.convert import instance_to_mol
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.chemistry.toxicophores import (TOXICOPHORE_NAMES, TOXICOPHORES, ToxMolecule,
                                              as_tox_molecules, match_toxicophores, prepare_mol,
                                              toxicophore_benchmark, toxicophore_bond_mask,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.gem.distill import distill
 from gem_core.service.molecules import explain_smiles_edited, molecule_model
 from gem_core.service.session import workbench

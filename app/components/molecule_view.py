@@ -7,8 +7,8 @@ from rdkit import Chem, rdBase
 from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.chemistry.chem import (HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer,
-                                     without_hydrogens)
+from gem_core.chemistry.convert import without_hydrogens
+from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
@@ -57,7 +57,7 @@ DELETED_HEX = "#e377c2"
 
 
 def _shaded(intensity: float) -> tuple[float, float, float]:
-    """The explanation colour at ``intensity`` (as :func:`gem_core.chemistry.chem.draw_molecule_svg`)."""
+    """The explanation colour at ``intensity`` (as :func:`gem_core.chemistry.drawing.draw_molecule_svg`)."""
     a = min(max(float(intensity), 0.0), 1.0)
     return tuple(1.0 - a * (1.0 - c) for c in _rgb(HIGHLIGHT_HEX))
 

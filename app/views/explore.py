@@ -185,7 +185,7 @@ def render() -> None:
     hide_h = False
     mol = None
     if is_mol:
-        from gem_core.chemistry.chem import instance_to_mol
+        from gem_core.chemistry.convert import instance_to_mol
 
         hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
                            persist_state="session")

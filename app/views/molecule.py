@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import streamlit as st
 
 from components import molecule_view, whatif_view
-from gem_core.chemistry.chem import (EXAMPLE_SMILES, MoleculeError, fragment_smiles,
-                                     smiles_to_instance)
+from gem_core.chemistry.convert import fragment_smiles
+from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
 from gem_core.data.config import get_spec
 from gem_core.service.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError,
                                         explain_molecules, molecule_model, suggested_k,

@@ -12,10 +12,10 @@ The SMARTS below are written for this project. They are the general forms of Kaz
 the paper's detoxifying exceptions of its "specific" aromatic nitro / amine classes are not
 encoded. They work on the molecules of this project, which carry hydrogens as explicit atoms:
 
-* molecules rebuilt from TU graphs by :func:`gem_core.chemistry.chem.instance_to_mol` (Kekulé bonds, no
+* molecules rebuilt from TU graphs by :func:`gem_core.chemistry.convert.instance_to_mol` (Kekulé bonds, no
   charges in the data; ``instance_to_mol`` restores ``[N+](=O)[O-]`` on nitro groups by default,
   ``restore_charges=False`` keeps the neutral N(=O)-O), and
-* molecules from :func:`gem_core.chemistry.chem.smiles_to_instance` (explicit H atoms, Kekulé bonds with
+* molecules from :func:`gem_core.chemistry.smiles.smiles_to_instance` (explicit H atoms, Kekulé bonds with
   aromatic flags cleared, charges as typed, e.g. ``[N+](=O)[O-]``).
 
 Design choices:
@@ -60,7 +60,7 @@ from rdkit import Chem, rdBase
 from rdkit.Chem.rdMolDescriptors import CalcNumAromaticRings
 from torch import Tensor
 
-from gem_core.chemistry.chem import _as_pair_list, instance_to_mol
+from gem_core.chemistry.convert import as_pair_list, instance_to_mol
 from gem_core.data.datasets import MUTAGENICITY_ATOMS
 from gem_core.data.config import check_k
 from gem_core.data.ranking import roc_auc, topk_mask
@@ -299,7 +299,7 @@ def toxicophore_bond_mask(mol: Chem.Mol, pairs: Any,
         unknown = [c for c in classes if c not in _BY_NAME]
         if unknown:
             raise ValueError(f"unknown toxicophore classes: {unknown}")
-    return _mask_from_matches(mol, _as_pair_list(pairs), match_toxicophores(mol), classes)
+    return _mask_from_matches(mol, as_pair_list(pairs), match_toxicophores(mol), classes)
 
 
 # ----------------------------------------------------------------------------- benchmark
@@ -315,7 +315,7 @@ class ToxMolecule:
     def from_instance(cls, instance: Any,
                       atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> "ToxMolecule":
         """From a TU :class:`~gem_core.data.instances.Instance` (rebuilt with ``instance_to_mol``)."""
-        return cls(instance_to_mol(instance, atom_symbols), _as_pair_list(instance.pairs))
+        return cls(instance_to_mol(instance, atom_symbols), as_pair_list(instance.pairs))
 
 
 MoleculeLike = Union[ToxMolecule, tuple, Any]
@@ -324,17 +324,17 @@ MoleculeLike = Union[ToxMolecule, tuple, Any]
 def as_tox_molecules(molecules: Sequence[MoleculeLike],
                      atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> list[ToxMolecule]:
     """Normalise benchmark input: ``(mol, pairs)`` tuples, objects with ``.mol`` and ``.pairs``
-    (:class:`ToxMolecule`, :class:`~gem_core.chemistry.chem.MoleculeInstance`) or TU instances (rebuilt
-    with :func:`~gem_core.chemistry.chem.instance_to_mol` over ``atom_symbols``, e.g.
+    (:class:`ToxMolecule`, :class:`~gem_core.chemistry.smiles.MoleculeInstance`) or TU instances (rebuilt
+    with :func:`~gem_core.chemistry.convert.instance_to_mol` over ``atom_symbols``, e.g.
     ``GemDataset.atom_symbols``)."""
     out = []
     for item in molecules:
         if isinstance(item, ToxMolecule):
             out.append(item)
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Chem.Mol):
-            out.append(ToxMolecule(item[0], _as_pair_list(item[1])))
+            out.append(ToxMolecule(item[0], as_pair_list(item[1])))
         elif hasattr(item, "mol") and hasattr(item, "pairs"):
-            out.append(ToxMolecule(item.mol, _as_pair_list(item.pairs)))
+            out.append(ToxMolecule(item.mol, as_pair_list(item.pairs)))
         elif hasattr(item, "x") and hasattr(item, "pairs"):
             out.append(ToxMolecule.from_instance(item, atom_symbols))
         else:

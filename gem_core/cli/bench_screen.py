@@ -1,6 +1,6 @@
 """``bench screen``: molecules per second of ``screen`` on 1 process, all cores and a local Ray.
 
-The input is real chemistry: the Mutagenicity graphs rebuilt as SMILES (``chem.instance_to_mol``;
+The input is real chemistry: the Mutagenicity graphs rebuilt as SMILES (``convert.instance_to_mol``;
 needs the raw data) and the 4,999 NCI compounds that RDKit ships (``RDConfig.RDDataDir/NCI``),
 repeated to ``--rows``. (The TU NCI1 graphs carry integer atom types with no public element map
 and no bond orders, so they cannot be rebuilt as molecules; RDKit's NCI sample stands for them.)
@@ -48,7 +48,7 @@ def source_smiles() -> list[str]:
 
     out: list[str] = []
     try:
-        from gem_core.chemistry.chem import instance_to_mol
+        from gem_core.chemistry.convert import instance_to_mol
         from gem_core.data.datasets import load_dataset
         from gem_core.data.instances import dataset_instances
 

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gem_core.chemistry.chem import smiles_to_instance
+    from gem_core.chemistry.smiles import smiles_to_instance
     from gem_core.data.config import check_k
     from gem_core.service.molecules import explain_smiles
 

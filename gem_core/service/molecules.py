@@ -16,7 +16,7 @@ This is the engine side of the app's Molecule page and of ``python -m gem_core e
   best first, ``K`` of them (fewer when the molecule has fewer bonds); ``probability`` is the
   model's probability of the predicted label (class 0 = mutagen, 1 = nonmutagen).
 
-Bad input raises :class:`~gem_core.chemistry.chem.MoleculeError` (a ``ValueError``) with a message meant
+Bad input raises :class:`~gem_core.chemistry.smiles.MoleculeError` (a ``ValueError``) with a message meant
 for the user; the CLI turns it into exit status 2, the app into an error box.
 """
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from gem_core.chemistry.chem import (MoleculeError, MoleculeInstance, fragment_smarts,
-                                     smiles_to_instance)
+from gem_core.chemistry.convert import fragment_smarts
+from gem_core.chemistry.smiles import MoleculeError, MoleculeInstance, smiles_to_instance
 from gem_core.data.config import check_k, get_spec
 from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
 from gem_core.data.ranking import topk_mask
@@ -164,7 +164,7 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
     """Predict and explain parsed molecules, one batched call per method.
 
     Args:
-        molecules: from :func:`~gem_core.chemistry.chem.smiles_to_instance`.
+        molecules: from :func:`~gem_core.chemistry.smiles.smiles_to_instance`.
         methods: explainer names (see :data:`gem_core.explainers.METHODS`).
         device: ``auto``, ``cpu`` or ``cuda``.
         progress: optional ``progress(fraction, message)`` callback.

@@ -25,7 +25,8 @@ import statistics
 import torch
 from rdkit import Chem, rdBase
 
-from gem_core.chemistry.chem import instance_to_mol, smiles_to_instance
+from gem_core.chemistry.convert import instance_to_mol
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.data.datasets import load_dataset
 from gem_core.models.predict import predict_proba
 from gem_core.data.ranking import topk_mask

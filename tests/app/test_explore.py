@@ -379,7 +379,7 @@ def test_each_panel_reads_its_explanation_in_words_and_exports_it():
 
 def test_a_molecule_on_explore_is_read_in_bonds_with_its_toxicophores(needs_mutagenicity_model):
     """On Mutagenicity the reading speaks of bonds and names what the molecule holds."""
-    from gem_core.chemistry.chem import instance_to_mol
+    from gem_core.chemistry.convert import instance_to_mol
     from gem_core.service.reading import read_explanation
     from gem_core.service.session import workbench
 

@@ -11,7 +11,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.explainers import METHODS, method_spec
 from gem_core.service.screening import ScreenSettings, csv_table, explain_rows, iter_rows
 from gem_core.service.screening.runner import check_settings

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
+from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 
 from .conftest import download_bytes, make_app, no_exception, texts
 
@@ -201,7 +201,7 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
 def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     """4-nitrotoluene: the aromatic nitro is named, its bonds counted in each explanation and
     outlined in the drawing; Gem's panel says how much of it the distilled teacher keeps."""
-    from gem_core.chemistry.chem import OUTLINE_HEX
+    from gem_core.chemistry.drawing import OUTLINE_HEX
     from gem_core.service.molecules import molecule_model
 
     if not molecule_model("cpu").is_fitted("gem"):
@@ -212,7 +212,7 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
                for m in texts(at.markdown))
     # each panel's reading is the engine's, word for word: the nitro named (or said missed),
     # the distilled teacher's agreement counted
-    from gem_core.chemistry.chem import smiles_to_instance as parse
+    from gem_core.chemistry.smiles import smiles_to_instance as parse
     from gem_core.service.molecules import explain_molecules, molecule_model as model_of
     from gem_core.service.reading import read_explanation
 
@@ -232,7 +232,8 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     assert exported["methods"]["gem"]["reading"]["facts"]["toxicophores"]["present"] == [
         "aromatic_nitro"]
     # the drawing outlines the toxicophore bonds in their own colour
-    from gem_core.chemistry.chem import draw_molecule_svg, smiles_to_instance
+    from gem_core.chemistry.drawing import draw_molecule_svg
+    from gem_core.chemistry.smiles import smiles_to_instance
 
     mol = smiles_to_instance("Cc1ccc(cc1)[N+](=O)[O-]")
     assert OUTLINE_HEX.lower()[1:] not in draw_molecule_svg(mol.mol, [(0, 1)]).lower()
@@ -251,7 +252,7 @@ def test_a_molecule_without_toxicophores_says_so(needs_mutagenicity_model):
 def test_fragment_as_smiles_and_atom_numbers_on_request(needs_mutagenicity_model):
     """Each panel shows its explanation as a heavy-atom SMILES fragment (the engine's), and the
     drawings can carry the atom numbers the bond table and the JSON use."""
-    from gem_core.chemistry.chem import fragment_smiles
+    from gem_core.chemistry.convert import fragment_smiles
     from gem_core.service.molecules import explain_molecules, molecule_model
 
     smiles = "Cc1ccc(cc1)[N+](=O)[O-]"

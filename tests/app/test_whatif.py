@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from gem_core.chemistry.chem import smiles_to_instance
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.data.ranking import topk_mask
 from gem_core.service.whatif import Edit, evaluate_edits
 

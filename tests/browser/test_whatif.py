@@ -45,7 +45,7 @@ def _pick_until_shown(page, key_prefix: str, label: str, result_selector: str):
 
 
 def test_nitro_bond_deleted_and_undone(app_server, page):
-    from gem_core.chemistry.chem import smiles_to_instance
+    from gem_core.chemistry.smiles import smiles_to_instance
     from gem_core.service.molecules import molecule_model
     from gem_core.service.whatif import Edit, evaluate_edits
 
@@ -132,7 +132,7 @@ def _warning_saying(page, prefix: str, words: str) -> str:
 
 
 def test_edits_that_leave_nothing_get_the_engines_message(app_server, page):
-    from gem_core.chemistry.chem import smiles_to_instance
+    from gem_core.chemistry.smiles import smiles_to_instance
     from gem_core.service.molecules import molecule_model
     from gem_core.service.session import workbench
     from gem_core.service.whatif import Edit, evaluate_edits

@@ -108,7 +108,7 @@ class ParsedChunk:
 def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
     """Parse every row into a Mutagenicity-like graph; rejected rows get status, reason and the
     app's message."""
-    from gem_core.chemistry.chem import MoleculeError, smiles_to_instance
+    from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 
     out: dict[str, list[Any]] = {name: [None] * len(rows) for name in SCHEMA.names}
     parsed: list[tuple[int, Any]] = []
@@ -129,7 +129,7 @@ def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChun
 
 def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
     """Predict and explain the accepted molecules of a parsed chunk (one batch)."""
-    from gem_core.chemistry.chem import fragment_smiles
+    from gem_core.chemistry.convert import fragment_smiles
     from gem_core.chemistry.toxicophores import toxicophore_classes
 
     out, parsed = chunk.columns, chunk.parsed

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional, Union
 
-from gem_core.chemistry.chem import MoleculeError
+from gem_core.chemistry.smiles import MoleculeError
 
 SMILES_HEADERS = ("smiles", "canonical_smiles", "smile", "isomeric_smiles")
 ID_HEADERS = ("id", "name", "title", "compound", "compound_id", "mol_id", "molecule")
@@ -86,7 +86,7 @@ def _column(header: list[str], wanted: Optional[str], candidates: tuple[str, ...
 
 def _empty_error() -> tuple[str, str]:
     try:
-        from gem_core.chemistry.chem import smiles_to_instance
+        from gem_core.chemistry.smiles import smiles_to_instance
 
         smiles_to_instance("")
     except MoleculeError as exc:

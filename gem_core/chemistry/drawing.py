@@ -1,0 +1,148 @@
+"""Molecules drawn with RDKit: explanation bonds highlighted in shades of one colour, a second
+colour outlining other bonds (the toxicophores on the Molecule page).
+
+Everything here is local: drawing produces SVG (or PNG) with RDKit and never reaches a network.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rdkit import Chem, rdBase
+from rdkit.Chem import rdDepictor
+from rdkit.Chem.Draw import rdMolDraw2D
+
+from gem_core.chemistry.convert import as_pair_list, bond_indices, without_hydrogens
+
+__all__ = [
+    "HIGHLIGHT_HEX", "HIGHLIGHT_RGB", "OUTLINE_HEX", "OUTLINE_RGB", "MAX_BOND_LENGTH",
+    "molecule_drawer", "draw_molecule_svg",
+]
+
+#: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
+HIGHLIGHT_HEX = "#E8590C"
+HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+#: Colour of outlined bonds (the molecule's toxicophores on the Molecule page).
+OUTLINE_HEX = "#1A9E8F"
+OUTLINE_RGB = tuple(int(OUTLINE_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+_MIN_SHADE = 0.3  # intensity of the weakest highlighted bond when scores are given
+
+
+def _shade(intensity: float) -> tuple[float, float, float]:
+    """The highlight colour at ``intensity`` in [0, 1] (0: white, 1: :data:`HIGHLIGHT_RGB`)."""
+    a = min(max(float(intensity), 0.0), 1.0)
+    return tuple(1.0 - a * (1.0 - c) for c in HIGHLIGHT_RGB)
+
+
+def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
+    """Shade intensity per pair: 1 without scores, else scaled to the top score (at least 30 %)."""
+    if scores is None:
+        return [1.0] * len(pairs)
+    if isinstance(scores, Mapping):
+        vals = [float(scores.get((i, j), scores.get((j, i), 0.0))) for i, j in pairs]
+    else:
+        vals = [float(s) for s in (scores.tolist() if hasattr(scores, "tolist") else scores)]
+        if len(vals) != len(pairs):
+            raise ValueError(f"got {len(vals)} scores for {len(pairs)} highlighted pairs")
+    vals = [v if v == v and v > 0 else 0.0 for v in vals]  # NaN and negatives -> weakest shade
+    top = max(vals, default=0.0)
+    if top <= 0:
+        return [_MIN_SHADE] * len(pairs)
+    return [_MIN_SHADE + (1 - _MIN_SHADE) * v / top for v in vals]
+
+
+
+#: RDKit's cap on a drawn bond's length (its ``fixedBondLength``): a small molecule is drawn at the
+#: scale of a mid-sized one instead of being blown up to fill the panel (ethane's one bond and its
+#: highlight were a blot)
+MAX_BOND_LENGTH = 40
+
+
+def molecule_drawer(size: tuple[int, int], kind: str = "svg"):
+    """An RDKit drawer of ``size`` pixels (``"svg"`` or ``"png"``), small molecules kept small."""
+    cls = rdMolDraw2D.MolDraw2DSVG if kind == "svg" else rdMolDraw2D.MolDraw2DCairo
+    drawer = cls(int(size[0]), int(size[1]))
+    drawer.drawOptions().fixedBondLength = MAX_BOND_LENGTH
+    return drawer
+
+
+def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,
+                      size: tuple[int, int] = (450, 350), hide_hydrogens: bool = False,
+                      atom_indices: bool = False, legend: str = "",
+                      outline_pairs: Sequence[tuple[int, int]] = ()) -> str:
+    """SVG of ``mol`` with the explanation bonds highlighted.
+
+    Args:
+        mol: molecule (atom numbering = graph node numbering, e.g. ``MoleculeInstance.mol`` or
+            :func:`~gem_core.chemistry.convert.instance_to_mol`); not modified.
+        highlight_pairs: explained bonds as atom pairs ``(i, j)`` (either order) or a ``[2, P]``
+            tensor. Bonds and their end atoms are drawn in :data:`HIGHLIGHT_HEX`.
+        scores: optional importance per highlighted pair (sequence aligned with
+            ``highlight_pairs``, or a ``{(i, j): score}`` mapping). The highest score gets the full
+            colour, the others lighter shades proportional to score (never below 30 %).
+        size: ``(width, height)`` in pixels.
+        hide_hydrogens: draw without the hydrogen atoms, except those on a highlighted (or
+            outlined) bond, which stay drawn so every explanation bond is seen; the others become
+            the H counts of their heavy atoms (NH2, CH3). Atoms are renumbered for drawing and
+            mapped back, so highlights land on the right bonds.
+        atom_indices: label each atom with its index in ``mol`` (also when hydrogens are hidden).
+        legend: optional caption under the molecule.
+        outline_pairs: bonds to mark in a second colour (:data:`OUTLINE_HEX`), e.g. the
+            molecule's toxicophores; a bond in both sets is drawn in both colours, side by side.
+
+    2D coordinates are recomputed deterministically (same molecule -> same picture).
+    """
+    pair_list = as_pair_list(highlight_pairs)
+    shades = [_shade(a) for a in _intensities(pair_list, scores)]
+    bond_indices(mol, pair_list)  # validates the pairs against the original numbering
+
+    m = Chem.Mol(mol)
+    for atom in m.GetAtoms():
+        atom.SetIntProp("gem_orig_idx", atom.GetIdx())
+    if hide_hydrogens:
+        shown = {int(a) for pair in list(pair_list) + as_pair_list(outline_pairs) for a in pair}
+        m = without_hydrogens(m, keep=shown)
+    new_of_orig = {a.GetIntProp("gem_orig_idx"): a.GetIdx() for a in m.GetAtoms()}
+
+    atom_colours: dict[int, tuple[float, float, float]] = {}
+    bond_colours: dict[int, tuple[float, float, float]] = {}
+
+    def _stronger(old, new):  # the darker (more important) shade wins
+        return new if old is None or sum(new) < sum(old) else old
+
+    for (i, j), colour in zip(pair_list, shades):
+        a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
+        if a is not None and b is not None:
+            bond = m.GetBondBetweenAtoms(a, b)
+            bond_colours[bond.GetIdx()] = _stronger(bond_colours.get(bond.GetIdx()), colour)
+        for k in (a, b):
+            if k is not None:
+                atom_colours[k] = _stronger(atom_colours.get(k), colour)
+
+    if atom_indices:
+        for atom in m.GetAtoms():
+            atom.SetProp("atomNote", str(atom.GetIntProp("gem_orig_idx")))
+    rdDepictor.Compute2DCoords(m)
+
+    drawer = molecule_drawer(size)
+    outline = as_pair_list(outline_pairs)
+    if outline:
+        bond_indices(mol, outline)
+        atom_map = {k: [c] for k, c in atom_colours.items()}
+        bond_map = {k: [c] for k, c in bond_colours.items()}
+        for i, j in outline:
+            a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
+            if a is not None and b is not None:
+                bond_map.setdefault(m.GetBondBetweenAtoms(a, b).GetIdx(), []).append(OUTLINE_RGB)
+            for k in (a, b):
+                if k is not None and OUTLINE_RGB not in atom_map.setdefault(k, []):
+                    atom_map[k].append(OUTLINE_RGB)
+        with rdBase.BlockLogs():
+            drawer.DrawMoleculeWithHighlights(m, legend, atom_map, bond_map, {}, {})
+    else:
+        with rdBase.BlockLogs():
+            rdMolDraw2D.PrepareAndDrawMolecule(
+                drawer, m, legend=legend,
+                highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
+                highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
+    drawer.FinishDrawing()
+    return drawer.GetDrawingText()
