@@ -146,3 +146,44 @@ def test_teaching_trace_matches_the_reference():
             assert s.loss_after <= s.loss_before + 1e-6
         else:
             assert s.weight == pytest.approx(s.loss_after - s.loss_before)
+
+
+def test_how_it_works_default_instance_steps_replay_the_old_greedy_loop():
+    """The page's default example (first BA-shapes test node with 4-30 edges): the steps from the
+    engine's trace hook are those of the greedy loop the page used to run itself."""
+    from gem_core.data.instances import collate
+    from gem_core.gem.distill import TIE_TOL, cross_entropy
+    from gem_core.gem.distill.reference import remove_pair
+    from gem_core.service.session import workbench
+    from teaching import greedy_trace
+
+    wb = workbench("ba_shapes", "cpu")
+    inst = next(i for i in wb.instances("test") if 4 <= i.num_pairs <= 30)
+    trace = greedy_trace(inst, wb.black_box, wb.spec.connected)
+
+    def loss(mask: torch.Tensor) -> float:
+        logits = wb.black_box(collate([inst], [mask]))
+        return float(cross_entropy(logits, torch.tensor([int(inst.y)]))[0])
+
+    p = inst.num_pairs
+    full = torch.ones(p, dtype=torch.bool)
+    assert trace.label == int(inst.y) and trace.full_loss == loss(full)
+    delta = [loss(full & (torch.arange(p) != j)) - trace.full_loss for j in range(p)]
+    assert trace.delta.tolist() == delta
+    current, current_loss, n = full.clone(), trace.full_loss, 0
+    for j in sorted(range(p), key=lambda j: (int(round(delta[j] / TIE_TOL)), j)):
+        if not current[j]:
+            continue
+        tentative = remove_pair(inst, current, j, wb.spec.connected)
+        new = loss(tentative)
+        accepted = new <= current_loss + TIE_TOL
+        dropped = [i for i in range(p) if i != j and current[i] and not tentative[i]]
+        s = trace.steps[n]
+        assert (s.number, s.pair, s.loss_before, s.loss_after, s.accepted) == (
+            n + 1, j, current_loss, new, accepted)
+        assert s.weight == (0.0 if accepted else new - current_loss)
+        if accepted:
+            current, current_loss = tentative, new
+        assert s.dropped_with == (dropped if accepted else []) and torch.equal(s.mask, current)
+        n += 1
+    assert n == len(trace.steps) >= 2
