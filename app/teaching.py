@@ -31,7 +31,8 @@ class Trace:
 def greedy_trace(instance: Instance, black_box, connected: bool, tol: float = TIE_TOL) -> Trace:
     """Δ of each edge, then the greedy pruning with every step recorded (against the true label)."""
     steps: list[GreedyStep] = []
-    result = reference_distill_one(instance, black_box, connected, "true", tol, on_step=steps.append)
+    result = reference_distill_one(instance, black_box, connected, "true", tol,
+                                   on_step=steps.append)
     return Trace(result.delta, result.full_loss, result.label, steps, result.weights, result.kept)
 
 

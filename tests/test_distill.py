@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from gem_core.gem.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TIE_TOL,
-                                  TOPK_POLICIES, Distillation, distill, distill_dataset, distillation_path,
-                                  load_distillation, topk_accuracy)
+                                  TOPK_POLICIES, Distillation, distill, distill_dataset,
+                                  distillation_path, load_distillation, topk_accuracy)
 from gem_core.gem.distill.reference import (ReferenceResult, keep_component, reference_distill,
                                             reference_distill_one, reference_refine,
                                             reference_topk, reference_topk_all)

@@ -70,13 +70,13 @@ def render_single(sel, opts: dict) -> None:
     st.markdown("**Examples**")
     cols = st.columns(len(EXAMPLES))
     for col, (name, smi) in zip(cols, EXAMPLES.items()):
-        col.button(name, key=f"mol_example_{name.split()[0].lower()}", on_click=set_molecule_example,
-                   args=(smi,), width="stretch")
+        col.button(name, key=f"mol_example_{name.split()[0].lower()}",
+                   on_click=set_molecule_example, args=(smi,), width="stretch")
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
     c1.text_input("SMILES", key="mol_smiles", placeholder="e.g. O=[N+]([O-])c1ccccc1",
                   on_change=submit_molecule)
-    c2.button("Explain", key="mol_explain", type="primary", on_click=submit_molecule, width="stretch",
-              icon=":material/search:")
+    c2.button("Explain", key="mol_explain", type="primary", on_click=submit_molecule,
+              width="stretch", icon=":material/search:")
     submitted = submitted_molecule()
     if submitted is None:
         st.caption("Type or paste a SMILES and press Explain, or pick an example.")

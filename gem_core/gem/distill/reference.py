@@ -334,5 +334,5 @@ def reference_topk_all(instances: Sequence[Instance], results: Sequence[Referenc
 
 
 __all__ = ["GreedyStep", "ReferenceResult", "keep_component", "reference_distill",
-           "reference_distill_one", "reference_fill", "reference_refine", "reference_topk", "reference_topk_all",
-           "remove_pair"]
+           "reference_distill_one", "reference_fill", "reference_refine", "reference_topk",
+           "reference_topk_all", "remove_pair"]
