@@ -1,15 +1,20 @@
 """Shared state of the app: the sidebar selection, cached engine objects, progress bars.
 
 Pages stay thin: they read :func:`selection`, get engine objects from here, and draw. Caching
-lives only in this module (``st.cache_resource`` for shared, thread-safe engine objects,
-``st.cache_data`` for plain results).
+and the session's values live only in this module (``st.cache_resource`` for shared,
+thread-safe engine objects, ``st.cache_data`` for plain results, ``st.session_state`` behind
+small named functions); pages and components only pass widget ``key=`` arguments.
 """
 from __future__ import annotations
 
+import json
 import logging
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
 
 import streamlit as st
 import torch
@@ -19,6 +24,8 @@ from gem_core.runtime.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
 from gem_core.evaluation.reproduce import recorded_fit_seconds
 from gem_core.service.session import Workbench, workbench
+from components import graph_pyvis, graph_view
+from teaching import Trace, greedy_trace
 from theme import method_title
 
 # The explainers compared when a session starts: Gem and the paper's baselines (PGExplainer
@@ -308,3 +315,113 @@ def run_page(render: Callable[[], None]) -> None:
         render()
     except Exception as exc:
         show_error(exc, "This page stopped on an unexpected error")
+
+
+# ----------------------------------------------------------------------------- page caches
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def graph_layout(dataset: str, position: int, num_nodes: int,
+                 pairs: tuple[tuple[int, int], ...]) -> list[list[float]]:
+    """The layout of one instance's computation graph, shared by all its panels."""
+    return graph_view.layout(num_nodes, pairs).tolist()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def distillation_trace(dataset: str, device: str, position: int, digest: str) -> Trace:
+    """Δ of every edge of a test instance and its greedy distillation, step by step (the
+    reference distillation's trace; ``digest`` names the target model)."""
+    wb = get_workbench(dataset, device)
+    inst = wb.instances("test")[position]
+    return greedy_trace(inst, wb.black_box, wb.spec.connected)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def distilled_topk_and_targets(dataset: str, device: str, position: int, digest: str,
+                               k: int) -> tuple[list[bool], list[float]]:
+    """The engine's distilled top-K of a test instance and Gem's training target for it."""
+    from gem_core.gem.distill import distill
+    from gem_core.gem.training_targets import explainer_targets
+
+    wb = get_workbench(dataset, device)
+    inst = wb.instances("test")[position]
+    dist = distill([inst], wb.black_box, connected=wb.spec.connected,
+                   label_source=wb.spec.explainer_label_source, device=wb.device)
+    targets = explainer_targets(dist, wb.spec, instances=[inst], black_box=wb.black_box)[0]
+    return dist.topk(k)[0].tolist(), [float(t) for t in targets]
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def results_json(path: str, mtime: float) -> Optional[dict[str, Any]]:
+    """A results JSON (keyed by modification time, so a rewrite is picked up)."""
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@st.cache_resource(show_spinner=False)
+def vis_assets_published(folder: str) -> bool:
+    """Publish vis-network into ``folder`` once per process (the live network view's files)."""
+    return graph_pyvis.publish_vis_assets(Path(folder))
+
+
+# ----------------------------------------------------------------------------- session values
+
+def session_value(key: str, default: Any = None) -> Any:
+    """The session's value under ``key`` (a widget's state or a page's own), else ``default``."""
+    return st.session_state.get(key, default)
+
+
+def set_session_value(key: str, value: Any) -> None:
+    """Set the session's value under ``key`` (a widget's state only before the widget draws)."""
+    st.session_state[key] = value
+
+
+def drop_session_value(key: str) -> None:
+    """Forget the session's value under ``key`` (nothing when there is none)."""
+    st.session_state.pop(key, None)
+
+
+def session_cache(name: str) -> dict:
+    """A dict kept for this browser session under ``name``: results a page keeps per session."""
+    return st.session_state.setdefault(name, {})
+
+
+def random_pick(key: str, n: int, again: bool) -> int:
+    """A random position below ``n``, kept in the session under ``key`` until ``again``."""
+    if again or key not in st.session_state:
+        st.session_state[key] = random.randrange(n)
+    return int(st.session_state[key])
+
+
+def remember_pipeline_summary(dataset: str, summary: Any) -> None:
+    """Keep the Pipeline page's last summary of ``dataset`` for this session."""
+    st.session_state[f"pl_summary_{dataset}"] = summary
+
+
+def pipeline_summary(dataset: str) -> Any:
+    """The Pipeline page's last summary of ``dataset`` in this session (None before a run)."""
+    return st.session_state.get(f"pl_summary_{dataset}")
+
+
+def set_molecule_example(smiles: str) -> None:
+    """An example button's callback: put ``smiles`` in the SMILES box and submit it."""
+    st.session_state["mol_smiles"] = smiles
+    st.session_state["mol_submitted"] = smiles
+
+
+def submit_molecule() -> None:
+    """The SMILES box's (and the Explain button's) callback: submit what the box holds."""
+    st.session_state["mol_submitted"] = st.session_state.get("mol_smiles", "")
+
+
+def submitted_molecule() -> Optional[str]:
+    """The SMILES last submitted on the Molecule page (None before the first)."""
+    return st.session_state.get("mol_submitted")
+
+
+def prepare_molecule_k(smiles: str, bonds: int, suggested: int) -> None:
+    """Set the Molecule page's K slider before it draws: ``suggested`` for a new molecule,
+    else the K chosen before, clipped to 1 … ``bonds``."""
+    if st.session_state.get("mol_k_molecule") != smiles:  # a new molecule
+        st.session_state["mol_k"] = suggested
+        st.session_state["mol_k_molecule"] = smiles
+    st.session_state["mol_k"] = min(max(1, int(st.session_state.get("mol_k", 1))), max(1, bonds))

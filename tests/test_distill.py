@@ -6,11 +6,12 @@ import json
 import pytest
 import torch
 
-from gem_core.gem.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
-                                  Distillation, distill, distill_dataset, distillation_path,
-                                  load_distillation, topk_accuracy)
+from gem_core.gem.distill import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TIE_TOL,
+                                  TOPK_POLICIES, Distillation, distill, distill_dataset,
+                                  distillation_path, load_distillation, topk_accuracy)
 from gem_core.gem.distill.reference import (ReferenceResult, keep_component, reference_distill,
-                                            reference_refine, reference_topk, reference_topk_all)
+                                            reference_distill_one, reference_refine,
+                                            reference_topk, reference_topk_all)
 from gem_core.data.instances import Instance, to_pairs
 from gem_core.runtime.store import load_torch
 from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
@@ -126,6 +127,51 @@ def test_predicted_label_source(task):
     ref = _assert_same(dist, instances, bb, True, "predicted")
     predicted = [int(bb(_collate1(inst)).argmax(-1)[0]) for inst in instances]
     assert dist.labels.tolist() == predicted == [r.label for r in ref]
+
+
+@pytest.mark.parametrize("task", ["graph", "node"])
+@pytest.mark.parametrize("connected", [True, False])
+def test_reference_trace_hook_records_the_greedy_steps(task, connected):
+    """``on_step`` sees every pair the greedy phase tries; its records replay to the result."""
+    from gem_core.data.instances import collate
+    from gem_core.gem.distill import cross_entropy
+    from gem_core.gem.distill.reference import GreedyStep, remove_pair
+
+    bb = _black_box(task, seed=2)
+    for inst in _instances(task, seed=4):
+        steps: list[GreedyStep] = []
+        traced = reference_distill_one(inst, bb, connected, on_step=steps.append)
+        plain = reference_distill_one(inst, bb, connected)
+        assert torch.equal(traced.delta, plain.delta) and torch.equal(traced.kept, plain.kept)
+        assert torch.equal(traced.weights, plain.weights)
+        assert traced.greedy_loss == plain.greedy_loss
+        # replay: the steps go in ascending (Δ, index), each from the previous step's graph
+        mask, loss = torch.ones(inst.num_pairs, dtype=torch.bool), traced.full_loss
+        weights = torch.zeros(inst.num_pairs, dtype=torch.float64)
+        tried = []
+        for n, s in enumerate(steps, 1):
+            assert s.number == n and mask[s.pair] and s.loss_before == loss
+            tentative = remove_pair(inst, mask, s.pair, connected)
+            logits = bb(collate([inst], [tentative]))
+            after = float(cross_entropy(logits, torch.tensor([traced.label]))[0])
+            assert s.loss_after == after
+            assert s.accepted == (after <= loss + TIE_TOL)
+            if s.accepted:
+                assert s.weight == 0.0
+                assert s.dropped_with == [i for i in range(inst.num_pairs)
+                                          if i != s.pair and mask[i] and not tentative[i]]
+                mask, loss = tentative, after
+            else:
+                assert s.weight == after - loss and s.dropped_with == []
+                weights[s.pair] = s.weight
+            assert torch.equal(s.mask, mask)
+            tried.append(s.pair)
+        weights[~mask] = 0.0
+        assert torch.equal(mask, traced.kept) and loss == traced.greedy_loss
+        assert torch.equal(weights, traced.weights)
+        order = sorted(range(inst.num_pairs),
+                       key=lambda j: (round(float(traced.delta[j]) / TIE_TOL), j))
+        assert tried == [j for j in order if j in tried]
 
 
 def _collate1(inst: Instance):

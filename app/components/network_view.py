@@ -4,7 +4,7 @@
 document and parses vis-network again for every panel, for every K or instance change. Here the
 iframe (``vis_network/index.html``) is created once per panel; a rerun only posts the new nodes,
 edges and legend, which the page swaps in place (≈ 10–50 ms for a 200-node graph). pyvis still
-builds the network (:func:`graph_view.network_data`); vis-network is pyvis' own copy, published
+builds the network (:func:`graph_pyvis.network_data`); vis-network is pyvis' own copy, published
 into ``vis_network/lib/`` at start-up. Without a writable app folder the view falls back on
 self-contained pyvis pages.
 """
@@ -17,7 +17,9 @@ from typing import Optional
 import streamlit as st
 import streamlit.components.v1 as components
 
-from . import graph_view
+from state import session_value, vis_assets_published
+
+from . import graph_pyvis, graph_view
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "vis_network"
 LEGEND_HEIGHT = 72  # room for up to three legend rows above the canvas
@@ -25,10 +27,9 @@ LEGEND_HEIGHT = 72  # room for up to three legend rows above the canvas
 _network_component = components.declare_component("gem_vis_network", path=str(COMPONENT_DIR))
 
 
-@st.cache_resource(show_spinner=False)
 def _assets_ready() -> bool:
-    """Publish vis-network next to the component once per process."""
-    return graph_view.publish_vis_assets(COMPONENT_DIR / "lib")
+    """Publish vis-network next to the component (once per process, :mod:`state` caches it)."""
+    return vis_assets_published(str(COMPONENT_DIR / "lib"))
 
 
 def live() -> bool:
@@ -47,15 +48,15 @@ def show(pic: graph_view.GraphPicture, height: int, key: str, step: str = "",
     Returns whether the live view drew (clicks need it; the fallback page cannot report them).
     """
     if not _assets_ready():
-        st.iframe(graph_view.pyvis_html(pic, height), height=height + LEGEND_HEIGHT)
+        st.iframe(graph_pyvis.pyvis_html(pic, height), height=height + LEGEND_HEIGHT)
         return False
 
     def clicked() -> None:
-        value = st.session_state.get(key)
+        value = session_value(key)
         if on_edge_click is not None and isinstance(value, dict):
             on_edge_click(int(value["from"]), int(value["to"]))
 
-    _network_component(**graph_view.network_data(pic), canvas_height=height, step=step,
+    _network_component(**graph_pyvis.network_data(pic), canvas_height=height, step=step,
                        height=height + LEGEND_HEIGHT, key=key, default=None,
                        clickable=on_edge_click is not None,
                        on_change=clicked if on_edge_click is not None else None)

@@ -24,6 +24,7 @@ import torch
 from gem_core.data.ranking import rank_scores, topk_mask
 from gem_core.explainers import method_spec
 from gem_core.service.whatif import Edit, EditError
+from state import drop_session_value, session_cache, session_value, set_session_value
 
 # (removed pair positions, removed nodes, ranked pair positions, per-pair shown scores or None,
 #  method or None, slot) -> draws one picture
@@ -99,8 +100,8 @@ def toggle_edge(prefix: str, ident: str, j: int) -> None:
     """Delete pair ``j``, or restore it when it is deleted: a click in the drawing. Runs as a
     widget callback, before the rerun, so it may set the edge picker's state."""
     key = f"{prefix}_edges_{ident}"
-    chosen = list(st.session_state.get(key, []))
-    st.session_state[key] = [x for x in chosen if x != j] if j in chosen else [*chosen, j]
+    chosen = list(session_value(key, []))
+    set_session_value(key, [x for x in chosen if x != j] if j in chosen else [*chosen, j])
 
 
 def ident_of(*parts: Any) -> str:
@@ -213,16 +214,16 @@ def _numbers(w: WhatIf, container_key: str, original: list[float], outcome) -> N
 
 
 def _picked(w: WhatIf) -> tuple[list[int], list[int]]:
-    edges = [int(j) for j in st.session_state.get(w.key("edges"), []) or []]
-    nodes = [int(i) for i in st.session_state.get(w.key("nodes"), []) or []]
+    edges = [int(j) for j in session_value(w.key("edges"), []) or []]
+    nodes = [int(i) for i in session_value(w.key("nodes"), []) or []]
     return edges, nodes
 
 
 def _undo(w: WhatIf) -> None:
-    st.session_state[w.key("edges")] = []
-    st.session_state[w.key("nodes")] = []
-    st.session_state.pop(w.key("compare"), None)
-    st.session_state.pop(w.key("slow"), None)
+    set_session_value(w.key("edges"), [])
+    set_session_value(w.key("nodes"), [])
+    drop_session_value(w.key("compare"))
+    drop_session_value(w.key("slow"))
 
 
 def _edit(w: WhatIf, edges: Sequence[int], nodes: Sequence[int]) -> Edit:
@@ -248,7 +249,7 @@ def render(w: WhatIf) -> None:
     edges, nodes = _picked(w)
     c3.button("Undo all", key=w.key("undo"), on_click=_undo, args=(w,),
               icon=":material/undo:", width="stretch",
-              disabled=not (edges or nodes or st.session_state.get(w.key("compare"))))
+              disabled=not (edges or nodes or session_value(w.key("compare"))))
     if not edges and not nodes:
         focus = w.class_names[w.focus]
         with st.container(key=f"{w.prefix}_result_none"):
@@ -284,7 +285,7 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
         return
     _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
     removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
-    requested = st.session_state.get(w.key("slow"), {}).get(token, [])
+    requested = session_value(w.key("slow"), {}).get(token, [])
     extra = {}
     for m in [m for m in slow if m in requested]:
         try:
@@ -328,7 +329,7 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
         for col, m in zip(bc, waiting):
             if col.button(f"Re-explain with {w.titles(m)}", key=w.key(f"slow_{m}"),
                           icon=":material/play_arrow:"):
-                st.session_state.setdefault(w.key("slow"), {}).setdefault(token, []).append(m)
+                session_cache(w.key("slow")).setdefault(token, []).append(m)
                 st.rerun()
     for note in w.notes:
         st.caption(note)
@@ -352,8 +353,8 @@ def _compare(w: WhatIf) -> None:
                                     f"seed always draws the same {w.edge}s."))
     if st.button(f"Remove the explanation's {w.k} {w.edge}s vs {w.k} random {w.edge}s",
                  key=w.key("cmp_go"), icon=":material/compare_arrows:"):
-        st.session_state[w.key("compare")] = True
-    if not st.session_state.get(w.key("compare")):
+        set_session_value(w.key("compare"), True)
+    if not session_value(w.key("compare")):
         return
     ranked, _ = ranked_after(torch.tensor(w.scores[method], dtype=torch.float64), w.k)
     rand = random_positions(len(w.pairs), len(ranked), seed)

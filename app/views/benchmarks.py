@@ -7,7 +7,6 @@ the target model's accuracy.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,15 +17,8 @@ from components import charts
 from gem_core.evaluation import paper
 from gem_core.explainers import METHODS, REPRODUCE_METHODS
 from gem_core.runtime.store import PROJECT_ROOT
-from state import progress_bar, run_page, selection, show_error
+from state import progress_bar, results_json, run_page, selection, show_error
 from theme import method_title
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _load(path: str, mtime: float) -> Optional[dict[str, Any]]:
-    """The results JSON (keyed by modification time, so a rewrite is picked up)."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
@@ -36,7 +28,7 @@ def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Op
     if not path.exists():
         return None, path, None
     try:
-        data = _load(str(path), path.stat().st_mtime)
+        data = results_json(str(path), path.stat().st_mtime)
     except (OSError, ValueError) as exc:
         return None, path, f"{path.name} cannot be read: {exc}"
     if not isinstance(data, dict) or "methods" not in data:
@@ -177,7 +169,7 @@ def _recompute(sel) -> None:
         except Exception as exc:
             show_error(exc, "Recomputing failed")
             return
-        _load.clear()
+        results_json.clear()
         st.rerun()
 
 

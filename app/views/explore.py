@@ -8,13 +8,12 @@ probability on that explanation subgraph and the method's explain time. Scores a
 from __future__ import annotations
 
 import json
-import random
 
 import pandas as pd
 import streamlit as st
 import torch
 
-from components import graph_view, molecule_view, network_view, whatif_view
+from components import graph_static, graph_view, molecule_view, network_view, whatif_view
 from gem_core.data.datasets import DataUnavailableError, GemDataset
 from gem_core.data.ranking import rank_scores, tied_at_cut, topk_mask
 from gem_core.explainers import DEFAULT_TEACHER
@@ -22,9 +21,9 @@ from gem_core.data.instances import Instance
 from gem_core.service.session import Workbench
 from theme import fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
-                   explanation_reading, fit_offer, get_workbench, method_ready, progress_bar,
-                   run_page, selection, show_error, show_reading, test_predictions,
-                   what_if_evaluator)
+                   explanation_reading, fit_offer, get_workbench, graph_layout, method_ready,
+                   progress_bar, random_pick, run_page, selection, show_error, show_reading,
+                   test_predictions, what_if_evaluator)
 
 PANEL_HEIGHT = 330
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
@@ -34,12 +33,6 @@ MODES = ("Index", "Class", "Model right / wrong", "Random")
 
 
 # ----------------------------------------------------------------------------- helpers
-
-@st.cache_data(show_spinner=False, max_entries=512)
-def _positions(dataset: str, position: int, num_nodes: int,
-               pairs: tuple[tuple[int, int], ...]) -> list[list[float]]:
-    return graph_view.layout(num_nodes, pairs).tolist()
-
 
 def _load_target(wb: Workbench):
     from gem_core.models.targets import cached_target_path, shipped_target_path
@@ -89,10 +82,8 @@ def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
                 return 0
         else:
             key = f"ex_random_{sel.dataset}"
-            if st.button("Pick another at random", key="ex_random_button",
-                         icon=":material/casino:") or key not in st.session_state:
-                st.session_state[key] = random.randrange(n)
-            pos = int(st.session_state[key])
+            pos = random_pick(key, n, st.button("Pick another at random", key="ex_random_button",
+                                                icon=":material/casino:"))
             st.markdown(f"Random pick: **{describe[pos]}**")
             return pos
         return int(st.selectbox(f"Test {kind}", cands, format_func=describe.get,
@@ -191,7 +182,7 @@ def render() -> None:
                            persist_state="session")
         mol = instance_to_mol(inst, ds.atom_symbols)
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
-    base = _base_picture(ds, inst, _positions(sel.dataset, pos, inst.num_nodes, pairs))
+    base = _base_picture(ds, inst, graph_layout(sel.dataset, pos, inst.num_nodes, pairs))
     close = None  # nodes of the close-up view (None: the whole computation graph)
     if ds.task == "node" and inst.num_nodes > CLOSE_UP_NODES:
         if st.toggle(f"Close-up: the explained node's {CLOSE_UP_HOPS}-hop neighbourhood only",
@@ -385,10 +376,10 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
         network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=key)
 
         def svg() -> str:
-            return graph_view.to_svg(pic, title=title)
+            return graph_static.to_svg(pic, title=title)
 
         def png() -> bytes:
-            return graph_view.to_png(pic, title=title)
+            return graph_static.to_png(pic, title=title)
     c1, c2 = st.columns(2)
     c1.download_button("SVG", svg, file_name=f"{key}.svg", mime="image/svg+xml",
                        key=f"ex_svg_{key}", icon=":material/download:", width="stretch")

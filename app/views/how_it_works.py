@@ -15,9 +15,10 @@ import torch
 from components import charts, graph_view, network_view
 from gem_core.data.datasets import GemDataset
 from gem_core.data.ranking import topk_mask
-from state import (explain_test_instance, explainer_token, get_workbench, method_ready,
-                   run_page, selection, show_error)
-from teaching import Trace, describe_gem, fmt_change, fmt_small, greedy_trace
+from state import (distillation_trace, distilled_topk_and_targets, explain_test_instance,
+                   explainer_token, get_workbench, graph_layout, method_ready, run_page,
+                   selection, show_error)
+from teaching import describe_gem, fmt_change, fmt_small
 from theme import method_color
 
 EXAMPLE_DATASET = "ba_shapes"
@@ -51,36 +52,9 @@ example's dataset.
 """
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _trace(device: str, position: int, digest: str) -> Trace:
-    wb = get_workbench(EXAMPLE_DATASET, device)
-    inst = wb.instances("test")[position]
-    return greedy_trace(inst, wb.black_box, wb.spec.connected)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _distilled_topk_and_targets(device: str, position: int, digest: str,
-                                k: int) -> tuple[list[bool], list[float]]:
-    """The engine's distilled top-K of the example node and Gem's training target for it."""
-    from gem_core.gem.distill import distill
-    from gem_core.gem.training_targets import explainer_targets
-
-    wb = get_workbench(EXAMPLE_DATASET, device)
-    inst = wb.instances("test")[position]
-    dist = distill([inst], wb.black_box, connected=wb.spec.connected,
-                   label_source=wb.spec.explainer_label_source, device=wb.device)
-    targets = explainer_targets(dist, wb.spec, instances=[inst], black_box=wb.black_box)[0]
-    return dist.topk(k)[0].tolist(), [float(t) for t in targets]
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _layout(position: int, num_nodes: int, pairs: tuple) -> list[list[float]]:
-    return graph_view.layout(num_nodes, pairs).tolist()
-
-
 def _picture(ds: GemDataset, inst, position: int) -> graph_view.GraphPicture:
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
-    pos = np.asarray(_layout(position, inst.num_nodes, pairs))
+    pos = np.asarray(graph_layout(EXAMPLE_DATASET, position, inst.num_nodes, pairs))
     motif = None if inst.motif_mask is None else inst.motif_mask.tolist()
     return graph_view.node_task_picture(pairs, inst.node_ids.tolist(),
                                         ds.graph.y[inst.node_ids].tolist(), ds.class_names,
@@ -119,7 +93,7 @@ def render() -> None:
     inst = instances[pos]
     try:
         with st.spinner("Computing Δ for every edge and the greedy distillation…"):
-            trace = _trace(sel.device, pos, target.digest)
+            trace = distillation_trace(EXAMPLE_DATASET, sel.device, pos, target.digest)
     except Exception as exc:
         show_error(exc, "The distillation failed")
         return
@@ -188,7 +162,8 @@ def render() -> None:
     k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
     kept = int(trace.kept.sum())
     weighted = int((trace.weights > 0).sum())
-    distilled, learned = _distilled_topk_and_targets(sel.device, pos, target.digest, k)
+    distilled, learned = distilled_topk_and_targets(EXAMPLE_DATASET, sel.device, pos,
+                                                    target.digest, k)
     in_top = int(sum(distilled))
     st.markdown(f"**3 · The distilled explanation.** {kept} of the {inst.num_pairs} edges survive "
                 f"the greedy pass ({weighted} with a weight above 0: their removal raised the "

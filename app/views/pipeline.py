@@ -14,8 +14,8 @@ import streamlit as st
 from gem_core.data.datasets import DataUnavailableError
 from gem_core.service.session import forget_explainer
 from theme import method_title
-from state import (DATA_HELP, get_workbench, progress_bar, run_page,
-                   selection, show_error)
+from state import (DATA_HELP, get_workbench, pipeline_summary, progress_bar,
+                   remember_pipeline_summary, run_page, selection, show_error)
 
 QUICK_LIMIT = 20
 EVAL_MODES = (f"Quick: first {QUICK_LIMIT} test instances (not saved)",
@@ -154,9 +154,9 @@ def render() -> None:
         except Exception as exc:
             show_error(exc, "The pipeline stopped")
             return
-        st.session_state[f"pl_summary_{sel.dataset}"] = summary
+        remember_pipeline_summary(sel.dataset, summary)
         st.success("Pipeline finished.", icon=":material/check_circle:")
-    summary = st.session_state.get(f"pl_summary_{sel.dataset}")
+    summary = pipeline_summary(sel.dataset)
     if summary:
         _show(summary)
     else:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from components import graph_view  # app/ is on sys.path (see conftest)
+from components import graph_pyvis, graph_static, graph_view  # app/ is on sys.path (conftest)
 
 
 def _picture():
@@ -28,7 +28,7 @@ def test_layout_is_deterministic_and_normalised():
 
 def test_pyvis_is_offline_and_escaped():
     pic = _picture().with_explanation([True, True, False, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
-    page = graph_view.pyvis_html(pic, 300)
+    page = graph_pyvis.pyvis_html(pic, 300)
     assert "https://cdn" not in page and "bootstrap" not in page.lower()
     assert "<b>top</b>" not in page and "&lt;b&gt;top&lt;/b&gt;" in page
     assert "explanation edge" in page  # legend
@@ -38,7 +38,7 @@ def test_network_data_is_the_pyvis_network_as_json(tmp_path):
     import json
 
     pic = _picture().with_explanation([True, True, False, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
-    data = json.loads(json.dumps(graph_view.network_data(pic)))  # what the live view receives
+    data = json.loads(json.dumps(graph_pyvis.network_data(pic)))  # what the live view receives
     assert [n["id"] for n in data["nodes"]] == [0, 1, 2, 3]
     assert [(e["from"], e["to"]) for e in data["edges"]] == pic.pairs
     assert [e["color"] for e in data["edges"]] == ["#d62728", "#d62728", graph_view.FADED_EDGE,
@@ -50,9 +50,9 @@ def test_network_data_is_the_pyvis_network_as_json(tmp_path):
     assert not any("<b>" in n["label"] + n["title"] for n in data["nodes"])  # escaped
     assert ["explanation edge (width = score)", "#d62728", "edge"] in data["legend"]
     # vis-network itself is pyvis' copy, published next to the component, atomically
-    assert graph_view.publish_vis_assets(tmp_path / "lib")
-    inline = graph_view.pyvis_html(pic, 300)
-    for name in graph_view.VIS_FILES:
+    assert graph_pyvis.publish_vis_assets(tmp_path / "lib")
+    inline = graph_pyvis.pyvis_html(pic, 300)
+    for name in graph_pyvis.VIS_FILES:
         published = (tmp_path / "lib" / name).read_text(encoding="utf-8")
         assert published.strip() and published.strip() in inline
     assert not list((tmp_path / "lib").glob("*.tmp"))
@@ -72,17 +72,17 @@ def test_live_view_page_escapes_the_legend_and_keeps_the_browser_globals():
 def test_strip_cdn_removes_network_tags():
     html = ('<head><link rel="stylesheet" href="https://cdn.jsdelivr.net/x.css" />'
             '<script src="https://cdn.jsdelivr.net/x.js"></script><script>var a=1;</script></head>')
-    out = graph_view.strip_cdn(html)
+    out = graph_pyvis.strip_cdn(html)
     assert "jsdelivr" not in out and "var a=1;" in out
 
 
 def test_static_svg_and_png():
     pic = _picture().with_explanation([True, False, True, False], [1.0, 0.2, 0.6, 0.1], "#1f77b4")
-    svg = graph_view.to_svg(pic, title="A <title>")
+    svg = graph_static.to_svg(pic, title="A <title>")
     root = ET.fromstring(svg)  # well-formed XML, names escaped
     assert root.tag.endswith("svg")
     assert "A &lt;title&gt;" in svg
-    png = graph_view.to_png(pic, title="x")
+    png = graph_static.to_png(pic, title="x")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -146,3 +146,44 @@ def test_teaching_trace_matches_the_reference():
             assert s.loss_after <= s.loss_before + 1e-6
         else:
             assert s.weight == pytest.approx(s.loss_after - s.loss_before)
+
+
+def test_how_it_works_default_instance_steps_replay_the_old_greedy_loop():
+    """The page's default example (first BA-shapes test node with 4-30 edges): the steps from the
+    engine's trace hook are those of the greedy loop the page used to run itself."""
+    from gem_core.data.instances import collate
+    from gem_core.gem.distill import TIE_TOL, cross_entropy
+    from gem_core.gem.distill.reference import remove_pair
+    from gem_core.service.session import workbench
+    from teaching import greedy_trace
+
+    wb = workbench("ba_shapes", "cpu")
+    inst = next(i for i in wb.instances("test") if 4 <= i.num_pairs <= 30)
+    trace = greedy_trace(inst, wb.black_box, wb.spec.connected)
+
+    def loss(mask: torch.Tensor) -> float:
+        logits = wb.black_box(collate([inst], [mask]))
+        return float(cross_entropy(logits, torch.tensor([int(inst.y)]))[0])
+
+    p = inst.num_pairs
+    full = torch.ones(p, dtype=torch.bool)
+    assert trace.label == int(inst.y) and trace.full_loss == loss(full)
+    delta = [loss(full & (torch.arange(p) != j)) - trace.full_loss for j in range(p)]
+    assert trace.delta.tolist() == delta
+    current, current_loss, n = full.clone(), trace.full_loss, 0
+    for j in sorted(range(p), key=lambda j: (int(round(delta[j] / TIE_TOL)), j)):
+        if not current[j]:
+            continue
+        tentative = remove_pair(inst, current, j, wb.spec.connected)
+        new = loss(tentative)
+        accepted = new <= current_loss + TIE_TOL
+        dropped = [i for i in range(p) if i != j and current[i] and not tentative[i]]
+        s = trace.steps[n]
+        assert (s.number, s.pair, s.loss_before, s.loss_after, s.accepted) == (
+            n + 1, j, current_loss, new, accepted)
+        assert s.weight == (0.0 if accepted else new - current_loss)
+        if accepted:
+            current, current_loss = tentative, new
+        assert s.dropped_with == (dropped if accepted else []) and torch.equal(s.mask, current)
+        n += 1
+    assert n == len(trace.steps) >= 2

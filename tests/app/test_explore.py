@@ -208,7 +208,8 @@ def test_explore_explains_missing_data(monkeypatch):
 
 def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
     """When vis-network cannot be published next to the live view, panels are pyvis pages."""
-    from components import graph_view, network_view
+    from components import graph_pyvis
+    from state import vis_assets_published
 
     def iframes(at) -> list[str]:
         out: list[str] = []
@@ -222,8 +223,8 @@ def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
         walk(at.main)
         return out
 
-    monkeypatch.setattr(graph_view, "publish_vis_assets", lambda target_dir: False)
-    network_view._assets_ready.clear()
+    monkeypatch.setattr(graph_pyvis, "publish_vis_assets", lambda target_dir: False)
+    vis_assets_published.clear()
     try:
         at = make_app(methods=("random",))
         no_exception(at)
@@ -235,7 +236,7 @@ def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
             assert not re.search(r"(src|href)\s*=\s*[\"']https?://", page)
             assert "explained node" in page
     finally:
-        network_view._assets_ready.clear()
+        vis_assets_published.clear()
 
 
 def test_gem_panel_says_how_much_of_it_the_distilled_teacher_keeps():

@@ -292,7 +292,7 @@ def _option_value(at, widget, label, pairs, inst, wb) -> int:
 def test_deleted_edges_and_nodes_are_drawn_dashed_everywhere():
     import xml.etree.ElementTree as ET
 
-    from components import graph_view
+    from components import graph_pyvis, graph_static, graph_view
 
     pairs = [(0, 1), (1, 2), (2, 0), (2, 3)]
     base = graph_view.node_task_picture(pairs, [10, 11, 12, 13], [0, 1, 1, 2],
@@ -300,21 +300,21 @@ def test_deleted_edges_and_nodes_are_drawn_dashed_everywhere():
     pic = base.with_explanation([True, True, True, False], [0.9, 0.5, 0.1, 0.0], "#d62728")
     pic = pic.with_deletions([False, True, False, False], [False, False, False, True])
     assert pic.selected == [True, False, True, False]  # a deleted edge is never explained
-    data = graph_view.network_data(pic)
+    data = graph_pyvis.network_data(pic)
     assert [bool(e.get("dashes")) for e in data["edges"]] == [False, True, False, False]
     assert data["edges"][1]["color"] == graph_view.DELETED_EDGE
     assert "deleted" in data["edges"][1]["title"]
     assert data["nodes"][3]["color"]["background"] == graph_view.DELETED_NODE
     assert data["nodes"][3].get("shapeProperties", {}).get("borderDashes")
     assert ["deleted edge", graph_view.DELETED_EDGE, "deleted"] in data["legend"]
-    svg = graph_view.to_svg(pic)
+    svg = graph_static.to_svg(pic)
     ET.fromstring(svg)
     assert svg.count("stroke-dasharray") >= 2  # the edge and the node (and the legend)
-    assert graph_view.to_png(pic)[:4] == b"\x89PNG"
+    assert graph_static.to_png(pic)[:4] == b"\x89PNG"
     close = pic.restricted([0, 1, 2])
     assert close.removed == [False, True, False] and close.removed_nodes == [False] * 3
     plain = base.with_deletions([False] * 4)
-    assert not any(e.get("dashes") for e in graph_view.network_data(plain)["edges"])
+    assert not any(e.get("dashes") for e in graph_pyvis.network_data(plain)["edges"])
 
 
 def test_the_edited_molecule_keeps_its_layout_and_marks_the_cut(needs_mutagenicity_model):

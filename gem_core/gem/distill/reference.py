@@ -8,7 +8,7 @@ It follows the same conventions as the batched engine (see
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,26 @@ class ReferenceResult:
     label: int
     full_loss: float
     greedy_loss: float
+
+
+@dataclass
+class GreedyStep:
+    """One step of the greedy phase, as :func:`reference_distill_one` hands it to ``on_step``.
+
+    Pair ``pair`` was tried: its removal (with the connectivity rule) moved the loss from
+    ``loss_before`` to ``loss_after``; ``accepted`` = the removal was kept, else the pair was put
+    back with weight ``weight`` (0.0 when accepted). ``mask`` holds the pairs present after the
+    step; ``dropped_with`` the other pairs the connectivity rule removed with it (accepted only).
+    """
+
+    number: int
+    pair: int
+    loss_before: float
+    loss_after: float
+    accepted: bool
+    weight: float
+    mask: Tensor
+    dropped_with: list[int]
 
 
 def _key(value: float, tol: float) -> int:
@@ -71,8 +91,13 @@ def keep_component(instance: Instance, mask: Tensor) -> Tensor:
 
 
 def reference_distill_one(instance: Instance, black_box: "BlackBox", connected: bool,
-                          label_source: str = "true", tol: float = TIE_TOL) -> ReferenceResult:
-    """Δ of every pair and the greedy pruning of one instance."""
+                          label_source: str = "true", tol: float = TIE_TOL,
+                          on_step: Callable[[GreedyStep], None] | None = None) -> ReferenceResult:
+    """Δ of every pair and the greedy pruning of one instance.
+
+    ``on_step`` (optional) receives a :class:`GreedyStep` for every pair the greedy phase tries,
+    in order: the trace the "How it works" page steps through.
+    """
     check_label_source(label_source)
     p = instance.num_pairs
     full = torch.ones(p, dtype=torch.bool)
@@ -89,6 +114,7 @@ def reference_distill_one(instance: Instance, black_box: "BlackBox", connected: 
     order = sorted(range(p), key=lambda j: (_key(float(delta[j]), tol), j))
     current, current_loss = full.clone(), full_loss
     weights = torch.zeros(p, dtype=torch.float64)
+    number = 0
     for j in order:
         if not current[j]:
             continue  # already dropped together with a component
@@ -97,10 +123,17 @@ def reference_distill_one(instance: Instance, black_box: "BlackBox", connected: 
         if connected:
             tentative = keep_component(instance, tentative)
         new_loss = _loss(instance, tentative, black_box, label)
-        if new_loss <= current_loss + tol:
+        before, accepted = current_loss, new_loss <= current_loss + tol
+        dropped = ([i for i in range(p) if i != j and current[i] and not tentative[i]]
+                   if accepted and on_step is not None else [])
+        if accepted:
             current, current_loss = tentative, new_loss
         else:
             weights[j] = new_loss - current_loss
+        if on_step is not None:
+            number += 1
+            on_step(GreedyStep(number, j, before, new_loss, accepted, float(weights[j]),
+                               current.clone(), dropped))
     weights[~current] = 0.0
     return ReferenceResult(delta, weights, current, label, full_loss, current_loss)
 
@@ -300,6 +333,6 @@ def reference_topk_all(instances: Sequence[Instance], results: Sequence[Referenc
             for inst, res in zip(instances, results)]
 
 
-__all__ = ["ReferenceResult", "keep_component", "reference_distill", "reference_distill_one",
-           "reference_fill", "reference_refine", "reference_topk", "reference_topk_all",
-           "remove_pair"]
+__all__ = ["GreedyStep", "ReferenceResult", "keep_component", "reference_distill",
+           "reference_distill_one", "reference_fill", "reference_refine", "reference_topk",
+           "reference_topk_all", "remove_pair"]

@@ -1,0 +1,318 @@
+"""The "File of molecules" tab of the Molecule page: screen up to a thousand rows of a file.
+
+It runs the engine path of ``python -m gem_core screen``: the rows of
+``gem_core.service.screening.iter_rows``, computed by ``explain_rows`` into the screen's Arrow
+table. This tab only reads, sorts, filters and draws that table.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import itertools
+import json
+import shlex
+
+import pandas as pd
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import streamlit as st
+
+from components import molecule_view
+from components.molecule_common import display, literal, load_model, offer_fits, toxicophores
+from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
+from gem_core.explainers import METHODS, method_spec
+from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
+from gem_core.service.screening.runner import check_settings
+from gem_core.service.session import Workbench
+from theme import method_title
+from state import (explainer_token, molecule_target, session_cache, session_value,
+                   set_session_value, show_error)
+
+BATCH_ROW_CAP = 1000
+CLI_COMMAND = "python -m gem_core screen library.smi --out hits.parquet"
+SHOW_OPTIONS = {"all": "All rows", "mutagen": "Flagged (predicted mutagen)",
+                "nonmutagen": "Predicted non-mutagen", "rejected": "Rejected"}
+BATCH_COLUMNS = ["row", "id", "status", "prediction", "result", "p_mutagen", "toxicophores",
+                 "smiles", "fragment", "reason", "message"]
+# What each view shows, in order: rejected rows need their reason and message, not empty
+# prediction columns.
+SHOWN_COLUMNS = {
+    "all": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "fragment", "message",
+            "reason"],
+    "mutagen": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "fragment",
+                "message"],
+    "rejected": ["row", "id", "smiles", "reason", "message"],
+}
+
+
+def _batch_methods() -> list[str]:
+    """The explainers a screen can use: the batched ones, in the registry's order."""
+    return [m for m in METHODS if method_spec(m).batched]
+
+
+def _read_rows(data: bytes) -> tuple[str, list, int]:
+    """The upload's content hash, its first :data:`BATCH_ROW_CAP` rows (the CLI's reader) and
+    its row count; kept in the session per file content."""
+    digest = hashlib.sha256(data).hexdigest()
+    cached = session_value("mol_batch_rows")
+    if cached is None or cached[0] != digest:
+        it = iter_rows(io.BytesIO(data))
+        rows = list(itertools.islice(it, BATCH_ROW_CAP))
+        total = len(rows) + sum(1 for _ in it)  # the rest is only counted
+        cached = (digest, rows, total)
+        set_session_value("mol_batch_rows", cached)
+    return cached
+
+
+def _batch_method(sel, model: Workbench) -> str:
+    options = _batch_methods()
+    chosen = [m for m in options if m in sel.methods]
+    ready = [m for m in chosen + options if model.is_fitted(m)]
+    default = options.index(ready[0]) if ready else 0
+    return st.selectbox("Explainer for the file", options, index=default,
+                        format_func=method_title, key="mol_batch_method",
+                        help="Explainers that explain a whole batch at once, as the command "
+                             "line's screen does; the others explain one molecule at a time "
+                             "(use the 'One molecule' tab).")
+
+
+def _screened(digest: str, rows: list, settings: ScreenSettings, token: str):
+    """The screen's table of ``rows`` (explain_rows), kept in the session per file and settings."""
+    cache = session_cache("mol_batch")
+    key = (digest, settings, token)
+    if key not in cache:
+        with st.spinner(f"Predicting and explaining {len(rows):,} rows…"):
+            table = explain_rows(rows, settings)
+        cache.clear()
+        cache[key] = {"table": table}
+    return cache[key]
+
+
+def _download_bytes(entry: dict, settings: ScreenSettings, name: str) -> tuple[bytes, bytes]:
+    """CSV and Parquet bytes of the whole result (input order), as the CLI writes them."""
+    if "csv" not in entry:
+        table = entry["table"]
+        buf = io.BytesIO()
+        pacsv.write_csv(csv_table(table), buf)
+        entry["csv"] = buf.getvalue()
+        meta = {**settings.as_dict(), "format": "parquet", "input": name, "source": "app"}
+        buf = io.BytesIO()
+        pq.write_table(table.replace_schema_metadata(
+            {b"gem_screen": json.dumps(meta, sort_keys=True).encode()}), buf)
+        entry["parquet"] = buf.getvalue()
+    return entry["csv"], entry["parquet"]
+
+
+def _result_frame(table) -> pd.DataFrame:
+    """The screen's rows as shown: flagged (predicted mutagen) first, by P(mutagen) descending,
+    then the other accepted molecules, rejected rows last (input order among equals)."""
+    from gem_core.chemistry.toxicophores import TOXICOPHORES
+
+    titles = {t.name: t.title for t in TOXICOPHORES}
+    plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result")]
+    df = pd.DataFrame(table.select(plain).to_pydict())
+    df["toxicophores"] = [None if t is None else [titles.get(c, c) for c in t]
+                          for t in table.column("toxicophores").to_pylist()]
+    df["prediction"] = [None if p is None else display(p) for p in df["prediction"]]
+    df["result"] = [p if status == "ok" else status
+                    for p, status in zip(df["prediction"], df["status"])]
+    order = sorted(range(len(df)), key=lambda i: (df["status"][i] != "ok",
+                                                  -(df["p_mutagen"][i] if df["status"][i] == "ok"
+                                                    else 0.0), df["row"][i]))
+    return df.iloc[order][BATCH_COLUMNS].reset_index(drop=True)
+
+
+def _filtered(df: pd.DataFrame, show: str, text: str) -> pd.DataFrame:
+    """Rows of ``show`` (a :data:`SHOW_OPTIONS` key) whose id contains ``text`` (any case) or
+    whose SMILES contains it (as typed: SMILES case is chemistry)."""
+    keep = pd.Series(True, index=df.index)
+    if show == "rejected":
+        keep &= df["status"] != "ok"
+    elif show != "all":
+        keep &= df["prediction"] == display(show)
+    text = text.strip()
+    if text:
+        ids = df["id"].fillna("").str.lower().str.contains(text.lower(), regex=False)
+        smiles = df["smiles"].fillna("").str.contains(text, regex=False)
+        keep &= ids | smiles
+    return df[keep].reset_index(drop=True)
+
+
+def _column_config() -> dict:
+    cc = st.column_config
+    return {
+        "row": cc.NumberColumn("Row", format="%d", width="small",
+                               help="Row number in the file (header and # comments not "
+                                    "counted), as in the command line's output."),
+        "id": cc.TextColumn("ID", help="The file's id column, or the text after the SMILES."),
+        "result": cc.TextColumn("Result", help="The predicted class of the whole molecule, or "
+                                               "'rejected' (the message says why)."),
+        "p_mutagen": cc.ProgressColumn("P(mutagen)", format="%.3f", min_value=0.0,
+                                       max_value=1.0, width="medium",
+                                       help="The model's probability of 'mutagen'; flagged from "
+                                            "0.5 up."),
+        "toxicophores": cc.ListColumn("Toxicophores",
+                                      help="Known mutagenicity toxicophores (Kazius et al. "
+                                           "2005) in the molecule."),
+        "smiles": cc.TextColumn("SMILES (as in the file)"),
+        "fragment": cc.TextColumn("Explanation (fragment)",
+                                  help="The K explanation bonds as a heavy-atom SMILES fragment."),
+        "reason": cc.TextColumn("Reason", width="small", help="Why a row was rejected."),
+        "message": cc.TextColumn("Message", width="large",
+                                 help="Why a row was rejected, or the parser's notes (kept "
+                                      "largest fragment, charges)."),
+    }
+
+
+def _summary_line(table, method: str, k: int) -> str:
+    s = Summary()
+    s.add(table)
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(s.rejected.items()))
+    rejected = sum(s.rejected.values())
+    return (f"**{s.ok:,} of {s.rows:,} rows screened** with {method_title(method)} (K = {k}): "
+            f"**{s.mutagens:,} flagged** as predicted mutagens, {s.ok - s.mutagens:,} predicted "
+            f"non-mutagens, {rejected:,} rejected" + (f" ({reasons})." if reasons else "."))
+
+
+def render_file(sel, opts: dict) -> None:
+    """The "File of molecules" tab: screen an uploaded file, filter its rows, open one."""
+    st.caption(f"Predicts and explains up to {BATCH_ROW_CAP:,} rows of a file here, with the "
+               f"engine of the command-line screen; rows that cannot be molecules stay in the "
+               f"table with the reason. Larger libraries belong to the command line (all cores, "
+               f"resumable, Parquet or CSV out):")
+    st.code(CLI_COMMAND, language="bash")
+    up = st.file_uploader("SMI file (SMILES [id] per line) or CSV/TSV table with a 'smiles' "
+                          "column (an 'id' or 'name' column is kept)",
+                          type=["csv", "smi", "txt", "tsv"], key="mol_file")
+    if up is None:
+        return
+    data = up.getvalue()
+    try:
+        digest, rows, total = _read_rows(data)
+    except MoleculeError as exc:  # a table without a SMILES column, ...
+        st.error(str(exc), icon=":material/error:")
+        return
+    except Exception as exc:
+        show_error(exc, "Cannot read the file")
+        return
+    if not rows:
+        st.error("The file is empty: it has no SMILES rows (blank lines and # comments are "
+                 "skipped before the first row).", icon=":material/error:")
+        return
+    if total > len(rows):
+        st.warning(f"The file has {total:,} rows; the first {len(rows):,} were read and are "
+                   f"screened here. Screen the whole file with the command line:",
+                   icon=":material/warning:")
+        st.code(f"python -m gem_core screen {shlex.quote(up.name)} --out hits.parquet",
+                language="bash")
+    model = load_model(sel.device)
+    if model is None:
+        return
+    c1, c2 = st.columns(2)
+    with c1:
+        method = _batch_method(sel, model)
+    k = int(c2.number_input("K (explanation bonds per molecule)", min_value=1, max_value=1000,
+                            value=8, step=1, key="mol_batch_k",
+                            help="As the command line's --k. A molecule with fewer bonds keeps "
+                                 "all of them."))
+    if not model.is_fitted(method):
+        offer_fits(model, [method])
+        return
+    try:
+        settings = check_settings(ScreenSettings(method=method, k=k, target=molecule_target(),
+                                                 device=sel.device,
+                                                 largest_fragment=opts["largest"]))
+        entry = _screened(digest, rows, settings, explainer_token(model, method))
+    except Exception as exc:
+        show_error(exc, "Screening the file failed")
+        return
+    table = entry["table"]
+    st.markdown(_summary_line(table, method, k))
+
+    df = _result_frame(table)
+    f1, f2 = st.columns([3, 2], vertical_alignment="bottom")
+    show = f1.radio("Show", list(SHOW_OPTIONS), format_func=SHOW_OPTIONS.get, horizontal=True,
+                    key="mol_batch_show")
+    text = f2.text_input("Find (ID or SMILES contains)", key="mol_batch_search",
+                         placeholder="e.g. nitro, or N(=O)")
+    view = _filtered(df, show, text)
+    # One selection per result and view: a row number stays the row it was when picked.
+    token = hashlib.sha256(repr((digest, settings, show, text)).encode()).hexdigest()[:12]
+    with st.container(key="mol_batch_table"):
+        if view.empty:
+            st.info("No row matches the filters.", icon=":material/filter_alt_off:")
+            event = None
+        else:
+            st.caption(f"{len(view):,} rows shown · click a row's checkbox to see the molecule "
+                       f"and its explanation below · click a column title to sort.")
+            event = st.dataframe(view, hide_index=True,
+                                 column_order=SHOWN_COLUMNS.get(show, SHOWN_COLUMNS["mutagen"]),
+                                 column_config=_column_config(), key=f"mol_batch_df_{token}",
+                                 on_select="rerun", selection_mode="single-row", placeholder="")
+    csv_bytes, parquet_bytes = _download_bytes(entry, settings, up.name)
+    d1, d2, _ = st.columns([1, 1, 2])
+    d1.download_button("Download all rows (CSV)", csv_bytes, file_name="gem-screen.csv",
+                       mime="text/csv", key="mol_batch_csv", icon=":material/download:",
+                       width="stretch")
+    d2.download_button("Download all rows (Parquet)", parquet_bytes,
+                       file_name="gem-screen.parquet", mime="application/vnd.apache.parquet",
+                       key="mol_batch_parquet", icon=":material/download:", width="stretch")
+    picked = list(event.selection.rows) if event is not None else []
+    if picked and 0 <= picked[0] < len(view):
+        _batch_detail(view.iloc[picked[0]], table, settings, opts)
+
+
+def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict) -> None:
+    """The selected row: its molecule drawn with the explanation bonds, prediction, fragment and
+    toxicophores (or why it was rejected)."""
+    i = table.column("row").to_pylist().index(int(shown["row"]))
+    rec = table.slice(i, 1).to_pylist()[0]
+    with st.container(border=True, key="mol_batch_detail"):
+        st.subheader(f"Row {rec['row']}" + (f" · {literal(rec['id'])}" if rec["id"] else ""),
+                     anchor=False)
+        if rec["status"] != "ok":
+            st.error(f"Rejected ({rec['reason']}): {literal(rec['message'] or '')}",
+                     icon=":material/block:")
+            st.caption("The row as read from the file:")
+            st.code(rec["smiles"] or "(empty)", language=None)
+            return
+        try:  # the molecule whose atom numbering the bonds use
+            mol = smiles_to_instance(rec["smiles"],
+                                     keep_largest_fragment=settings.largest_fragment)
+        except MoleculeError as exc:
+            st.error(str(exc), icon=":material/error:")
+            return
+        pairs = [tuple(b) for b in rec["bonds"]]
+        tox = toxicophores(mol)
+        left, right = st.columns([3, 2])
+        svg = molecule_view.molecule_svg(mol.mol, pairs, rec["scores"], size=(520, 400),
+                                         hide_hydrogens=opts["hide_h"],
+                                         atom_indices=opts["numbers"],
+                                         outline=tox["pairs"] if opts["outline"] else [])
+        left.image(svg, width="stretch")
+        left.caption(f"Orange: the {len(pairs)} explanation bonds of "
+                     f"{method_title(settings.method)} (of the molecule's "
+                     f"{mol.instance.num_pairs}, hydrogens included; darker = higher score)"
+                     + (", teal outline: toxicophore bonds." if opts["outline"] and tox["pairs"]
+                        else "."))
+        with right:
+            m1, m2 = st.columns(2)
+            m1.metric("Prediction", display(rec["prediction"]))
+            m2.metric("P(mutagen)", f"{rec['p_mutagen']:.3f}")
+            if rec["message"]:
+                st.warning(literal(rec["message"]), icon=":material/warning:")
+            st.caption("Canonical SMILES (RDKit):")
+            st.code(rec["canonical_smiles"], language=None)
+            st.caption(f"Explanation as a fragment (heavy atoms of the {len(pairs)} bonds):")
+            st.code(rec["fragment"] or "(no bond)", language=None)
+            if tox["classes"]:
+                st.markdown("**Toxicophores** (Kazius et al. 2005): " + ", ".join(tox["classes"])
+                            + f" — {len(set(pairs) & set(tox['pairs']))} of their "
+                              f"{len(tox['pairs'])} bonds are in the explanation.")
+            else:
+                st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) "
+                           "is in this molecule.")
+            st.caption("Explanation bonds, best first (atom pairs numbered as "
+                       "Chem.AddHs(Chem.MolFromSmiles(SMILES)); 'Show atom numbers' above draws "
+                       "them):")
+            st.code(" ".join(f"{a}-{b}" for a, b in pairs) or "(none)", language=None)

@@ -1,0 +1,268 @@
+"""The "One molecule" tab of the Molecule page: one SMILES, its prediction, each explainer's
+bonds (drawn, tabled, read in words, downloadable) and the What-if section.
+
+Scores are kept per molecule and method in the session, so changing K only re-thresholds them.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from components import molecule_view, whatif_view
+from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_model, offer_fits,
+                                        toxicophores)
+from gem_core.chemistry.convert import fragment_smiles
+from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
+from gem_core.service.molecules import CLASS_NAMES, explain_molecules, suggested_k
+from gem_core.explainers import DEFAULT_TEACHER, method_spec
+from gem_core.service.session import Workbench
+from theme import fmt_ms, method_title
+from state import (device_label, explainer_token, explanation_reading, molecule_target,
+                   prepare_molecule_k, session_cache, set_molecule_example, show_error,
+                   show_reading, submit_molecule, submitted_molecule, what_if_evaluator)
+
+# A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
+EXAMPLES = {
+    "Nitrobenzene": EXAMPLE_SMILES.get("Nitrobenzene (nitro-aromatic)", "O=[N+]([O-])c1ccccc1"),
+    "2-Nitrofluorene": EXAMPLE_SMILES.get("2-Nitrofluorene (nitro-aromatic)",
+                                          "O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2"),
+    "2-Aminoanthracene": EXAMPLE_SMILES.get("2-Aminoanthracene (aromatic amine)",
+                                            "Nc1ccc2cc3ccccc3cc2c1"),
+    "Benzoic acid (non-mutagen)": EXAMPLE_SMILES.get("Benzoic acid (non-mutagen)",
+                                                     "OC(=O)c1ccccc1"),
+}
+
+
+def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    ready, waiting = [], []
+    for m in methods:
+        (ready if model.is_fitted(m) else waiting).append(m)
+    return ready, waiting
+
+
+def _explained(model: Workbench, mol, methods: list[str]):
+    """Prediction + scores for the molecule, kept in the session (K-independent)."""
+    cache = session_cache("mol_results")
+    key = (mol.input_smiles, tuple(methods), id(model))
+    if key not in cache:
+        with st.spinner("Predicting and explaining…"):
+            cache.clear()
+            cache[key] = explain_molecules([mol], methods, model=model, strict=False)[0]
+    return cache[key]
+
+
+def _k_slider(mol) -> int:
+    """One K for this molecule: a quarter of its bonds by default, never more than it has."""
+    bonds = mol.instance.num_pairs
+    prepare_molecule_k(mol.input_smiles, bonds, suggested_k(bonds))
+    return int(st.slider(
+        "K (explanation bonds)", min_value=1, max_value=max(1, bonds), key="mol_k",
+        disabled=bonds <= 1,
+        help=f"How many bonds each explanation keeps; this molecule has {bonds} (hydrogens "
+             f"included). The default is a quarter of them; the paper's grid for its test "
+             f"molecules is {', '.join(map(str, SPEC.k_grid))}."))
+
+
+def render_single(sel, opts: dict) -> None:
+    """The "One molecule" tab: a SMILES in, its prediction and each explainer's panel out."""
+    st.markdown("**Examples**")
+    cols = st.columns(len(EXAMPLES))
+    for col, (name, smi) in zip(cols, EXAMPLES.items()):
+        col.button(name, key=f"mol_example_{name.split()[0].lower()}",
+                   on_click=set_molecule_example, args=(smi,), width="stretch")
+    c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+    c1.text_input("SMILES", key="mol_smiles", placeholder="e.g. O=[N+]([O-])c1ccccc1",
+                  on_change=submit_molecule)
+    c2.button("Explain", key="mol_explain", type="primary", on_click=submit_molecule,
+              width="stretch", icon=":material/search:")
+    submitted = submitted_molecule()
+    if submitted is None:
+        st.caption("Type or paste a SMILES and press Explain, or pick an example.")
+        return
+    try:
+        mol = smiles_to_instance(submitted, keep_largest_fragment=opts["largest"])
+    except MoleculeError as exc:
+        st.error(literal(exc), icon=":material/error:")
+        return
+    for w in mol.warnings:
+        st.warning(literal(w), icon=":material/warning:")
+    model = load_model(sel.device)
+    if model is None:
+        return
+    methods = list(sel.methods) or ["gem"]
+    try:
+        ready, waiting = _ready_methods(model, tuple(methods))
+        # the teachers of the chosen methods (and the reading's), to say how far a fast
+        # explainer departs from them
+        teachers = {method_spec(m).teacher for m in ready} | {DEFAULT_TEACHER}
+        extra = sorted(t for t in teachers - {None} if t not in ready)
+        res = _explained(model, mol, ready + extra) if ready else explain_molecules(
+            [mol], [], model=model)[0]
+    except Exception as exc:
+        show_error(exc, "Prediction failed")
+        return
+
+    p_mutagen = res.probabilities[MUTAGEN]
+    with st.container(key="mol_prediction"):
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Prediction", display(res.label_name))
+        c2.metric("P(mutagen)", f"{p_mutagen:.3f}")
+        c3.metric("Atoms (with H) / bonds", f"{mol.num_atoms} / {mol.instance.num_pairs}")
+        st.caption(f"{mol.formula}" + (f" · {mol.name}" if mol.name else "")
+                   + " · canonical SMILES (RDKit), copy it from the box:")
+        st.code(mol.smiles, language=None)
+    k = _k_slider(mol)
+    tox = toxicophores(mol)
+    if tox["classes"]:
+        st.markdown("**Toxicophores** (Kazius et al. 2005, outlined in teal when shown): "
+                    + ", ".join(tox["classes"]) + f" — {len(tox['pairs'])} bonds.")
+    else:
+        st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) is in "
+                   "this molecule.")
+    if mol.instance.num_pairs <= k:
+        st.info(f"K = {k} keeps all {mol.instance.num_pairs} bonds of this molecule: every "
+                f"explanation is the whole molecule; the shading still ranks the bonds.")
+    offer_fits(model, waiting)
+
+    shown = [m for m in ready if m in res.scores]
+    for m in ready:
+        if m in res.errors:
+            st.error(f"{method_title(m)}: {res.errors[m]}", icon=":material/error:")
+    outline = tox["pairs"] if opts["outline"] else []
+    panels = ["molecule", *shown]
+    cols = st.columns(min(3, len(panels)))
+    payload = {}
+    for i, m in enumerate(panels):
+        with cols[i % len(cols)], st.container(border=True, key=f"mol_panel_{m}"):
+            if m == "molecule":
+                _molecule_panel(res, opts, outline)
+            else:
+                payload[m] = _panel(model, res, m, k, opts, outline, tox["pairs"])
+    if shown:
+        with st.expander("Bond scores", key="mol_bond_table"):
+            _bond_table(res, shown, k)
+        st.download_button("Download explanation (JSON)",
+                           json.dumps(payload[shown[0]] if len(shown) == 1 else
+                                      {"smiles": mol.input_smiles, "k": k, "methods": payload},
+                                      indent=2),
+                           file_name="gem-molecule.json", mime="application/json",
+                           key="mol_download_json", icon=":material/download:")
+    with st.container(border=True, key="mol_whatif"):
+        _what_if(model, sel, res, shown, waiting, k, opts)
+
+
+def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k: int,
+             opts: dict) -> None:
+    """Delete bonds or atoms and see the prediction and the explanations of what is left."""
+    mol = res.molecule
+    pairs = [tuple(p) for p in mol.pairs]
+    key = ("molecule", mol.input_smiles, opts["largest"], molecule_target(), sel.device)
+    edge_labels, node_labels = whatif_view.bond_labels(mol.mol, pairs)
+    edge_order, node_order = whatif_view.heavy_first(mol.mol, pairs)
+
+    def draw(removed, atoms, ranked, shown_scores, method, slot) -> None:
+        svg = molecule_view.edited_molecule_svg(
+            mol.mol, [pairs[j] for j in removed], atoms, [pairs[j] for j in ranked],
+            None if shown_scores is None else [shown_scores[j] for j in ranked],
+            size=(440, 360), hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"])
+        st.image(svg, width="stretch")
+
+    notes = [f"{method_title(m)} is not fitted yet (fit it above) and is left out here."
+             for m in waiting]
+    whatif_view.render(whatif_view.WhatIf(
+        prefix="mol_whatif", ident=whatif_view.ident_of(*key), pairs=pairs,
+        num_nodes=mol.instance.num_nodes, edge="bond", node="atom", thing="molecule",
+        edge_labels=edge_labels, node_labels=node_labels, edge_order=edge_order,
+        node_order=node_order, class_names=[display(c) for c in CLASS_NAMES], focus=MUTAGEN,
+        original=list(res.probabilities), k=k, methods=list(shown),
+        scores={m: [float(v) for v in res.scores[m]] for m in shown},
+        evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
+        titles=method_title, notes=notes, ms=dict(res.ms_per_instance),
+        hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
+             "hydrogens count as atoms."))
+
+
+def _molecule_panel(res, opts: dict, outline: list[tuple[int, int]]) -> None:
+    """The molecule alone, before any explanation (its toxicophores outlined when asked)."""
+    st.subheader("Molecule", anchor=False)
+    svg = molecule_view.molecule_svg(res.molecule.mol, [], size=(440, 360),
+                                     hide_hydrogens=opts["hide_h"],
+                                     atom_indices=opts["numbers"], outline=outline)
+    st.image(svg, width="stretch")
+    st.markdown(f"P(mutagen) = **{res.probabilities[MUTAGEN]:.3f}** on the whole molecule")
+
+
+def _panel(model: Workbench, res, method: str, k: int, opts: dict,
+           outline: list[tuple[int, int]], tox_pairs: list[tuple[int, int]]) -> dict:
+    title = method_title(method)
+    st.subheader(title, anchor=False)
+    bonds, scores = res.bonds(method, k)
+    pairs = [tuple(b) for b in bonds]
+    svg = molecule_view.molecule_svg(res.molecule.mol, pairs, scores, size=(440, 360),
+                                     hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
+                                     outline=outline)
+    st.image(svg, width="stretch")
+    p_sub = model.predict_proba([res.molecule.instance], [res.mask(method, k)])[0].tolist()
+    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
+    verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == res.label else
+               f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")
+    st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on these {len(bonds)} bonds alone: "
+                f"{verdict}.")
+    reading = _reading(model, res, method, k, opts)
+    try:
+        fragment = fragment_smiles(res.molecule.mol, pairs)
+    except Exception:  # drawing aid only
+        fragment = ""
+    st.caption(f"The explanation as a fragment (heavy atoms) · explain time "
+               f"{fmt_ms(res.ms_per_instance.get(method, 0.0))} on {device_label(model.device.type)}")
+    st.code(fragment or "(no bond)", language=None)
+    c1, c2 = st.columns(2)
+    c1.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",
+                       mime="image/svg+xml", key=f"mol_svg_{method}", width="stretch",
+                       icon=":material/download:")
+    mol = res.molecule.mol
+    c2.download_button("PNG", lambda: molecule_view.molecule_png(mol, pairs, legend=title),
+                       file_name=f"molecule-{method}-k{k}.png", mime="image/png",
+                       key=f"mol_png_{method}", width="stretch", icon=":material/download:")
+    out = res.to_json(method, k)
+    out["explanation"]["fragment"] = fragment
+    out["explanation"]["probability_on_explanation"] = p_sub[res.label]
+    out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
+    out["reading"] = reading
+    return out
+
+
+def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | None:
+    """The engine's plain-language reading of the panel (prediction on the explanation and
+    without it, toxicophores touched, the distilled teacher's agreement); JSON-ready."""
+    mol = res.molecule
+    teacher = res.scores.get(DEFAULT_TEACHER) if method != DEFAULT_TEACHER else None
+    try:
+        facts, text = explanation_reading(
+            ("molecule", mol.input_smiles, opts["largest"], molecule_target(),
+             str(model.device), explainer_token(model, method)),
+            method, k, tuple(float(v) for v in res.scores[method]),
+            None if teacher is None else tuple(float(v) for v in teacher),
+            tuple(display(c) for c in CLASS_NAMES), "bond", model, mol.instance, mol.mol)
+    except Exception as exc:  # words are an aid: never stop the panel
+        show_error(exc, "The reading failed")
+        return None
+    show_reading(text, key=f"mol_reading_{method}")
+    return {"text": text, "facts": facts}
+
+
+def _bond_table(res, methods: list[str], k: int) -> None:
+    mol = res.molecule.mol
+    pairs = res.molecule.pairs
+    rows = {"atoms": [f"{u}–{v}" for u, v in pairs],
+            "elements": [f"{mol.GetAtomWithIdx(u).GetSymbol()}–{mol.GetAtomWithIdx(v).GetSymbol()}"
+                         for u, v in pairs],
+            "order": [str(mol.GetBondBetweenAtoms(u, v).GetBondType()).lower() for u, v in pairs]}
+    for m in methods:
+        chosen = set(int(j) for j in res.mask(m, k).nonzero().view(-1).tolist())
+        rows[f"{method_title(m)} score"] = [float(s) for s in res.scores[m]]
+        rows[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(pairs))]
+    df = pd.DataFrame(rows).sort_values(f"{method_title(methods[0])} score", ascending=False)
+    st.dataframe(df, hide_index=True, key="mol_bond_df")
