@@ -33,8 +33,8 @@ from gem_core.chemistry.chem import (MoleculeError, MoleculeInstance, fragment_s
                                      smiles_to_instance)
 from gem_core.data.config import check_k, get_spec
 from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
-from gem_core.data.ranking import topk_mask
-from gem_core.explainers import check_method
+from gem_core.data.ranking import ranked_pairs
+from gem_core.explainers import Explanation, check_method
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.service.session import ModelUnavailableError, Workbench, workbench
 from gem_core.service.session import forget_explainer as forget
@@ -94,14 +94,12 @@ def forget_explainer(method: Optional[str] = None) -> None:
 # ----------------------------------------------------------------------------- explanations
 
 def ranked_bonds(pairs: Tensor, scores: Tensor, k: int) -> tuple[list[list[int]], list[float]]:
-    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores."""
-    k = check_k(int(k))
+    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores
+    (the order of :func:`gem_core.data.ranking.ranked_pairs`)."""
     s = torch.as_tensor(scores).detach().double().cpu()
-    mask = topk_mask(s, k)
-    chosen = torch.nonzero(mask).view(-1)
-    order = chosen[torch.sort(s[chosen], descending=True, stable=True).indices]
-    bonds = [[int(pairs[0, j]), int(pairs[1, j])] for j in order.tolist()]
-    return bonds, [float(s[j]) for j in order.tolist()]
+    order = ranked_pairs(s, check_k(int(k)))
+    bonds = [[int(pairs[0, j]), int(pairs[1, j])] for j in order]
+    return bonds, [float(s[j]) for j in order]
 
 
 @dataclass
@@ -135,12 +133,18 @@ class MoleculeExplanation:
         """Probability of the predicted label."""
         return float(self.probabilities[self.label])
 
+    def explanation(self, method: str) -> Explanation:
+        """``method``'s scores as a one-instance :class:`Explanation` carrying the molecule."""
+        return Explanation(method, [self.scores[method]], self.ms_per_instance.get(method, 0.0),
+                           [self.molecule.instance])
+
     def bonds(self, method: str, k: int) -> tuple[list[list[int]], list[float]]:
         """Top-``k`` explanation bonds of ``method``, best first, with their scores."""
         return ranked_bonds(self.molecule.instance.pairs, self.scores[method], k)
 
     def mask(self, method: str, k: int) -> Tensor:
-        return topk_mask(self.scores[method], check_k(int(k)))
+        """Boolean mask of ``method``'s top-``k`` bonds (in ``molecule.instance.pairs`` order)."""
+        return self.explanation(method).topk_mask(0, int(k))
 
     def fragment(self, method: str, k: int) -> str:
         """The explanation bonds as a SMARTS-like fragment."""
