@@ -109,16 +109,26 @@ class MoleculeExplanation:
     Attributes:
         molecule: the parsed molecule (graph instance + RDKit molecule, same numbering).
         probabilities: class probabilities of the target on the whole molecule.
-        scores: method -> one score per bond (in ``molecule.instance.pairs`` order).
-        ms_per_instance: method -> explain time per molecule of the batch it was explained in.
+        explanations: method -> its one-instance :class:`Explanation` of ``molecule.instance``
+            (one score per bond, in ``molecule.instance.pairs`` order; ``ms_per_instance`` that
+            of the batch it was explained in).
         errors: method -> message, for methods that could not run.
     """
 
     molecule: MoleculeInstance
     probabilities: list[float]
-    scores: dict[str, Tensor] = field(default_factory=dict)
-    ms_per_instance: dict[str, float] = field(default_factory=dict)
+    explanations: dict[str, Explanation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scores(self) -> dict[str, Tensor]:
+        """method -> one score per bond (in ``molecule.instance.pairs`` order)."""
+        return {m: e[0] for m, e in self.explanations.items()}
+
+    @property
+    def ms_per_instance(self) -> dict[str, float]:
+        """method -> explain time per molecule of the batch it was explained in."""
+        return {m: e.ms_per_instance for m, e in self.explanations.items()}
 
     @property
     def label(self) -> int:
@@ -133,18 +143,13 @@ class MoleculeExplanation:
         """Probability of the predicted label."""
         return float(self.probabilities[self.label])
 
-    def explanation(self, method: str) -> Explanation:
-        """``method``'s scores as a one-instance :class:`Explanation` carrying the molecule."""
-        return Explanation(method, [self.scores[method]], self.ms_per_instance.get(method, 0.0),
-                           [self.molecule.instance])
-
     def bonds(self, method: str, k: int) -> tuple[list[list[int]], list[float]]:
         """Top-``k`` explanation bonds of ``method``, best first, with their scores."""
-        return ranked_bonds(self.molecule.instance.pairs, self.scores[method], k)
+        return ranked_bonds(self.molecule.instance.pairs, self.explanations[method][0], k)
 
     def mask(self, method: str, k: int) -> Tensor:
         """Boolean mask of ``method``'s top-``k`` bonds (in ``molecule.instance.pairs`` order)."""
-        return self.explanation(method).topk_mask(0, int(k))
+        return self.explanations[method].topk_mask(0, int(k))
 
     def fragment(self, method: str, k: int) -> str:
         """The explanation bonds as a SMARTS-like fragment."""
@@ -196,8 +201,9 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
                 res.errors[method] = str(exc)
             continue
         for res, s in zip(out, explained):
-            res.scores[method] = torch.as_tensor(s).detach().float().cpu()
-            res.ms_per_instance[method] = explained.ms_per_instance
+            res.explanations[method] = Explanation(
+                method, [torch.as_tensor(s).detach().float().cpu()], explained.ms_per_instance,
+                [res.molecule.instance])
     report(progress, 1.0, "done")
     return out
 
