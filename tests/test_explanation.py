@@ -12,14 +12,14 @@ from typing import Optional
 import pytest
 import torch
 from torch import nn
-from torch_geometric.explain import Explainer
+from torch_geometric.explain import Explainer as PyGExplainer
 from torch_geometric.explain.algorithm import DummyExplainer
 from torch_geometric.explain.metric import characterization_score, fidelity, groundtruth_metrics
 from torch_geometric.nn import GINConv, global_add_pool
 
 from gem_core.data.instances import Instance
 from gem_core.data.ranking import ranked_pairs
-from gem_core.explainers import Explanation
+from gem_core.explainers import Explainer, Explanation
 
 torch.set_num_threads(1)
 
@@ -52,6 +52,27 @@ def test_still_a_sequence_of_score_tensors():
     assert out.method == "random" and out.ms_per_instance == 1.5 and out.instances is None
     with pytest.raises(ValueError, match="carries no instances"):
         out.explanation_subgraph(0, 1)
+
+
+class _Fixed(Explainer):
+    """Scores given in advance (one tensor per call), to see what ``explain`` makes of them."""
+
+    name = "fixed"
+
+    def __init__(self, scores):
+        self.scores = scores
+
+    def _explain(self, instances, progress):
+        return self.scores
+
+
+def test_explain_results_carry_and_check_their_instances():
+    inst = path_instance()
+    out = _Fixed([torch.arange(5.0)]).explain([inst])
+    assert out.instances == [inst] and out.method == "fixed" and out.ranked(0, 2) == [4, 3]
+    assert out.explanation_subgraph(0, 1).pairs.t().tolist() == [[3, 4]]
+    with pytest.raises(ValueError, match="got 3 scores for instance 0, which has 5 pairs"):
+        _Fixed([torch.zeros(3)]).explain([inst])
 
 
 # ----------------------------------------------------------------------------- the top-K views
@@ -105,8 +126,8 @@ class NodeGIN(GraphGIN):
         return self.head(self.c2(self.c1(x, edge_index), edge_index))
 
 
-def _explainer(model: nn.Module, level: str) -> Explainer:
-    return Explainer(model, algorithm=DummyExplainer(), explanation_type="model",
+def _explainer(model: nn.Module, level: str) -> PyGExplainer:
+    return PyGExplainer(model, algorithm=DummyExplainer(), explanation_type="model",
                      edge_mask_type="object",
                      model_config=dict(mode="multiclass_classification", task_level=level,
                                        return_type="raw"))
@@ -129,30 +150,37 @@ def test_to_pyg_layout():
     assert acc == pytest.approx(6 / 10) and rec == pytest.approx(1 / 2)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_pyg_fidelity_matches_a_hand_computation_graph_level(seed):
-    torch.manual_seed(seed)
-    insts = [path_instance(n) for n in (5, 6, 7)]
-    model = GraphGIN(7).eval()
-    insts = [Instance(x=torch.randn(i.num_nodes, 7), pairs=i.pairs, y=0) for i in insts]
-    scores = [torch.randn(i.num_pairs) for i in insts]
-    ex = Explanation("m", scores, 0.0, insts)
-    explainer = _explainer(model, "graph")
-    k = 2
-    with torch.no_grad():
-        predicted = [int(model(i.x, i.edge_index()).argmax()) for i in insts]
-        for i, (inst, pyg) in enumerate(zip(insts, ex.to_pyg(k=k, target=predicted))):
-            sub, comp = ex.explanation_subgraph(i, k), ex.complement_subgraph(i, k)
-            on_sub = model(inst.x, sub.edge_index())
-            on_comp = model(inst.x, comp.edge_index())
-            # PyG's masked prediction is the prediction on the subgraph (edges deleted)
-            masked = explainer.get_masked_prediction(pyg.x, pyg.edge_index, None, pyg.edge_mask)
-            assert torch.allclose(masked, on_sub, atol=1e-6)
-            fid_plus, fid_minus = fidelity(explainer, pyg)
-            assert fid_plus == float(int(on_comp.argmax()) != predicted[i])
-            assert fid_minus == float(int(on_sub.argmax()) != predicted[i])
-            score = characterization_score(torch.tensor([fid_plus]), torch.tensor([fid_minus]))
-            assert torch.isfinite(score).all() or fid_minus == 1.0
+def test_pyg_fidelity_matches_a_hand_computation_graph_level():
+    seen = []
+    for seed in range(4):
+        torch.manual_seed(seed)
+        model = GraphGIN(7, classes=4).eval()
+        insts = [Instance(x=torch.randn(n, 7), pairs=path_instance(n).pairs, y=0)
+                 for n in (5, 6, 7)]
+        scores = [torch.randn(i.num_pairs) for i in insts]
+        ex = Explanation("m", scores, 0.0, insts)
+        explainer = _explainer(model, "graph")
+        k = 2
+        with torch.no_grad():
+            predicted = [int(model(i.x, i.edge_index()).argmax()) for i in insts]
+            for i, (inst, pyg) in enumerate(zip(insts, ex.to_pyg(k=k, target=predicted))):
+                sub, comp = ex.explanation_subgraph(i, k), ex.complement_subgraph(i, k)
+                on_sub = model(inst.x, sub.edge_index())
+                on_comp = model(inst.x, comp.edge_index())
+                # PyG's masked prediction is the prediction on the subgraph (edges deleted)
+                masked = explainer.get_masked_prediction(pyg.x, pyg.edge_index, None,
+                                                         pyg.edge_mask)
+                assert torch.allclose(masked, on_sub, atol=1e-6)
+                fid_plus, fid_minus = fidelity(explainer, pyg)
+                assert fid_plus == float(int(on_comp.argmax()) != predicted[i])
+                assert fid_minus == float(int(on_sub.argmax()) != predicted[i])
+                seen.append((fid_plus, fid_minus))
+    # not vacuous: some explanations are necessary (fid+ 1), some not sufficient (fid- 1)
+    assert {p for p, _ in seen} == {0.0, 1.0} and {m for _, m in seen} == {0.0, 1.0}
+    plus, minus = torch.tensor([p for p, _ in seen]), torch.tensor([m for _, m in seen])
+    char = characterization_score(plus, minus)
+    expected = 2 / (1 / plus + 1 / (1 - minus))  # the harmonic mean of fid+ and 1 - fid-
+    assert torch.allclose(char, expected, equal_nan=True)
 
 
 def test_pyg_fidelity_matches_a_hand_computation_node_level():
