@@ -141,7 +141,7 @@ def test_explanation_is_a_sequence_with_topk_helpers():
     # ties at the cut: the lower pair index wins; never more than K
     assert out.topk_mask(0, 2).tolist() == [False, True, True, False]
     assert out.ranked(0, 3) == [1, 2, 0]
-    assert [m.tolist() for m in out.topk_masks(1)] == [[False, True, False, False], [True]]
+    assert [m.tolist() for m in out.topk(1)] == [[False, True, False, False], [True]]
     with pytest.raises(ValueError, match="K must be at least 1"):
         out.topk_mask(0, 0)
 

@@ -21,7 +21,7 @@ from typing import Any, Optional
 import streamlit as st
 import torch
 
-from gem_core.data.ranking import rank_scores, topk_mask
+from gem_core.data.ranking import rank_scores, ranked_pairs
 from gem_core.explainers import method_spec
 from gem_core.service.whatif import Edit, EditError
 from state import drop_session_value, session_cache, session_value, set_session_value
@@ -168,9 +168,7 @@ def ranked_after(scores: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
     if kept.numel() == 0:
         return [], [0.0] * s.numel()
     sub = s[kept]
-    mask = topk_mask(sub, min(k, kept.numel()))
-    chosen = kept[mask].tolist()
-    ranked = sorted(chosen, key=lambda j: (-float(s[j]), j))
+    ranked = kept[ranked_pairs(sub, k)].tolist()
     shown = torch.zeros(s.numel(), dtype=torch.float64)
     shown[kept] = rank_scores(sub).double()
     return ranked, shown.tolist()

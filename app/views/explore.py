@@ -15,8 +15,8 @@ import torch
 
 from components import graph_static, graph_view, molecule_view, network_view, whatif_view
 from gem_core.data.datasets import DataUnavailableError, GemDataset
-from gem_core.data.ranking import rank_scores, tied_at_cut, topk_mask
-from gem_core.explainers import DEFAULT_TEACHER
+from gem_core.data.ranking import rank_scores
+from gem_core.explainers import DEFAULT_TEACHER, Explanation
 from gem_core.data.instances import Instance
 from gem_core.service.session import Workbench
 from theme import fmt_ms, method_color, method_title
@@ -116,12 +116,6 @@ def _edge_names(ds: GemDataset, inst: Instance) -> list[str]:
         sym = [ds.atom_symbols[t] for t in inst.x.argmax(1).tolist()]
         return [f"{sym[u]}{u}–{sym[v]}{v}" for u, v in pairs]
     return [f"{u}–{v}" for u, v in pairs]
-
-
-def _ranked(scores: list[float], k: int) -> list[int]:
-    mask = topk_mask(torch.tensor(scores), k)
-    chosen = [j for j in range(len(scores)) if mask[j]]
-    return sorted(chosen, key=lambda j: (-scores[j], j))
 
 
 def _fit_button(wb: Workbench, method: str) -> None:
@@ -409,8 +403,9 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
             scores, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token,
                                                sel.target)
             scores = list(scores)
-        ranked = _ranked(scores, sel.k)
-        mask = topk_mask(torch.tensor(scores), sel.k)
+        explanation = Explanation(method, [torch.tensor(scores)], ms, [inst])
+        ranked = explanation.ranked(0, sel.k)
+        mask = explanation.topk_mask(0, sel.k)
         p_sub = wb.predict_proba([inst], [mask])[0].tolist()
     except Exception as exc:
         show_error(exc, f"{title} failed")
@@ -432,7 +427,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
     st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")
     st.caption(f"Prediction on the explanation: {ds.class_names[sub_pred]} ({same}) · "
                f"{len(ranked)} edges · explain time {fmt_ms(ms)} on {device_label(sel.device)}")
-    tied = tied_at_cut(torch.tensor(scores), sel.k)
+    tied = explanation.tied_at_cut(0, sel.k)
     if bool(tied.any()):
         kept = int((tied & mask).sum())
         st.caption(f"⚖ {int(tied.sum())} edges tie at the K cut (score "

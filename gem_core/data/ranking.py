@@ -2,8 +2,8 @@
 
 Every explainer hands over one score per undirected pair of an instance (higher = more
 important). :func:`topk_mask` keeps the K highest (ties broken by the lower pair index, never
-more than K pairs, all pairs when K >= P; NaN ranks lowest); :func:`rank_scores`,
-:func:`tied_at_cut` and :func:`topk_overlap` read the same order; :func:`roc_auc` is the
+more than K pairs, all pairs when K >= P; NaN ranks lowest); :func:`ranked_pairs`,
+:func:`rank_scores`, :func:`tied_at_cut` and :func:`topk_overlap` read the same order; :func:`roc_auc` is the
 rank statistic of scores against a 0/1 labelling. The explanation subgraph keeps the top-K pairs
 (all nodes kept, other edges deleted, not masked: a PyG edge mask still counts the edge in GCN
 normalisation); the complement subgraph deletes them.
@@ -81,6 +81,14 @@ def tied_at_cut(scores: Tensor, k: int) -> Tensor:
     return tied if bool((tied & ~mask).any()) else torch.zeros_like(mask)
 
 
+def ranked_pairs(scores: Tensor, k: int) -> list[int]:
+    """The top-``k`` pair indices of :func:`topk_mask`, best first (ties: lower pair index first;
+    NaN ranks lowest): the order every list of an explanation's pairs is shown in."""
+    s = as_scores(scores)
+    chosen = torch.nonzero(topk_mask(s, k)).view(-1)
+    return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
+
+
 def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:
     """How many pairs two explanations of one instance share in their top ``k``."""
     return int((topk_mask(scores_a, k) & topk_mask(scores_b, k)).sum())
@@ -99,6 +107,7 @@ def complement_subgraph(instance: Instance, scores: Tensor, k: int) -> Instance:
 
 
 def check_score_length(instance: Instance, scores: Tensor) -> None:
+    """A clear ValueError unless ``scores`` holds one score per pair of ``instance``."""
     n = int(torch.as_tensor(scores).numel())
     if n != instance.num_pairs:
         raise ValueError(f"got {n} scores for an instance with {instance.num_pairs} pairs")

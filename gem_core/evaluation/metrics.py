@@ -47,7 +47,8 @@ import torch
 from torch import Tensor
 
 from gem_core.data.config import check_k
-from gem_core.data.ranking import as_scores, check_score_length, roc_auc, topk_mask
+from gem_core.data.ranking import as_scores, check_score_length, roc_auc
+from gem_core.explainers.base import Explanation
 from gem_core.models.predict import predict_proba
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
@@ -181,13 +182,11 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
         batch_size: instances per forward pass (default: all at once).
     """
     instances = list(instances)
-    scores = list(scores)
     if not instances:
         raise ValueError("no instances to evaluate")
-    if len(scores) != len(instances):
-        raise ValueError(f"{len(scores)} score tensors for {len(instances)} instances")
-    for inst, sc in zip(instances, scores):
-        check_score_length(inst, sc)
+    # carrying the instances checks one score per pair of each; its top-K is the one ranking
+    explanation = Explanation(getattr(scores, "method", "scores"), list(scores),
+                              float(ms_per_instance), instances)
     ks = sorted({check_k(k) for k in k_grid})
     if not ks:
         raise ValueError("k_grid is empty")
@@ -195,7 +194,7 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
     lo_k = check_k(lo_k)
     all_ks = sorted(set(ks) | {lo_k})
 
-    scores = [as_scores(s) for s in scores]
+    scores = [as_scores(s) for s in explanation]
     y = torch.tensor([int(inst.y) for inst in instances])
     subset = None if mutagen_label is None else (y == int(mutagen_label))
     steps = 1 + len(all_ks) * (2 if fidelity else 1)
@@ -209,7 +208,7 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
     acc, acc_sub, agree, fid = {}, {}, {}, {}
     lo_values: list[float] = []
     for k in all_ks:
-        masks = [topk_mask(s, k) for s in scores]
+        masks = explanation.topk(k)
         p_sub = predict_proba(black_box, instances, masks, batch_size=batch_size)
         pred_sub = p_sub.argmax(-1)
         correct = pred_sub == y

@@ -15,7 +15,9 @@ follows the scikit-learn contract in the style of PyG's ``torch_geometric/explai
 
 A subclass implements :meth:`Explainer._explain` (and :meth:`Explainer._fit` when it learns).
 Scores are one float per pair of ``instance.pairs`` (same order), higher = more important, on
-the CPU; :mod:`gem_core.evaluation.metrics` turns them into top-K subgraphs and measures them.
+the CPU. The :class:`Explanation` carries the instances with their scores (checked against
+their pairs) and gives the top-K views of :mod:`gem_core.data.ranking`;
+:mod:`gem_core.evaluation.metrics` measures them.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Union, over
 import torch
 from torch import Tensor
 
+from gem_core.data import ranking
 from gem_core.data.config import DatasetSpec, check_k
 from gem_core.data.instances import Instance
 from gem_core.runtime.errors import NotFittedError
@@ -44,20 +47,42 @@ if TYPE_CHECKING:
 
 @dataclass
 class Explanation(Sequence):
-    """Scores of one method for a batch of instances, and what they cost.
+    """Scores of one method for a batch of instances, the instances, and what they cost.
 
     A sequence of per-instance score tensors (``explanation[i]`` is instance ``i``'s ``[P_i]``
-    scores), so it can be used wherever a list of scores is expected.
+    scores), so it can be used wherever a list of scores is expected. When it carries its
+    ``instances`` (every :meth:`Explainer.explain` result does), each score tensor is checked
+    against its instance's pairs at construction, and the instance-level views work: the top-K
+    masks, the ranked pairs, the ties at the cut, the explanation and complement subgraphs and
+    :meth:`to_pyg`. All of them read :mod:`gem_core.data.ranking`, the one top-K ranking.
 
     Attributes:
         method: the registry name of the method that made it.
         scores: one float tensor ``[P_i]`` per instance, higher = more important.
         ms_per_instance: wall-clock milliseconds per instance of the call that made it.
+        instances: the explained instances (same order as ``scores``), or None.
+
+    Raises:
+        ValueError: ``instances`` given, and their number or a score length does not match.
     """
 
     method: str
     scores: list[Tensor]
     ms_per_instance: float = 0.0
+    instances: Optional[list[Instance]] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.instances is None:
+            return
+        self.instances = list(self.instances)
+        if len(self.instances) != len(self.scores):
+            raise ValueError(f"{self.method}: {len(self.scores)} score tensors for "
+                             f"{len(self.instances)} instances")
+        for i, (inst, s) in enumerate(zip(self.instances, self.scores)):
+            n = int(torch.as_tensor(s).numel())
+            if n != inst.num_pairs:
+                raise ValueError(f"{self.method}: got {n} scores for instance {i}, which has "
+                                 f"{inst.num_pairs} pairs")
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -74,21 +99,82 @@ class Explanation(Sequence):
     def __iter__(self) -> Iterator[Tensor]:
         return iter(self.scores)
 
+    def instance(self, i: int) -> Instance:
+        """The ``i``-th explained instance (a clear ValueError when none are carried)."""
+        if self.instances is None:
+            raise ValueError(f"this {self.method} explanation carries no instances")
+        return self.instances[i]
+
+    # -- the top-K views (gem_core.data.ranking)
     def topk_mask(self, i: int, k: int) -> Tensor:
-        """Boolean mask ``[P_i]`` of instance ``i``'s ``k`` best pairs (see :func:`evaluate.topk_mask`)."""
-        from gem_core.data.ranking import topk_mask
+        """Boolean mask ``[P_i]`` of instance ``i``'s ``k`` best pairs (see :func:`ranking.topk_mask`)."""
+        return ranking.topk_mask(self.scores[i], check_k(k))
 
-        return topk_mask(self.scores[i], check_k(k))
-
-    def topk_masks(self, k: int) -> list[Tensor]:
+    def topk(self, k: int) -> list[Tensor]:
         """:meth:`topk_mask` of every instance."""
         return [self.topk_mask(i, k) for i in range(len(self))]
 
     def ranked(self, i: int, k: int) -> list[int]:
         """Instance ``i``'s top-``k`` pair indices, best first (ties: lower pair index first)."""
-        s = torch.as_tensor(self.scores[i]).detach().double().cpu()
-        chosen = torch.nonzero(self.topk_mask(i, k)).view(-1)
-        return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
+        return ranking.ranked_pairs(self.scores[i], check_k(k))
+
+    def ranked_pairs(self, i: int, k: int) -> list[tuple[int, int]]:
+        """Instance ``i``'s top-``k`` pairs ``(u, v)``, best first (the order of :meth:`ranked`)."""
+        pairs = self.instance(i).pairs
+        return [(int(pairs[0, j]), int(pairs[1, j])) for j in self.ranked(i, k)]
+
+    def tied_at_cut(self, i: int, k: int) -> Tensor:
+        """Mask of instance ``i``'s pairs tied with the K-th best score across the cut (see
+        :func:`ranking.tied_at_cut`; all False when no tie crosses it)."""
+        return ranking.tied_at_cut(self.scores[i], check_k(k))
+
+    def explanation_subgraph(self, i: int, k: int) -> Instance:
+        """Instance ``i`` with only its top-``k`` pairs (all nodes kept, other edges deleted)."""
+        return ranking.explanation_subgraph(self.instance(i), self.scores[i], k)
+
+    def complement_subgraph(self, i: int, k: int) -> Instance:
+        """Instance ``i`` with its top-``k`` pairs deleted (all nodes and other edges kept)."""
+        return ranking.complement_subgraph(self.instance(i), self.scores[i], k)
+
+    # -- PyG
+    def to_pyg(self, k: Optional[int] = None,
+               target: Optional[Sequence[int]] = None) -> list[Any]:
+        """One ``torch_geometric.explain.Explanation`` per instance, for PyG's metrics.
+
+        Each holds ``x``, the directed ``edge_index`` (the pairs, then the same pairs reversed:
+        :meth:`Instance.edge_index`), and ``edge_mask`` on those edges: the pair scores in both
+        directions, or with ``k`` the hard top-K mask (1.0 kept, 0.0 not), which is what
+        ``fidelity`` needs (it multiplies messages by the mask, and by ``1 - mask`` for the
+        complement). ``target`` is the class each instance is explained for (the target's
+        prediction for ``fidelity`` of model explanations); default the instance's label. Node
+        tasks also get ``index`` (the explained node; ``target`` then holds its class at that
+        node, -1 elsewhere). When an instance has a motif, ``gt_edge_mask`` holds it per directed
+        edge, for ``groundtruth_metrics(explanation.edge_mask, explanation.gt_edge_mask)``.
+        """
+        from torch_geometric.explain import Explanation as PyGExplanation
+
+        out = []
+        for i in range(len(self)):
+            inst = self.instance(i)
+            if k is None:
+                mask = torch.as_tensor(self.scores[i]).detach().cpu().float().reshape(-1)
+            else:
+                mask = self.topk_mask(i, k).float()
+            cls = int(inst.y) if target is None else int(target[i])
+            pyg = PyGExplanation(x=inst.x, edge_index=inst.edge_index(),
+                                 edge_mask=torch.cat([mask, mask]))
+            if inst.target is None:
+                pyg.target = torch.tensor([cls])
+            else:
+                pyg.target = torch.full((inst.num_nodes,), -1, dtype=torch.long)
+                pyg.target[int(inst.target)] = cls
+                pyg.index = int(inst.target)
+            if inst.motif_mask is not None:
+                motif = inst.motif_mask.float().reshape(-1)
+                pyg.gt_edge_mask = torch.cat([motif, motif])
+            pyg._model_args = []
+            out.append(pyg)
+        return out
 
 
 # ----------------------------------------------------------------------------- what an explainer knows
@@ -212,7 +298,7 @@ class Explainer(ABC):
             scores = self._explain(instances, progress)
         self.explain_seconds_ = time.perf_counter() - start
         ms = 1000.0 * self.explain_seconds_ / max(len(instances), 1)
-        return Explanation(self.name, list(scores), ms)
+        return Explanation(self.name, list(scores), ms, instances)
 
     @abstractmethod
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

@@ -33,8 +33,8 @@ from gem_core.chemistry.convert import fragment_smarts
 from gem_core.chemistry.smiles import MoleculeError, MoleculeInstance, smiles_to_instance
 from gem_core.data.config import check_k, get_spec
 from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
-from gem_core.data.ranking import topk_mask
-from gem_core.explainers import check_method
+from gem_core.data.ranking import ranked_pairs
+from gem_core.explainers import Explanation, check_method
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.service.session import ModelUnavailableError, Workbench, workbench
 from gem_core.service.session import forget_explainer as forget
@@ -94,14 +94,12 @@ def forget_explainer(method: Optional[str] = None) -> None:
 # ----------------------------------------------------------------------------- explanations
 
 def ranked_bonds(pairs: Tensor, scores: Tensor, k: int) -> tuple[list[list[int]], list[float]]:
-    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores."""
-    k = check_k(int(k))
+    """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores
+    (the order of :func:`gem_core.data.ranking.ranked_pairs`)."""
     s = torch.as_tensor(scores).detach().double().cpu()
-    mask = topk_mask(s, k)
-    chosen = torch.nonzero(mask).view(-1)
-    order = chosen[torch.sort(s[chosen], descending=True, stable=True).indices]
-    bonds = [[int(pairs[0, j]), int(pairs[1, j])] for j in order.tolist()]
-    return bonds, [float(s[j]) for j in order.tolist()]
+    order = ranked_pairs(s, check_k(int(k)))
+    bonds = [[int(pairs[0, j]), int(pairs[1, j])] for j in order]
+    return bonds, [float(s[j]) for j in order]
 
 
 @dataclass
@@ -111,16 +109,26 @@ class MoleculeExplanation:
     Attributes:
         molecule: the parsed molecule (graph instance + RDKit molecule, same numbering).
         probabilities: class probabilities of the target on the whole molecule.
-        scores: method -> one score per bond (in ``molecule.instance.pairs`` order).
-        ms_per_instance: method -> explain time per molecule of the batch it was explained in.
+        explanations: method -> its one-instance :class:`Explanation` of ``molecule.instance``
+            (one score per bond, in ``molecule.instance.pairs`` order; ``ms_per_instance`` that
+            of the batch it was explained in).
         errors: method -> message, for methods that could not run.
     """
 
     molecule: MoleculeInstance
     probabilities: list[float]
-    scores: dict[str, Tensor] = field(default_factory=dict)
-    ms_per_instance: dict[str, float] = field(default_factory=dict)
+    explanations: dict[str, Explanation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scores(self) -> dict[str, Tensor]:
+        """method -> one score per bond (in ``molecule.instance.pairs`` order)."""
+        return {m: e[0] for m, e in self.explanations.items()}
+
+    @property
+    def ms_per_instance(self) -> dict[str, float]:
+        """method -> explain time per molecule of the batch it was explained in."""
+        return {m: e.ms_per_instance for m, e in self.explanations.items()}
 
     @property
     def label(self) -> int:
@@ -137,10 +145,11 @@ class MoleculeExplanation:
 
     def bonds(self, method: str, k: int) -> tuple[list[list[int]], list[float]]:
         """Top-``k`` explanation bonds of ``method``, best first, with their scores."""
-        return ranked_bonds(self.molecule.instance.pairs, self.scores[method], k)
+        return ranked_bonds(self.molecule.instance.pairs, self.explanations[method][0], k)
 
     def mask(self, method: str, k: int) -> Tensor:
-        return topk_mask(self.scores[method], check_k(int(k)))
+        """Boolean mask of ``method``'s top-``k`` bonds (in ``molecule.instance.pairs`` order)."""
+        return self.explanations[method].topk_mask(0, int(k))
 
     def fragment(self, method: str, k: int) -> str:
         """The explanation bonds as a SMARTS-like fragment."""
@@ -192,8 +201,9 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
                 res.errors[method] = str(exc)
             continue
         for res, s in zip(out, explained):
-            res.scores[method] = torch.as_tensor(s).detach().float().cpu()
-            res.ms_per_instance[method] = explained.ms_per_instance
+            res.explanations[method] = Explanation(
+                method, [torch.as_tensor(s).detach().float().cpu()], explained.ms_per_instance,
+                [res.molecule.instance])
     report(progress, 1.0, "done")
     return out
 

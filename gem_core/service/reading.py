@@ -16,7 +16,6 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from gem_core.data.ranking import topk_mask
 from gem_core.data.instances import Instance
 
 __all__ = ["Reading", "read_explanation"]
@@ -52,10 +51,11 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
             registry's default teacher explains the instance here (skipped for the teacher itself).
         edge: "edge" or "bond".
     """
-    from gem_core.explainers import DEFAULT_TEACHER, check_method, title
+    from gem_core.explainers import DEFAULT_TEACHER, Explanation, check_method, title
 
     method = check_method(method)
-    mask = topk_mask(scores, k)
+    explanation = Explanation(method, [scores], 0.0, [instance])  # checks one score per pair
+    mask = explanation.topk_mask(0, k)
     kept = int(mask.sum())
     total = instance.num_pairs
     proba = model.predict_proba([instance, instance, instance],
@@ -119,7 +119,7 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
     if method != DEFAULT_TEACHER:
         if teacher_scores is None:
             teacher_scores = model.explain(DEFAULT_TEACHER, [instance])[0]
-        t_mask = topk_mask(teacher_scores, k)
+        t_mask = Explanation(DEFAULT_TEACHER, [teacher_scores], 0.0, [instance]).topk_mask(0, k)
         shared = int((mask & t_mask).sum())
         facts["teacher"] = {"method": DEFAULT_TEACHER, "shared": shared, "of": kept}
         lines.append(f"The {title(DEFAULT_TEACHER).lower()} keeps {shared} of the same "

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
+from gem_core.explainers import Explanation, check_method
 
 __all__ = ["Edit", "EditOutcome", "EditError", "evaluate_edits", "parse_pair_list"]
 
@@ -51,7 +52,8 @@ class EditOutcome:
         probabilities: class probabilities on the edited graph (empty when ``error``).
         loss: cross-entropy against the prediction on the original graph.
         delta_loss: ``loss`` minus the loss on the original graph (the paper's Δ).
-        scores: method -> one score per original pair (NaN where deleted).
+        explanations: method -> its one-instance :class:`Explanation` of the edited graph
+            (one score per *kept* pair, carrying the edited instance).
         error: why this edit cannot be evaluated (disconnected target, no edge left), or None.
     """
 
@@ -60,8 +62,19 @@ class EditOutcome:
     probabilities: list[float] = field(default_factory=list)
     loss: float = math.nan
     delta_loss: float = math.nan
-    scores: dict[str, Tensor] = field(default_factory=dict)
+    explanations: dict[str, Explanation] = field(default_factory=dict)
     error: Optional[str] = None
+
+    @property
+    def scores(self) -> dict[str, Tensor]:
+        """method -> one score per *original* pair (NaN where deleted), so explanations before
+        and after an edit compare position by position."""
+        out = {}
+        for method, explanation in self.explanations.items():
+            full = torch.full((self.kept.numel(),), math.nan, dtype=torch.float32)
+            full[self.kept] = torch.as_tensor(explanation[0]).detach().float().cpu()
+            out[method] = full
+        return out
 
     @property
     def label(self) -> int:
@@ -144,8 +157,6 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
     Returns:
         ``(original, outcomes)``: ``original`` is the unedited graph, ``outcomes`` one per edit.
     """
-    from gem_core.explainers import check_method
-
     methods = [check_method(m) for m in methods]
     for e in edits:
         _check(instance, e, edge)
@@ -164,8 +175,7 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
     predicted = proba.argmax(-1)  # an explainer that reads the prediction (Gem) gets it here
     for method in methods:
         explained = model.explain(method, [inst for _, inst in live], predicted=predicted)
-        for (i, _), s in zip(live, explained):
-            full = torch.full((instance.num_pairs,), math.nan, dtype=torch.float32)
-            full[out[i].kept] = torch.as_tensor(s).detach().float().cpu()
-            out[i].scores[method] = full
+        for (i, inst), s in zip(live, explained):
+            out[i].explanations[method] = Explanation(method, [s], explained.ms_per_instance,
+                                                      [inst])
     return out[0], out[1:]

@@ -76,26 +76,6 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _ranked(scores: Sequence[Any], k: int) -> list[np.ndarray]:
-    """Per molecule, the indices of its top-``k`` pairs, best first (ties: lower pair index) —
-    :func:`gem_core.service.molecules.ranked_bonds` for a whole batch in one sort."""
-    arrays = [np.asarray(s, dtype=np.float64).reshape(-1) for s in scores]
-    lengths = np.array([a.size for a in arrays], dtype=np.int64)
-    if lengths.sum() == 0:
-        return [np.zeros(0, dtype=np.int64) for _ in arrays]
-    values = np.concatenate(arrays)
-    owner = np.repeat(np.arange(len(arrays)), lengths)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    local = np.arange(values.size) - np.repeat(starts, lengths)
-    order = np.lexsort((local, -values, owner))
-    # ``order`` is grouped by molecule exactly like the positions, so ``local`` is also the
-    # rank of each position within its molecule, and ``starts`` its molecule's offset.
-    keep = local < k
-    chosen = order[keep] - np.repeat(starts, lengths)[keep]
-    counts = np.minimum(lengths, k)
-    return np.split(chosen, np.cumsum(counts)[:-1])
-
-
 @dataclass
 class ParsedChunk:
     """Rows after parsing: the output columns filled so far and the accepted molecules
@@ -154,6 +134,9 @@ def explain_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> pa.Table
 
 def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
                     out: dict[str, list[Any]]) -> None:
+    import torch
+
+    from gem_core.data.ranking import ranked_pairs
     from gem_core.service.molecules import CLASS_NAMES
 
     model = _model(settings)
@@ -164,8 +147,8 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
     explained = model.explain(settings.method, instances, predicted=labels_t)
     proba, labels = proba_t.numpy(), labels_t.numpy()
     arrays = [s.detach().float().cpu().numpy() for s in explained]
-    ranked = _ranked(arrays, settings.k)
-    for (i, mol), p, label, top, scores in zip(parsed, proba, labels, ranked, arrays):
+    for (i, mol), p, label, scores in zip(parsed, proba, labels, arrays):
+        top = ranked_pairs(torch.from_numpy(scores), settings.k)
         pairs = mol.instance.pairs.numpy()
         s = scores.astype(np.float64)
         out["prediction"][i] = CLASS_NAMES[int(label)]
