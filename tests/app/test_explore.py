@@ -429,3 +429,26 @@ def test_the_selected_targets_checkpoint_decides_whether_it_is_trained(monkeypat
     at.sidebar.selectbox(key="sb_target_mutagenicity").set_value("strong").run()
     no_exception(at)
     assert asked[-1] == ("strong", True)  # none for the strong target: trained, with progress
+
+
+def test_the_app_hints_of_an_extra_dataset_come_from_its_row(monkeypatch):
+    """A dataset registered as one row gets its K axis and Gem's wording
+    from that row; no app module knows its name."""
+    from dataclasses import replace
+
+    import teaching
+    from components import charts
+
+    import gem_core.data.config as config
+
+    coarse = replace(get_spec("nci1"), name="nci1_coarse", title="NCI1 (coarse)",
+                     k_grid=(10, 20, 30), prediction_phrase="an active call apart from an inactive one")
+    monkeypatch.setitem(config.DATASETS, coarse.name, coarse)
+    result = {"dataset": "nci1_coarse",
+              "methods": {"gem": {"accuracy_at_k": {"10": 0.5, "20": 0.6, "30": 0.7},
+                                  "agreement_at_k": {"10": 0.8, "20": 0.9, "30": 1.0}}}}
+    assert charts.accuracy_sweep(result, ["gem"]).layout.xaxis.dtick == 10
+    assert charts.agreement_sweep(result, ["gem"]).layout.xaxis.dtick == 10
+    assert "explain an active call apart from an inactive one." in teaching.describe_gem(coarse)
+    assert "a mutagen call differently from a non-mutagen one" in teaching.describe_gem(
+        get_spec("mutagenicity"))
