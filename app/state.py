@@ -19,7 +19,8 @@ from typing import Any, Optional
 import streamlit as st
 import torch
 
-from gem_core.data.config import DATASETS, DatasetSpec, get_spec, target_names
+from gem_core.data.config import (DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_spec,
+                                  target_names, target_spec)
 from gem_core.runtime.device import configure_threads, resolve_device
 from gem_core.explainers import METHODS, method_spec
 from gem_core.evaluation.reproduce import recorded_fit_seconds
@@ -74,15 +75,12 @@ def device_options() -> list[str]:
 DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
 
 
-TARGET_TITLES = {"paper": "the paper's (GraphConv)", "strong": "stronger (bond-aware GINE)"}
-
-
 def _target_selector(spec: DatasetSpec) -> str:
     """Which target model to explain, where the dataset has more than the paper's."""
     names = target_names(spec)
     if len(names) == 1:
         return names[0]
-    chosen = st.selectbox("Target model", names, format_func=TARGET_TITLES.get,
+    chosen = st.selectbox("Target model", names, format_func=lambda n: target_spec(n).title,
                           key=f"sb_target_{spec.name}", persist_state="session",
                           help="The model being explained: the paper's architecture, or a "
                                "stronger one that reads bond types. Explainers are fitted per "
@@ -114,7 +112,7 @@ def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
 
 def molecule_target() -> str:
     """The Mutagenicity target the Molecule page uses (set by the sidebar)."""
-    return st.session_state.get("molecule_target", "paper")
+    return st.session_state.get("molecule_target", DEFAULT_TARGET)
 
 
 def device_label(device: str) -> str:
@@ -145,7 +143,7 @@ def sidebar(page: str = "") -> Selection:
             dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
                                    key="sb_dataset", persist_state="session")
         spec = get_spec(dataset)
-        target = _target_selector(get_spec("mutagenicity") if molecule_page else spec)
+        target = _target_selector(molecule_spec() if molecule_page else spec)
         device = st.selectbox("Device", device_options(), format_func=DEVICE_TITLES.get,
                               key="sb_device", persist_state="session")
         st.caption(f"Running on {device_label(device)}", help="The torch device the models use.")
@@ -162,8 +160,8 @@ def sidebar(page: str = "") -> Selection:
         fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
         st.caption(f"{' and '.join(fitted)} are fitted once per dataset; the others explain "
                    f"directly.")
-    sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods),
-                    target if not molecule_page or dataset == "mutagenicity" else "paper")
+    chosen = target if not molecule_page or dataset == molecule_spec().name else DEFAULT_TARGET
+    sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods), chosen)
     if molecule_page:  # the Molecule page's model: Mutagenicity, with the target chosen here
         st.session_state["molecule_target"] = target
     st.session_state["selection"] = sel

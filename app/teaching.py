@@ -100,9 +100,8 @@ def describe_gem(spec) -> str:
         text += ", the top-K cut by the loss"
     text += "."
     if spec.explainer_condition_on_prediction:
-        calls = ("a mutagen call differently from a non-mutagen one" if spec.name == "mutagenicity"
-                 else "each predicted class in its own way")
-        text += f" It also reads the class the model predicts, so it can explain {calls}."
+        text += (f" It also reads the class the model predicts, so it can explain "
+                 f"{spec.prediction_phrase}.")
     return text + (" After training it never calls the target model to explain: one forward "
                    "pass of the auto-encoder per batch." if not
                    spec.explainer_condition_on_prediction else

@@ -161,6 +161,28 @@ def test_no_dispatch_on_method_names_outside_the_registry():
     assert not offenders, "\n".join(offenders)
 
 
+def test_no_branch_on_dataset_target_or_architecture_names_outside_the_registries():
+    """Per-dataset, per-target and per-architecture behaviour lives in the rows of
+    ``gem_core.data.config`` (DATASETS, TARGETS) and ``gem_core.models.targets`` (ARCHITECTURES):
+    no code compares a name with one of theirs. (``mode == "paper"`` in the distillation's top-K
+    rules compares a top-K policy name, which only shares the word.)"""
+    from gem_core.data.config import DATASETS, TARGETS
+    from gem_core.models.targets import ARCHITECTURES
+
+    names = "|".join(re.escape(n) for n in sorted({*DATASETS, *TARGETS, *ARCHITECTURES}))
+    lit = rf"""["']({names})["']"""
+    compare = re.compile(rf"""(?P<lhs>[\w.\]\[)(]+)\s*(?:==|!=)\s*{lit}|{lit}\s*(?:==|!=)"""
+                         rf"""|(?P<member>[\w.\]\[)(]+)\s+(?:not\s+)?in\s*[(\[{{][^)\]}}]*{lit}""")
+    offenders = []
+    for folder in ("gem_core", "app"):
+        for path in (PROJECT / folder).rglob("*.py"):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                match = compare.search(line)
+                if match and match.group("lhs") != "mode":
+                    offenders.append(f"{path.relative_to(PROJECT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
 @pytest.mark.parametrize("task", ["node", "graph"])
 def test_predicted_label_teacher_differs_exactly_where_the_target_is_wrong(task):
     from gem_core.models.predict import predict_proba

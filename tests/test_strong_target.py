@@ -98,3 +98,27 @@ def test_shipped_gem_for_the_strong_target_is_found_and_kept_apart(monkeypatch, 
     ours, theirs = strong.explain("gem", instances), paper.explain("gem", instances)
     assert [len(s) for s in ours] == [inst.num_pairs for inst in instances]
     assert not all(torch.allclose(a, b) for a, b in zip(ours, theirs))
+
+
+@requires_mutagenicity
+def test_training_runs_on_the_requested_device(monkeypatch):
+    """The model and its batches go to the device asked for (the bond-aware target once ignored
+    it and always trained on the CPU); the trained model comes back on the CPU."""
+    import gem_core.models.strong_target as strong
+    from gem_core.data.datasets import load_dataset
+
+    asked, used = [], []
+    monkeypatch.setattr(strong, "resolve_device",
+                        lambda device: asked.append(device) or torch.device("cpu"))
+    real_batches = strong._batches
+
+    def batches(*args, **kwargs):
+        used.append(kwargs.get("device", args[4] if len(args) > 4 else None))
+        return real_batches(*args, **kwargs)
+
+    monkeypatch.setattr(strong, "_batches", batches)
+    ds = load_dataset("mutagenicity")
+    model, m = train_strong_target(ds, seed=0, device="cuda:1", max_epochs=1, patience=1,
+                                   hidden=8, num_layers=1)
+    assert asked == ["cuda:1"] and used and all(d == torch.device("cpu") for d in used)
+    assert all(p.device.type == "cpu" for p in model.parameters()) and m["epochs"] == 1

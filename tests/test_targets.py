@@ -116,3 +116,74 @@ def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
     gem = method_spec("gem").create(wb.context)
     other = replace(wb.context, spec=replace(mut, explainer_target_ks=(1, 2, 3)))
     assert gem.state_key(wb.context) != method_spec("gem").create(other).state_key(other)
+
+
+def test_train_target_hands_its_device_to_the_bond_aware_trainer(monkeypatch):
+    """The strong (GINE) target trains on the device train_target is given (it used to be
+    dropped, so the strong target always trained on the CPU)."""
+    import gem_core.models.strong_target as strong
+    from gem_core.data.config import get_spec, target_config
+
+    seen = {}
+
+    def fake(ds, **kwargs):
+        seen.update(kwargs)
+        return torch.nn.Linear(1, 1), {"train_accuracy": 1.0, "val_accuracy": 1.0,
+                                       "test_accuracy": 1.0, "train_seconds": 0.0, "epochs": 1}
+
+    monkeypatch.setattr(strong, "train_strong_target", fake)
+    cfg = target_config(get_spec("mutagenicity"), "strong")
+    model, metrics = train_target(object(), cfg, device="meta")
+    assert seen["device"] == torch.device("meta") and metrics.epochs == 1
+
+
+def test_an_extra_target_row_trains_and_names_its_files_through_its_row(tmp_path, monkeypatch):
+    """A new target (a new name, an existing architecture) is one row of the target registry:
+    its recipe is trained, its checkpoint, results and titles carry its name, nothing else
+    knows it."""
+    from dataclasses import replace
+
+    import gem_core.data.config as config
+    from gem_core.evaluation.reproduce import results_path
+    from gem_core.models.targets import cached_target_path, load_saved_target, target_filename
+    from gem_core.service.session import Workbench
+
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path / "cache"))
+    row = config.TargetSpec("quick", "a quick one", lambda spec: replace(
+        spec.target, max_epochs=3, patience=3) if spec.task == "node" else None)
+    monkeypatch.setitem(config.TARGETS, "quick", row)
+    ba = config.get_spec("ba_shapes")
+    assert config.target_names(ba) == ("paper", "quick")
+    assert config.target_names(config.get_spec("mutagenicity")) == ("paper", "strong")
+    assert config.target_config(ba, "quick").max_epochs == 3
+    assert target_filename("ba_shapes", "quick") == "ba_shapes-quick.pt"
+    assert results_path("ba_shapes", "quick").name == "ba_shapes-quick.json"
+    target = get_target(load_dataset("ba_shapes"), device="cpu", name="quick")
+    assert target.metrics.epochs == 3 and target.path == cached_target_path("ba_shapes", "quick")
+    assert load_saved_target("ba_shapes", "quick").digest == target.digest
+    wb = Workbench("ba_shapes", "cpu", target="quick")
+    assert wb.label == "BA-shapes (quick)" and wb.asset_name == "ba_shapes-quick"
+    assert wb.target().digest == target.digest
+    with pytest.raises(ValueError, match="Unknown target 'quick' for NCI1"):
+        Workbench("nci1", "cpu", target="quick")
+    # the paper's row is the plain one: no target name in its files or titles
+    paper = Workbench("ba_shapes", "cpu")
+    assert paper.label == "BA-shapes" and paper.asset_name == "ba_shapes"
+
+
+def test_every_architecture_row_builds_its_model_and_refuses_other_tasks():
+    from dataclasses import replace
+
+    from gem_core.data.config import get_spec
+    from gem_core.models.targets import ARCHITECTURES, architecture, build_model
+
+    ba, mut = get_spec("ba_shapes"), get_spec("mutagenicity")
+    for name, row in ARCHITECTURES.items():
+        assert architecture(name) is row and row.name == name and row.tasks
+        cfg = replace(mut.target, arch=name)
+        assert isinstance(build_model(mut, 14, cfg), torch.nn.Module)
+        if "node" not in row.tasks:
+            with pytest.raises(ValueError, match="classifier"):
+                build_model(ba, 10, replace(ba.target, arch=name))
+    with pytest.raises(ValueError, match="unknown target architecture 'mlp'"):
+        build_model(ba, 10, replace(ba.target, arch="mlp"))

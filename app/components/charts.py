@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
 
+from gem_core.data.config import get_spec
 from gem_core.evaluation import paper
 from theme import method_color as _color
 from theme import method_title as _title
@@ -52,7 +53,7 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
     subtitle = " (mutagen test graphs only)" if mutagen_only else ""
     fig.update_layout(title=f"Explanation accuracy vs K{subtitle}", xaxis_title="K (edges kept)",
                       yaxis_title="accuracy (%)", **_LAYOUT)
-    fig.update_xaxes(dtick=1 if ds in ("ba_shapes", "tree_cycles") else 5)
+    fig.update_xaxes(dtick=get_spec(ds).k_tick)
     return fig
 
 
@@ -69,7 +70,7 @@ def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Option
         return None
     fig.update_layout(title="Agreement with the model's own prediction vs K",
                       xaxis_title="K (edges kept)", yaxis_title="agreement (%)", **_LAYOUT)
-    fig.update_xaxes(dtick=1 if result["dataset"] in ("ba_shapes", "tree_cycles") else 5)
+    fig.update_xaxes(dtick=get_spec(result["dataset"]).k_tick)
     return fig
 
 

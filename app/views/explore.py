@@ -37,8 +37,8 @@ MODES = ("Index", "Class", "Model right / wrong", "Random")
 def _load_target(wb: Workbench):
     from gem_core.models.targets import cached_target_path, shipped_target_path
 
-    name = wb.name
-    if cached_target_path(name).exists() or shipped_target_path(name).exists():
+    name, target = wb.name, wb.target_name  # the selected target's checkpoint, not the paper's
+    if cached_target_path(name, target).exists() or shipped_target_path(name, target).exists():
         with st.spinner("Loading the target model…"):
             return wb.target()
     with st.status(f"Training the {wb.spec.title} target model (first use)…", expanded=True):

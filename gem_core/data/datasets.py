@@ -1,10 +1,13 @@
-"""The four datasets of the paper behind one :func:`load_dataset`, with seeded splits.
+"""The datasets of the registry behind one :func:`load_dataset`, with seeded splits.
 
-* BA-shapes and Tree-cycles are generated deterministically with PyG's ``ExplainerDataset``
-  and keep their motif edge masks as explanation ground truth.
-* Mutagenicity and NCI1 are read from TU raw files under ``$GEM_DATA_ROOT`` (copied into the
-  cache first: PyG writes ``processed/`` beside ``raw/`` and the data root is read-only), or
-  downloaded by PyG when the variable is unset.
+Each row's ``source`` says where its graphs come from (:data:`LOADERS`):
+
+* a :class:`~gem_core.data.config.SyntheticSource` (BA-shapes, Tree-cycles) is generated
+  deterministically with PyG's ``ExplainerDataset`` and keeps its motif edge masks as
+  explanation ground truth;
+* a :class:`~gem_core.data.config.TUSource` (Mutagenicity, NCI1) is read from TU raw files under
+  ``$GEM_DATA_ROOT`` (copied into the cache first: PyG writes ``processed/`` beside ``raw/`` and
+  the data root is read-only), or downloaded by PyG when the variable is unset.
 """
 from __future__ import annotations
 
@@ -14,20 +17,22 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gem_core.data.config import SEED, SPLIT_FRACTIONS, DatasetSpec, get_spec
+from gem_core.data.config import (SEED, SPLIT_FRACTIONS, DatasetSpec, SyntheticSource, TUSource,
+                                  get_spec)
 from gem_core.runtime.store import cache_dir
 
-TU_NAMES = {"mutagenicity": "Mutagenicity", "nci1": "NCI1"}
 TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels")
 
-MUTAGENICITY_ATOMS = ("C", "O", "Cl", "H", "N", "F", "Br", "S", "P", "I", "Na", "K", "Li", "Ca")
-MUTAGENICITY_CLASSES = ("mutagen", "nonmutagen")
+# the Mutagenicity featurisation the chemistry layer reads (atoms of the one-hot columns, class
+# names), as its registry row states it
+MUTAGENICITY_ATOMS: tuple[str, ...] = get_spec("mutagenicity").atom_symbols
+MUTAGENICITY_CLASSES: tuple[str, ...] = get_spec("mutagenicity").class_names
 BOND_ORDERS = (1, 2, 3)  # Mutagenicity edge labels 0, 1, 2
 
 _LOCK = threading.Lock()
@@ -66,8 +71,8 @@ class GemDataset:
         split: indices the target GNN is trained / validated / tested on.
         explain_split: instances the explainer is fitted and evaluated on (node tasks: the motif
             nodes of ``split``; graph tasks: ``split``).
-        class_names: human-readable class labels.
-        atom_symbols: Mutagenicity only: symbol of each one-hot node-feature column.
+        class_names: human-readable class labels (the row's).
+        atom_symbols: molecules only: symbol of each one-hot node-feature column (the row's).
     """
 
     spec: DatasetSpec
@@ -122,10 +127,9 @@ def random_split(n: int, seed: int = SEED, fractions: tuple[float, float, float]
 
 # ----------------------------------------------------------------------------- synthetic
 
-def _synthetic_graph(name: str, seed: int) -> Data:
-    from torch_geometric.datasets import ExplainerDataset
-    from torch_geometric.datasets.graph_generator import BAGraph, TreeGraph
-    from torch_geometric.datasets.motif_generator import CycleMotif, HouseMotif
+def _synthetic_graph(source: SyntheticSource, seed: int) -> Data:
+    """The graph of ``source``, generated with ``seed`` (the global generators left as found)."""
+    from torch_geometric.datasets import ExplainerDataset, graph_generator, motif_generator
 
     import numpy as np
 
@@ -134,10 +138,9 @@ def _synthetic_graph(name: str, seed: int) -> Data:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         np.random.seed(seed)
-        if name == "ba_shapes":
-            ds = ExplainerDataset(BAGraph(num_nodes=300, num_edges=5), HouseMotif(), num_motifs=80)
-        else:  # tree_cycles: 511-node tree + 60 six-cycles = 871 nodes (REFERENCE.md §3)
-            ds = ExplainerDataset(TreeGraph(depth=8, undirected=True), CycleMotif(6), num_motifs=60)
+        base = getattr(graph_generator, source.graph)(**dict(source.graph_args))
+        motif = getattr(motif_generator, source.motif)(**dict(source.motif_args))
+        ds = ExplainerDataset(base, motif, num_motifs=source.num_motifs)
         raw = ds[0]
     np.random.set_state(np_state)
     from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
@@ -147,7 +150,7 @@ def _synthetic_graph(name: str, seed: int) -> Data:
     edge_index, edge_mask = coalesce(edge_index, edge_mask, reduce="max")
     n = raw.num_nodes
     return Data(
-        x=torch.ones(n, 10),  # constant features, as in GNNExplainer's synthetic benchmarks
+        x=torch.ones(n, source.num_features),  # constant features, as in GNNExplainer's synthetic benchmarks
         edge_index=edge_index,
         y=raw.y.long(),
         motif_edge_mask=edge_mask > 0,
@@ -156,12 +159,13 @@ def _synthetic_graph(name: str, seed: int) -> Data:
 
 
 def _load_synthetic(spec: DatasetSpec, seed: int) -> GemDataset:
-    graph = _synthetic_graph(spec.name, seed)
+    """A node task: the generated graph, split over its nodes; its motif nodes are explained."""
+    graph = _synthetic_graph(spec.source, seed)
     split = random_split(graph.num_nodes, seed)
     motif = graph.y != 0
     explain = Split(*(idx[motif[idx]] for idx in (split.train, split.val, split.test)))
-    names = ("base", "top", "middle", "bottom") if spec.name == "ba_shapes" else ("tree", "cycle")
-    return GemDataset(spec=spec, split=split, explain_split=explain, graph=graph, class_names=names)
+    return GemDataset(spec=spec, split=split, explain_split=explain, graph=graph,
+                      class_names=spec.class_names)
 
 
 # ----------------------------------------------------------------------------- TU datasets
@@ -203,10 +207,10 @@ def _stage_raw_files(tu_name: str, source_root: Path, cache_root: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _read_tu(spec: DatasetSpec) -> list[Data]:
+def _read_tu(source: TUSource) -> list[Data]:
     from torch_geometric.datasets import TUDataset
 
-    tu_name = TU_NAMES[spec.name]
+    tu_name = source.tu_name
     cache_root = _tu_cache_root()
     cache_root.mkdir(parents=True, exist_ok=True)
     source = data_root()
@@ -235,7 +239,8 @@ def _read_tu(spec: DatasetSpec) -> list[Data]:
 
 
 def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
-    graphs = _read_tu(spec)
+    """A graph task: the TU graphs with at least one edge, split over the graphs."""
+    graphs = _read_tu(spec.source)
     # Graphs without any edge would have nothing to explain (none occur in Mutagenicity or NCI1).
     # Every other graph is kept: Mutagenicity splits 3,469 / 434 / 434 (the paper's Table 9 says
     # 3,468 / 434 / 434, which sums to 4,336 of the 4,337 graphs).
@@ -245,23 +250,31 @@ def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
         graphs[i].source_index = i
     graphs = [graphs[i] for i in kept]
     split = random_split(len(graphs), seed)
-    if spec.name == "mutagenicity":
-        names, atoms = MUTAGENICITY_CLASSES, MUTAGENICITY_ATOMS
-    else:
-        names, atoms = ("inactive", "active"), None
     info = {"dropped_empty_graphs": n_all - len(graphs)}
     return GemDataset(spec=spec, split=split, explain_split=split, graphs=graphs,
-                      class_names=names, atom_symbols=atoms, info=info)
+                      class_names=spec.class_names, atom_symbols=spec.atom_symbols, info=info)
+
+
+#: how each kind of source is loaded into a :class:`GemDataset` (a new dataset of a known kind
+#: is one registry row; a new kind of source is one entry here)
+LOADERS: dict[type, Callable[[DatasetSpec, int], GemDataset]] = {
+    SyntheticSource: _load_synthetic,
+    TUSource: _load_tu,
+}
 
 
 def load_dataset(name: str, seed: int = SEED) -> GemDataset:
-    """Load one of ``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1`` with its splits.
+    """Load a dataset of the registry (``ba_shapes``, ``tree_cycles``, ``mutagenicity``,
+    ``nci1``, ...) with its splits, through the loader of its row's source.
 
     Raises:
-        UnknownDatasetError: for any other name.
+        UnknownDatasetError: for a name the registry lacks.
         DataUnavailableError: when TU raw files are missing and cannot be downloaded.
+        ValueError: for a row without a source of a known kind.
     """
     spec = get_spec(name)
-    if spec.task == "node":
-        return _load_synthetic(spec, seed)
-    return _load_tu(spec, seed)
+    loader = LOADERS.get(type(spec.source))
+    if loader is None:
+        raise ValueError(f"dataset {spec.name!r} has no source this engine can load "
+                         f"({spec.source!r})")
+    return loader(spec, seed)

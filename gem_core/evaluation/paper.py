@@ -7,20 +7,15 @@ from __future__ import annotations
 
 from typing import Optional
 
+from gem_core.data.config import get_spec
+
 TARGET_ACCURACY = {"ba_shapes": 0.941, "tree_cycles": 0.971, "mutagenicity": 0.885, "nci1": 0.786}
 
-_K = {
-    "ba_shapes": (5, 6, 7, 8, 9),
-    "tree_cycles": (6, 7, 8, 9, 10),
-    "mutagenicity": (15, 20, 25, 30),
-    "nci1": (15, 20, 25, 30),
-}
-
-
 def _row(dataset: str, values: Optional[tuple]) -> Optional[dict[str, float]]:
+    """``values`` (percent, one per K of the dataset row's K grid) as fractions keyed by K."""
     if values is None:
         return None
-    return {str(k): v / 100 for k, v in zip(_K[dataset], values)}
+    return {str(k): v / 100 for k, v in zip(get_spec(dataset).k_grid, values)}
 
 
 EXPLANATION_ACCURACY: dict[str, dict[str, Optional[dict[str, float]]]] = {

@@ -18,7 +18,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from gem_core.evaluation import paper
-from gem_core.data.config import get_spec
+from gem_core.data.config import DEFAULT_TARGET, get_spec, target_spec
 from gem_core.runtime.device import deterministic_algorithms
 from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
 from gem_core.service.session import Workbench, workbench
@@ -32,13 +32,13 @@ DEFAULT_METHODS = REPRODUCE_METHODS
 TIMING_REPEATS = 5
 
 
-def results_path(dataset: str, target: str = "paper") -> Path:
-    """``assets/results/<dataset>.json`` (the paper's target) or ``<dataset>-<target>.json``."""
-    name = get_spec(dataset).name
-    return ASSETS_DIR / "results" / (f"{name}.json" if target == "paper" else f"{name}-{target}.json")
+def results_path(dataset: str, target: str = DEFAULT_TARGET) -> Path:
+    """``assets/results/<dataset>.json`` (the paper's target) or ``<dataset>-<target>.json``
+    (the target row's :meth:`~gem_core.data.config.TargetSpec.stem`)."""
+    return ASSETS_DIR / "results" / f"{target_spec(target).stem(get_spec(dataset).name)}.json"
 
 
-def recorded_results(dataset: str, target: str = "paper") -> Optional[dict[str, Any]]:
+def recorded_results(dataset: str, target: str = DEFAULT_TARGET) -> Optional[dict[str, Any]]:
     """The shipped results JSON of ``dataset`` / ``target`` (None when it cannot be read).
 
     Read once per version of the file (its modification time and size key a small cache): the
@@ -62,7 +62,7 @@ def _read_results(path: str, mtime_ns: int, size: int) -> Optional[dict[str, Any
     return data if isinstance(data, dict) else None
 
 
-def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Optional[float]:
+def recorded_fit_seconds(dataset: str, method: str, target: str = DEFAULT_TARGET) -> Optional[float]:
     """How long ``method``'s fit took in the shipped results of ``dataset`` (None: not recorded).
 
     Lets the app say how long a one-off fit will take from a measurement, not a guess.
@@ -74,7 +74,7 @@ def recorded_fit_seconds(dataset: str, method: str, target: str = "paper") -> Op
     return seconds if seconds > 0 else None
 
 
-def recorded_target_summary(dataset: str, target: str = "paper") -> Optional[dict[str, float]]:
+def recorded_target_summary(dataset: str, target: str = DEFAULT_TARGET) -> Optional[dict[str, float]]:
     """What the shipped results say of a target: ``{"test_accuracy": a}`` plus, on molecules,
     ``"toxicophore_auc"`` of Gem's explanations (None when no results file can be read).
 
@@ -111,7 +111,7 @@ def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressF
 def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
                   limit: Optional[int] = None, write_assets: bool = True,
                   progress: Optional[ProgressFn] = None,
-                  bench: Optional[Workbench] = None, target: str = "paper") -> dict[str, Any]:
+                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET) -> dict[str, Any]:
     """Run the whole pipeline for ``dataset`` and return the results JSON.
 
     Args:
@@ -152,7 +152,6 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
 
     results: dict[str, Any] = {}
     scores: dict[str, list] = {}
-    mutagen = 0 if spec.name == "mutagenicity" else None
     n = len(methods)
     for i, method in enumerate(methods):
         lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
@@ -165,7 +164,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
             ms = statistics.median(wb.explain(method, test).ms_per_instance
                                    for _ in range(TIMING_REPEATS))
         res = evaluate_scores(wb.black_box, test, explained.scores, spec.k_grid,
-                              log_odds_k=spec.default_k, mutagen_label=mutagen,
+                              log_odds_k=spec.default_k, mutagen_label=spec.mutagen_label,
                               ms_per_instance=ms,
                               fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
         results[method] = res.to_dict()
@@ -186,7 +185,8 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         "seconds": time.perf_counter() - start,
         "machine": _machine(wb.device),
     }
-    if wb.dataset.atom_symbols is not None and scores:  # molecules: do explanations find toxicophores?
+    if wb.dataset.atom_symbols is not None and spec.mutagen_label is not None and scores:
+        # molecules with a mutagen class: do the explanations find toxicophores?
         out["toxicophores"] = _toxicophores(wb, test, scores)
     if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
         save_json(out, results_path(spec.name, wb.target_name))
@@ -209,7 +209,7 @@ def _toxicophores(wb: Workbench, test, scores: dict[str, list]) -> dict[str, Any
     from gem_core.chemistry.toxicophores import toxicophore_benchmark
 
     predictions = wb.predict_proba(test).argmax(-1)
-    return toxicophore_benchmark(test, scores, predictions, mutagen_label=0,
+    return toxicophore_benchmark(test, scores, predictions, mutagen_label=wb.spec.mutagen_label,
                                  atom_symbols=wb.dataset.atom_symbols)
 
 
@@ -232,13 +232,14 @@ def format_tables(result: dict[str, Any]) -> str:
     spec = get_spec(ds)
     ks = [str(k) for k in result.get("k_grid", spec.k_grid)]
     n = result.get("test_instances", "?")
-    target = (result.get("target") or {}).get("name", "paper")
-    which = "" if target == "paper" else f", {target} target"
+    target = (result.get("target") or {}).get("name", DEFAULT_TARGET)
+    plain = target_spec(target).plain
+    which = "" if plain else f", {target} target"
     lines = [f"{spec.title}{which}: explanation accuracy (%) on {n} test instances — ours (paper)"]
     header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
     lines += [header, "-" * len(header)]
     tables = [("accuracy_at_k", False)]
-    if ds == "mutagenicity":
+    if spec.mutagen_label is not None:
         tables.append(("accuracy_at_k_mutagen", True))
     for key, mutagen_only in tables:
         if mutagen_only:
@@ -291,9 +292,10 @@ def format_tables(result: dict[str, Any]) -> str:
         lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
                      f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
     t = result["target"]
-    lines += ["", f"{'' if target == 'paper' else target + ' '}target GNN test accuracy "
+    theirs = paper.TARGET_ACCURACY.get(ds)
+    lines += ["", f"{'' if plain else target + ' '}target GNN test accuracy "
                   f"{100 * t['test_accuracy']:.1f} % "
-              f"(paper {100 * paper.TARGET_ACCURACY[ds]:.1f} %); "
+              f"(paper {'–' if theirs is None else f'{100 * theirs:.1f}'} %); "
               f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance"]
     return "\n".join(lines)
 

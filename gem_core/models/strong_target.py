@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Batch
 from torch_geometric.nn import GINEConv, global_add_pool, global_max_pool
+
+from gem_core.runtime.device import deterministic_algorithms, resolve_device
 
 BOND_CHANNELS = 3  # single, double, triple (Mutagenicity edge labels 0, 1, 2)
 
@@ -104,20 +106,23 @@ def count_parameters(model: nn.Module) -> int:
 
 # ----------------------------------------------------------------------------- training
 
-def _batches(graphs: list, idx: Tensor, batch_size: int, gen: Optional[torch.Generator] = None):
+def _batches(graphs: list, idx: Tensor, batch_size: int, gen: Optional[torch.Generator] = None,
+             device: torch.device = torch.device("cpu")):
+    """Batches of ``graphs[idx]`` on ``device`` (shuffled with ``gen`` when given, on the CPU)."""
     order = idx[torch.randperm(len(idx), generator=gen)] if gen is not None else idx
     for s in range(0, len(order), batch_size):
-        yield Batch.from_data_list([graphs[int(i)] for i in order[s:s + batch_size]])
+        yield Batch.from_data_list([graphs[int(i)] for i in order[s:s + batch_size]]).to(device)
 
 
 def _augment(b: Batch, gen: torch.Generator, unknown_bond_prob: float, drop_edge: float):
     """Training-time augmentation: hide all bond orders of some graphs; drop random bonds."""
     edge_index, edge_attr = b.edge_index, b.edge_attr.float()
+    # the draws come from ``gen`` on the CPU (the same draws on every device), then move over
     if unknown_bond_prob > 0:
-        hide = torch.rand(b.num_graphs, generator=gen) < unknown_bond_prob
+        hide = (torch.rand(b.num_graphs, generator=gen) < unknown_bond_prob).to(edge_index.device)
         hide_e = hide[b.batch[edge_index[0]]]
         attr = torch.cat([edge_attr, edge_attr.new_zeros(edge_attr.size(0), 1)], dim=1)
-        attr[hide_e] = torch.tensor([0.0, 0.0, 0.0, 1.0])
+        attr[hide_e] = attr.new_tensor([0.0, 0.0, 0.0, 1.0])
         edge_attr = attr
     if drop_edge > 0:
         # drop undirected bonds: decide on the (lo, hi) pair so both directions go together
@@ -125,7 +130,7 @@ def _augment(b: Batch, gen: torch.Generator, unknown_bond_prob: float, drop_edge
         hi = torch.maximum(edge_index[0], edge_index[1])
         key = lo * b.num_nodes + hi
         uniq, inv = torch.unique(key, return_inverse=True)
-        keep = (torch.rand(uniq.numel(), generator=gen) >= drop_edge)[inv]
+        keep = (torch.rand(uniq.numel(), generator=gen) >= drop_edge).to(inv.device)[inv]
         edge_index, edge_attr = edge_index[:, keep], edge_attr[keep]
     return edge_index, edge_attr
 
@@ -155,8 +160,9 @@ def evaluate(model: nn.Module, batches: list, edge_attr: bool = True) -> tuple[f
 
 
 def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bool = False,
+                        device: Union[str, torch.device, None] = "cpu",
                         **recipe) -> tuple[GINETarget, dict]:
-    """Train a :class:`GINETarget` on ``ds`` (Mutagenicity) with its seeded split.
+    """Train a :class:`GINETarget` on ``ds`` (Mutagenicity) with its seeded split, on ``device``.
 
     Recipe keys (defaults in :data:`DEFAULT_RECIPE`): ``hidden``, ``num_layers``, ``dropout``,
     ``lr``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``patience`` (epochs without a better
@@ -171,9 +177,21 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
     The kept checkpoint is the one with the best validation accuracy (ties: lower validation
     loss). Test accuracy is computed only when ``report_test``.
 
+    ``device``: where the model and the batches live while training (``auto``: CUDA when
+    present); the random draws (shuffling, augmentation) stay on the CPU generator, so they are
+    the same on every device.
+
     Returns:
         the model (CPU, eval mode) and a metrics dict.
     """
+    dev = resolve_device(device)
+    with deterministic_algorithms(dev):
+        return _train(ds, seed, report_test, verbose, dev, recipe)
+
+
+def _train(ds, seed: int, report_test: bool, verbose: bool, dev: torch.device,
+           recipe: dict) -> tuple[GINETarget, dict]:
+    """The body of :func:`train_strong_target` on a resolved device."""
     unknown = set(recipe) - set(DEFAULT_RECIPE)
     if unknown:
         raise TypeError(f"unknown recipe keys: {sorted(unknown)}")
@@ -181,7 +199,7 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = GINETarget(ds.num_features, ds.num_classes, r["hidden"], r["num_layers"], r["dropout"],
-                       none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single")
+                       none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single").to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
     if r["schedule"] == "plateau":
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=15,
@@ -193,7 +211,8 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
     else:
         raise ValueError(f"unknown schedule {r['schedule']!r}")
     graphs = ds.graphs
-    fixed = {name: list(_batches(graphs, ds.split[name], 512)) for name in ("train", "val", "test")}
+    fixed = {name: list(_batches(graphs, ds.split[name], 512, device=dev))
+             for name in ("train", "val", "test")}
     best, best_state, best_epoch, since_best, epoch = (-1.0, float("inf")), None, 0, 0, 0
     history = []
     ema = copy.deepcopy(model) if r["ema"] > 0 else None
@@ -201,7 +220,7 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
     for epoch in range(1, r["max_epochs"] + 1):
         model.train()
         total, n = 0.0, 0
-        for b in _batches(graphs, ds.split.train, r["batch_size"], gen):
+        for b in _batches(graphs, ds.split.train, r["batch_size"], gen, dev):
             if b.num_graphs < 2:  # BatchNorm needs more than one row
                 continue
             ei, ea = _augment(b, gen, r["unknown_bond_prob"], r["drop_edge"])
@@ -246,4 +265,4 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
         metrics["test_accuracy"] = evaluate(model, fixed["test"])[0]
         metrics["test_accuracy_no_bonds"] = evaluate(model, fixed["test"], edge_attr=False)[0]
     metrics["history"] = history
-    return model, metrics
+    return model.cpu(), metrics

@@ -21,7 +21,7 @@ import copy
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Protocol, Union
+from typing import Callable, Optional, Protocol, Union
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import GraphConv, global_max_pool
 
-from gem_core.data.config import DatasetSpec, TargetConfig
+from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, TargetConfig, target_spec
 from gem_core.data.datasets import GemDataset
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.data.instances import InstanceBatch
@@ -139,19 +139,13 @@ class GNNBlackBox:
 
 
 def build_model(spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None) -> nn.Module:
-    """The untrained target of ``cfg``: the paper's GraphConv stack, or the bond-aware GINE."""
+    """The untrained target of ``cfg``, built by its architecture's row (:data:`ARCHITECTURES`)."""
     cfg = cfg or spec.target
-    if cfg.arch == "gine":
-        from gem_core.models.strong_target import GINETarget
-
-        if spec.task != "graph":
-            raise ValueError("the bond-aware target is a graph classifier")
-        return GINETarget(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers, cfg.dropout,
-                          none_bond="unknown" if cfg.unknown_bond_prob > 0 else "single")
-    if cfg.arch != "graphconv":
-        raise ValueError(f"unknown target architecture {cfg.arch!r}")
-    cls = NodeGCN if spec.task == "node" else GraphGCN
-    return cls(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers)
+    arch = architecture(cfg.arch)
+    if spec.task not in arch.tasks:
+        raise ValueError(f"the {arch.title} target is a {' / '.join(arch.tasks)} classifier, "
+                         f"not a {spec.task} one")
+    return arch.build(spec, in_channels, cfg)
 
 
 @dataclass
@@ -207,16 +201,16 @@ def _graph_eval(model: nn.Module, loader, device) -> tuple[float, float]:
 
 def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str = "auto",
                  progress: Optional[ProgressFn] = None) -> tuple[nn.Module, TargetMetrics]:
-    """Train the paper's target GNN on ``ds`` with Adam and early stopping on validation.
+    """Train the target GNN of ``cfg`` (default: the paper's) on ``ds`` on ``device``, with its
+    architecture's trainer (:data:`ARCHITECTURES`): Adam and early stopping on validation.
 
     The checkpoint with the best validation accuracy (ties: lower validation loss) is kept.
     """
     cfg = cfg or ds.spec.target
-    if cfg.arch == "gine":
-        return _train_gine(ds, cfg, progress)
+    trainer = architecture(cfg.arch).train
     dev = resolve_device(device)
     with deterministic_algorithms(dev):
-        return _train_paper_target(ds, cfg, dev, progress)
+        return trainer(ds, cfg, dev, progress)
 
 
 def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
@@ -291,16 +285,17 @@ def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
 
 # ----------------------------------------------------------------------------- persistence
 
-def target_filename(dataset: str, name: str = "paper") -> str:
-    """``<dataset>.pt`` for the paper's target, ``<dataset>-<name>.pt`` for another one."""
-    return f"{dataset}.pt" if name == "paper" else f"{dataset}-{name}.pt"
+def target_filename(dataset: str, name: str = DEFAULT_TARGET) -> str:
+    """``<dataset>.pt`` for the paper's target, ``<dataset>-<name>.pt`` for another one (the
+    target row's :meth:`~gem_core.data.config.TargetSpec.stem`)."""
+    return f"{target_spec(name).stem(dataset)}.pt"
 
 
-def shipped_target_path(dataset: str, name: str = "paper") -> Path:
+def shipped_target_path(dataset: str, name: str = DEFAULT_TARGET) -> Path:
     return ASSETS_DIR / "targets" / target_filename(dataset, name)
 
 
-def cached_target_path(dataset: str, name: str = "paper") -> Path:
+def cached_target_path(dataset: str, name: str = DEFAULT_TARGET) -> Path:
     return cache_dir() / "targets" / target_filename(dataset, name)
 
 
@@ -358,7 +353,7 @@ def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
     return load_target_checkpoint(path, ds.name)
 
 
-def load_saved_target(dataset: str, name: str = "paper") -> Optional[TrainedTarget]:
+def load_saved_target(dataset: str, name: str = DEFAULT_TARGET) -> Optional[TrainedTarget]:
     """The first checkpoint of ``dataset``'s target ``name`` that loads on its own (cache, then
     shipped), or None.
 
@@ -374,7 +369,7 @@ def load_saved_target(dataset: str, name: str = "paper") -> Optional[TrainedTarg
 
 
 def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
-               progress: Optional[ProgressFn] = None, name: str = "paper") -> TrainedTarget:
+               progress: Optional[ProgressFn] = None, name: str = DEFAULT_TARGET) -> TrainedTarget:
     """The target GNN ``name`` of ``ds``: from the cache, else the shipped asset, else trained."""
     from gem_core.data.config import target_config
 
@@ -391,17 +386,67 @@ def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
     return load_target(path, ds)
 
 
-def _train_gine(ds: GemDataset, cfg: TargetConfig,
+# ----------------------------------------------------------------------------- architectures
+
+def _build_graphconv(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> nn.Module:
+    cls = NodeGCN if spec.task == "node" else GraphGCN
+    return cls(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers)
+
+
+def _build_gine(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> nn.Module:
+    from gem_core.models.strong_target import GINETarget
+
+    return GINETarget(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers, cfg.dropout,
+                      none_bond="unknown" if cfg.unknown_bond_prob > 0 else "single")
+
+
+def _train_gine(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
                 progress: Optional[ProgressFn]) -> tuple[nn.Module, TargetMetrics]:
-    """Train the bond-aware target (:func:`gem_core.models.strong_target.train_strong_target`)."""
+    """Train the bond-aware target on ``dev``
+    (:func:`gem_core.models.strong_target.train_strong_target`)."""
     from gem_core.models.strong_target import train_strong_target
 
     report(progress, 0.0, "training the bond-aware target")
     model, m = train_strong_target(
-        ds, seed=cfg.seed, hidden=cfg.hidden, num_layers=cfg.num_layers, dropout=cfg.dropout,
-        lr=cfg.lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
+        ds, seed=cfg.seed, device=dev, hidden=cfg.hidden, num_layers=cfg.num_layers,
+        dropout=cfg.dropout, lr=cfg.lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
         max_epochs=cfg.max_epochs, patience=cfg.patience, schedule=cfg.schedule,
         unknown_bond_prob=cfg.unknown_bond_prob, drop_edge=cfg.drop_edge, ema=cfg.ema)
     report(progress, 1.0, "done")
     return model.eval(), TargetMetrics(m["train_accuracy"], m["val_accuracy"], m["test_accuracy"],
                                        m["train_seconds"], m["epochs"])
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One architecture row: how a :class:`~gem_core.data.config.TargetConfig` whose ``arch``
+    names it is built and trained.
+
+    Attributes:
+        name: the value of ``TargetConfig.arch`` (saved in target checkpoints).
+        title: how people read it (messages).
+        tasks: the task levels it classifies.
+        build: ``(dataset row, in_channels, config) -> untrained model``.
+        train: ``(dataset, config, device, progress) -> (model on the CPU, metrics)``.
+    """
+
+    name: str
+    title: str
+    tasks: tuple[str, ...]
+    build: Callable[[DatasetSpec, int, TargetConfig], nn.Module]
+    train: Callable[[GemDataset, TargetConfig, torch.device, Optional[ProgressFn]],
+                    tuple[nn.Module, TargetMetrics]]
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "graphconv": Architecture("graphconv", "paper's GraphConv", ("node", "graph"),
+                              _build_graphconv, _train_paper_target),
+    "gine": Architecture("gine", "bond-aware", ("graph",), _build_gine, _train_gine),
+}
+
+
+def architecture(name: str) -> Architecture:
+    """The architecture row ``name``; a clear error for unknown names."""
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown target architecture {name!r}")
+    return ARCHITECTURES[name]

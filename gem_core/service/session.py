@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 
 from torch import Tensor
 
-from gem_core.data.config import DatasetSpec, get_spec, spec_for_target, target_config
+from gem_core.data.config import (DEFAULT_TARGET, DatasetSpec, get_spec, spec_for_target, target_config,
+                                  target_spec)
 from gem_core.data.datasets import DataUnavailableError, GemDataset, load_dataset
 from gem_core.runtime.device import resolve_device
 from gem_core.explainers import (Explainer, ExplainerContext, Explanation, check_method,
@@ -48,7 +49,7 @@ class Workbench:
             other's (cache keys hold the target checkpoint's digest).
     """
 
-    def __init__(self, dataset: str, device: str = "auto", target: str = "paper"):
+    def __init__(self, dataset: str, device: str = "auto", target: str = DEFAULT_TARGET):
         # the dataset's settings, with those its target chose for itself (a clear error for a
         # target the dataset lacks)
         self.spec: DatasetSpec = spec_for_target(get_spec(dataset), target)
@@ -111,12 +112,12 @@ class Workbench:
     @property
     def label(self) -> str:
         """The dataset and, when it is not the paper's, the target: "Mutagenicity (strong)"."""
-        return self.spec.title + ("" if self.target_name == "paper" else f" ({self.target_name})")
+        return target_spec(self.target_name).label(self.spec.title)
 
     @property
     def asset_name(self) -> str:
         """File-name stem of this dataset and target: ``mutagenicity``, ``mutagenicity-strong``."""
-        return self.name if self.target_name == "paper" else f"{self.name}-{self.target_name}"
+        return target_spec(self.target_name).stem(self.name)
 
     def _target_from_checkpoint(self) -> TrainedTarget:
         target = load_saved_target(self.name, self.target_name)
@@ -303,7 +304,7 @@ _WORKBENCHES: dict[tuple[str, str], Workbench] = {}
 _WB_LOCK = threading.Lock()
 
 
-def workbench(dataset: str, device: str = "auto", target: str = "paper") -> Workbench:
+def workbench(dataset: str, device: str = "auto", target: str = DEFAULT_TARGET) -> Workbench:
     """The process-wide shared :class:`Workbench` of (dataset, device, target)."""
     spec = get_spec(dataset)
     target_config(spec, target)

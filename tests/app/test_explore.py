@@ -396,3 +396,60 @@ def test_a_molecule_on_explore_is_read_in_bonds_with_its_toxicophores(needs_muta
                                 edge="bond")
     assert "bonds" in expected.text and "toxicophores" in expected.facts
     assert f"**In words.** {expected.text}" in texts(at.markdown)
+
+
+def test_the_selected_targets_checkpoint_decides_whether_it_is_trained(monkeypatch):
+    """With the strong target selected, the page looks for the strong target's checkpoint (it
+    once looked for the paper's whatever was selected): without one, it says it trains it."""
+    import pytest
+
+    import gem_core.models.targets as targets
+
+    if not Workbench("mutagenicity", "cpu").has_data():
+        pytest.skip("no Mutagenicity data")
+
+    def only_the_papers(real):
+        def path(dataset, name="paper"):
+            found = real(dataset, name)
+            return found if name == "paper" else found.with_name(f"missing-{found.name}")
+        return path
+
+    monkeypatch.setattr(targets, "cached_target_path", only_the_papers(targets.cached_target_path))
+    monkeypatch.setattr(targets, "shipped_target_path",
+                        only_the_papers(targets.shipped_target_path))
+    asked = []
+
+    def target(self, progress=None):  # record how the page asks; never train in a test
+        asked.append((self.target_name, progress is not None))
+        raise RuntimeError("no training in this test")
+
+    monkeypatch.setattr(Workbench, "target", target)
+    at = make_app(methods=("random",), sb_dataset="mutagenicity")
+    no_exception(at)
+    assert asked[-1] == ("paper", False)  # its checkpoint is there: loaded, not trained
+    at.sidebar.selectbox(key="sb_target_mutagenicity").set_value("strong").run()
+    no_exception(at)
+    assert asked[-1] == ("strong", True)  # none for the strong target: trained, with progress
+
+
+def test_the_app_hints_of_an_extra_dataset_come_from_its_row(monkeypatch):
+    """A dataset registered as one row gets its K axis and Gem's wording
+    from that row; no app module knows its name."""
+    from dataclasses import replace
+
+    import teaching
+    from components import charts
+
+    import gem_core.data.config as config
+
+    coarse = replace(get_spec("nci1"), name="nci1_coarse", title="NCI1 (coarse)",
+                     k_grid=(10, 20, 30), prediction_phrase="an active call apart from an inactive one")
+    monkeypatch.setitem(config.DATASETS, coarse.name, coarse)
+    result = {"dataset": "nci1_coarse",
+              "methods": {"gem": {"accuracy_at_k": {"10": 0.5, "20": 0.6, "30": 0.7},
+                                  "agreement_at_k": {"10": 0.8, "20": 0.9, "30": 1.0}}}}
+    assert charts.accuracy_sweep(result, ["gem"]).layout.xaxis.dtick == 10
+    assert charts.agreement_sweep(result, ["gem"]).layout.xaxis.dtick == 10
+    assert "explain an active call apart from an inactive one." in teaching.describe_gem(coarse)
+    assert "a mutagen call differently from a non-mutagen one" in teaching.describe_gem(
+        get_spec("mutagenicity"))
