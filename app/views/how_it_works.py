@@ -68,8 +68,9 @@ def _distilled_topk_and_targets(device: str, position: int, digest: str,
     wb = get_workbench(EXAMPLE_DATASET, device)
     inst = wb.instances("test")[position]
     dist = distill([inst], wb.black_box, connected=wb.spec.connected,
-                   label_source=wb.spec.explainer_label_source, device=wb.device)
-    targets = explainer_targets(dist, wb.spec, instances=[inst], black_box=wb.black_box)[0]
+                   label_source=wb.gem_settings.label_source.value, device=wb.device)
+    targets = explainer_targets(dist, wb.gem_settings, wb.spec.k_grid, instances=[inst],
+                                black_box=wb.black_box)[0]
     return dist.topk(k)[0].tolist(), [float(t) for t in targets]
 
 
@@ -200,7 +201,7 @@ def render() -> None:
         ("other edge", graph_view.FADED_EDGE, "edge")]
     network_view.show(pic, 320, key="hw_net_distilled")
 
-    st.markdown("**4 · What Gem learned.** " + describe_gem(wb.spec))
+    st.markdown("**4 · What Gem learned.** " + describe_gem(wb.spec, wb.target_name))
     if not method_ready(wb, "gem"):
         st.info("Gem is not fitted for BA-shapes yet: run the Pipeline page (or pick Gem on "
                 "the Explore page) to fit it, then come back.", icon=":material/hourglass_empty:")
