@@ -64,14 +64,12 @@ _TARGETS = {
 }
 
 
-def describe_gem(spec) -> str:
-    """What Gem learns and reads for a dataset, from the settings the engine really uses."""
-    from gem_core.gem.autoencoder import autoencoder_settings
-    from gem_core.gem.training_targets import target_ks
+def describe_gem(spec, target: str = "paper") -> str:
+    """What Gem learns and reads for a dataset's target, from the settings the engine really uses."""
+    from gem_core.gem.settings import GemSettings
 
-    settings = {"decoder": "inner", "degree_features": False, "wl_edge_labels": False,
-                "edge_features": False, **autoencoder_settings(spec)}
-    budgets = target_ks(spec)
+    settings = GemSettings.for_dataset(spec, target)
+    budgets = settings.budgets(spec.k_grid)
     if budgets == tuple(spec.k_grid):
         ks = f"the K grid ({', '.join(map(str, budgets))})"
     elif len(budgets) > 2 and budgets == tuple(range(budgets[0], budgets[-1] + 1)):
@@ -81,29 +79,29 @@ def describe_gem(spec) -> str:
         ks = f"K = {', '.join(map(str, budgets))}"
     labels = ("each node's hop distance to the explained node" if spec.task == "node"
               else "Weisfeiler-Lehman colours of the nodes (their structural roles)")
-    if settings["degree_features"]:
+    if settings.degree_features:
         labels += " and its degree"
-    if settings["wl_edge_labels"]:
+    if settings.wl_edge_labels:
         labels += ", refined with the bond types"
-    if settings["edge_features"]:
+    if settings.edge_features:
         labels += " and each node's count of single, double and triple bonds"
     decoder = ("scores an edge with the inner product of its two nodes' embeddings"
-               if settings["decoder"] == "inner" else
+               if settings.decoder == "inner" else
                "scores an edge with the inner product of its two nodes' embeddings plus a small "
-               "network on the pair" + (" and its bond type" if settings["edge_features"] else ""))
-    teacher = ("the model's own prediction" if spec.explainer_label_source == "predicted"
+               "network on the pair" + (" and its bond type" if settings.edge_features else ""))
+    teacher = ("the model's own prediction" if settings.label_source == "predicted"
                else "the true label")
     text = (f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
             f"nodes' own features, and {decoder}. It learns "
-            f"{_TARGETS[spec.explainer_target].format(ks=ks)}, distilled against {teacher}")
-    if spec.explainer_topk_policy == "refine":
+            f"{_TARGETS[settings.target_kind.value].format(ks=ks)}, distilled against {teacher}")
+    if settings.topk_policy == "refine":
         text += ", the top-K cut by the loss"
     text += "."
-    if spec.explainer_condition_on_prediction:
+    if settings.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
     return text + (" After training it never calls the target model to explain: one forward "
                    "pass of the auto-encoder per batch." if not
-                   spec.explainer_condition_on_prediction else
+                   settings.condition_on_prediction else
                    " Explaining a batch is one forward pass of the model (for its prediction) "
                    "and one of the auto-encoder.")

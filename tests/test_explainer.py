@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GCNConv
 
-from gem_core.gem.autoencoder import (EXPLAINER_KIND, GemAutoEncoder, NotFittedError,
-                                      normalized_adjacency)
+from gem_core.gem.autoencoder import EXPLAINER_KIND, GemAutoEncoder, NotFittedError
+from gem_core.gem.network import normalized_adjacency
 from gem_core.data.instances import Instance, to_pairs
 from gem_core.gem.labeling import (UNREACHABLE, WLLabeler, hop_labels, hop_one_hot, pack, select,
                                    wl_colors)
@@ -186,7 +186,7 @@ def test_fit_is_reproducible():
 
 @pytest.mark.parametrize("task", ["graph", "node"])
 def test_mlp_decoder_and_degree_features(task):
-    from gem_core.gem.autoencoder import DEGREE_BUCKETS, degree_columns
+    from gem_core.gem.inputs import DEGREE_BUCKETS, degree_columns
 
     ins = planted(task, count=40, seed=5)
     w = [i.motif_mask.float() for i in ins]
@@ -213,9 +213,12 @@ def test_mlp_decoder_and_degree_features(task):
 
 def test_for_dataset_uses_spec_settings():
     from gem_core.data.config import get_spec
+    from gem_core.gem.settings import GemSettings
 
-    assert GemAutoEncoder.for_dataset(get_spec("ba_shapes")).lr == get_spec("ba_shapes").explainer_lr
-    assert GemAutoEncoder.for_dataset(get_spec("nci1"), patience=5).get_params()["patience"] == 5
+    ba = GemSettings.for_dataset(get_spec("ba_shapes"))
+    assert GemAutoEncoder.from_settings(ba).lr == ba.lr == get_spec("ba_shapes").gem["lr"]
+    nci = GemSettings.for_dataset(get_spec("nci1"))
+    assert GemAutoEncoder.from_settings(nci, patience=5).get_params()["patience"] == 5
 
 
 # ----------------------------------------------------------------------------- model maths

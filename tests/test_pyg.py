@@ -1,4 +1,4 @@
-"""Tests of gem_core.pyg.adapter: Gem as a torch_geometric.explain ExplainerAlgorithm, model-agnostic.
+"""Tests of gem_core.pyg: Gem as a torch_geometric.explain ExplainerAlgorithm, model-agnostic.
 
 Tiny synthetic graphs and few epochs throughout; the targets are GCN, GIN, GraphSAGE and GAT
 models (node and graph level), fitted and explained through PyG's own ``Explainer``.
@@ -18,10 +18,10 @@ from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv, global_add_p
 from torch_geometric.utils import k_hop_subgraph, to_undirected
 
 from gem_core.data.instances import node_instance
-from gem_core.pyg.adapter import (GemExplainer, NotFittedError, PyGBlackBox, count_hops,
-                                  distinct_scores, graph_computation_graphs,
-                                  node_computation_graphs, topk_config)
-from gem_core.pyg.adapter import _logits  # the return-type conversion itself
+from gem_core.pyg import (GemExplainer, NotFittedError, PyGBlackBox, count_hops, distinct_scores,
+                          topk_config)
+from gem_core.pyg.black_box import _logits  # the return-type conversion itself
+from gem_core.pyg.computation_graphs import graph_computation_graphs, node_computation_graphs
 
 torch.set_num_threads(1)
 

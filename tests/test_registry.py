@@ -62,7 +62,7 @@ def toy_context(task: str) -> tuple[ExplainerContext, list[Instance], list[Insta
         model = (NodeGCN if task == "node" else GraphGCN)(4, 2, hidden=8).eval()
     target = TrainedTarget(model, TargetMetrics(1.0, 1.0, 1.0, 0.0, 1), "toy", f"toy-{task}")
     spec = DatasetSpec(name="toy", title="Toy", task=task, num_classes=2, k_grid=(2, 3),
-                       connected=True, explainer_lr=0.01, explainer_epochs=5)
+                       connected=True, gem={"lr": 0.01, "max_epochs": 5})
     insts = [toy_instance(6 + i % 4, 1000 + i, task == "node") for i in range(14)]
     if bonds:
         gen = torch.Generator().manual_seed(3)
@@ -216,7 +216,7 @@ def test_gem_conditioned_on_the_prediction_reads_the_predicted_class():
     gem.fit(train, val)
     assert gem.autoencoder_.in_features_ == test[0].x.size(1) + ctx.spec.num_classes
     predicted = predict_proba(ctx.black_box, test).argmax(-1)
-    for inst, seen, cls in zip(test, gem._inputs(test), predicted.tolist()):
+    for inst, seen, cls in zip(test, gem.pipeline().inputs(test), predicted.tolist()):
         assert torch.equal(seen.x[:, :-2], inst.x)
         assert torch.equal(seen.x[:, -2:], torch.eye(2)[cls].expand(inst.num_nodes, 2))
     plain = REGISTRY["gem"].create(ctx)

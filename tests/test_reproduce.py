@@ -30,11 +30,12 @@ def test_gem_end_to_end_on_ba_shapes(ba_bench):
 def test_explainer_targets_are_in_unit_interval(ba_bench):
     dist = ba_bench.distillation("val")
     for kind in ("weights", "graded", "mix"):
-        targets = explainer_targets(dist, ba_bench.spec, kind)
+        settings = ba_bench.gem_settings.replace(target_kind=kind)
+        targets = explainer_targets(dist, settings, ba_bench.spec.k_grid)
         assert len(targets) == len(dist)
         assert all(t.numel() == 0 or (float(t.min()) >= 0 and float(t.max()) <= 1) for t in targets)
-    with pytest.raises(ValueError, match="unknown explainer target"):
-        explainer_targets(dist, ba_bench.spec, "bogus")
+    with pytest.raises(ValueError, match="target_kind: 'bogus' is not one of"):
+        ba_bench.gem_settings.replace(target_kind="bogus")
 
 
 def test_a_subset_of_methods_never_overwrites_the_shipped_results(ba_bench, monkeypatch, tmp_path):

@@ -94,27 +94,28 @@ def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
     paper's target keeps the dataset's, and the two settings never share a fitted Gem."""
     from dataclasses import replace
 
-    from gem_core.data.config import get_spec, spec_for_target, target_config
+    from gem_core.data.config import get_spec, target_config
     from gem_core.explainers.registry import method_spec
+    from gem_core.gem.settings import GemSettings
     from gem_core.service.session import Workbench
 
     mut = get_spec("mutagenicity")
-    strong = spec_for_target(mut, "strong")
-    assert spec_for_target(mut, "paper") is mut
-    chosen = dict(target_config(mut, "strong").explainer_settings)
+    strong = GemSettings.for_dataset(mut, "strong")
+    paper = GemSettings.for_dataset(mut, "paper")
+    assert paper == GemSettings.for_dataset(mut)
+    chosen = dict(target_config(mut, "strong").gem)
     assert chosen and all(getattr(strong, k) == v for k, v in chosen.items())
-    assert strong.explainer_target_ks != mut.explainer_target_ks
+    assert strong.target_ks != paper.target_ks
     # a misspelt setting is a clear error, not a silently ignored choice
-    typo = replace(mut, strong_target=replace(mut.strong_target,
-                                              explainer_settings=(("explainer_decodr", "mlp"),)))
-    with pytest.raises(ValueError, match="unknown explainer settings .'explainer_decodr'"):
-        spec_for_target(typo, "strong")
-    assert Workbench("mutagenicity", "cpu", target="strong").spec == strong
-    assert Workbench("mutagenicity", "cpu").spec == mut
+    typo = replace(mut, strong_target=replace(mut.strong_target, gem={"decodr": "mlp"}))
+    with pytest.raises(ValueError, match="unknown Gem setting 'decodr'"):
+        GemSettings.for_dataset(typo, "strong")
+    assert Workbench("mutagenicity", "cpu", target="strong").gem_settings == strong
+    assert Workbench("mutagenicity", "cpu").gem_settings == paper
     # the budgets are part of Gem's key: another grid is another fit
     wb = Workbench("mutagenicity", "cpu")
     gem = method_spec("gem").create(wb.context)
-    other = replace(wb.context, spec=replace(mut, explainer_target_ks=(1, 2, 3)))
+    other = replace(wb.context, gem_settings=paper.replace(target_ks=(1, 2, 3)))
     assert gem.state_key(wb.context) != method_spec("gem").create(other).state_key(other)
 
 

@@ -6,7 +6,7 @@ import torch
 
 from gem_core.cli import main
 from gem_core.evaluation.metrics import evaluate_scores
-from gem_core.gem.autoencoder import GemAutoEncoder, autoencoder_settings
+from gem_core.gem.autoencoder import GemAutoEncoder
 from gem_core.gem.training_targets import explainer_targets
 from gem_core.evaluation import tuning
 from gem_core.service.session import Workbench
@@ -47,15 +47,15 @@ def test_parse_variant_errors_are_clear(text, message):
 @pytest.mark.parametrize("variants, message", [
     ([Variant(CURRENT)], "dataset's own settings"),
     ([Variant("a"), Variant("a")], "unique"),
-    ([Variant("a", {"target": "nope"})], "target must be one of"),
-    ([Variant("a", {"topk_policy": "nope"})], "topk_policy must be one of"),
+    ([Variant("a", {"target": "nope"})], "target_kind: 'nope' is not one of"),
+    ([Variant("a", {"topk_policy": "nope"})], "topk_policy: 'nope' is not one of"),
     ([Variant("a", {"train_on": "some"})], "train_on must be one of"),
     ([Variant("a", {"label_source": "guess"})], "label"),
-    ([Variant("a", {"decoder": "dense"})], "decoder must be one of"),
+    ([Variant("a", {"decoder": "dense"})], "decoder: 'dense' is not one of"),
 ])
 def test_check_variants_rejects_bad_settings(variants, message):
     with pytest.raises(ValueError, match=message):
-        check_variants(variants, Workbench("tree_cycles", "cpu").spec)
+        check_variants(variants, Workbench("tree_cycles", "cpu").gem_settings)
 
 
 class _NoTestSplit(Workbench):
@@ -76,9 +76,10 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
 
     # the same fit done by hand gives the same validation accuracy at every K
     train, val = wb.instances("train"), wb.instances("val")
-    targets = [explainer_targets(wb.distillation(s), wb.spec, instances=i, black_box=wb.black_box)
+    targets = [explainer_targets(wb.distillation(s), wb.gem_settings, wb.spec.k_grid, instances=i,
+                                 black_box=wb.black_box)
                for s, i in (("train", train), ("val", val))]
-    gem = GemAutoEncoder(**{**autoencoder_settings(wb.spec), "max_epochs": 4, "seed": 1, "device": "cpu"})
+    gem = GemAutoEncoder.from_settings(wb.gem_settings, device="cpu", max_epochs=4, seed=1)
     gem.fit(train, targets[0], val, targets[1])
     direct = evaluate_scores(wb.black_box, val, gem.explain(val), wb.spec.k_grid, fidelity=False)
     swept = result["variants"]["short"]["per_seed"][1]
@@ -144,10 +145,11 @@ def test_finer_target_budgets_grade_the_order_inside_the_smallest_explanation():
     val = wb.instances("val")
     dist = wb.distillation("val")
     # the "refine" descent: nested top-K masks, one descent for every budget
-    spec = replace(wb.spec, explainer_target="graded", explainer_topk_policy="refine")
-    coarse = explainer_targets(dist, spec, instances=val, black_box=wb.black_box)
-    fine_spec = replace(spec, explainer_target_ks=tuple(range(1, max(spec.k_grid) + 1)))
-    fine = explainer_targets(dist, fine_spec, instances=val, black_box=wb.black_box)
+    spec = wb.spec
+    settings = replace(wb.gem_settings, target_kind="graded", topk_policy="refine")
+    coarse = explainer_targets(dist, settings, spec.k_grid, instances=val, black_box=wb.black_box)
+    fine_settings = replace(settings, target_ks=tuple(range(1, max(spec.k_grid) + 1)))
+    fine = explainer_targets(dist, fine_settings, spec.k_grid, instances=val, black_box=wb.black_box)
     smallest = min(spec.k_grid)
     masks = dist.topk_grid([1, smallest], "refine", instances=val, black_box=wb.black_box)
     for c, f, top1, top_small in zip(coarse, fine, masks[1], masks[smallest]):

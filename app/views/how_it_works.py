@@ -175,7 +175,7 @@ def render() -> None:
         ("other edge", graph_view.FADED_EDGE, "edge")]
     network_view.show(pic, 320, key="hw_net_distilled")
 
-    st.markdown("**4 · What Gem learned.** " + describe_gem(wb.spec))
+    st.markdown("**4 · What Gem learned.** " + describe_gem(wb.spec, wb.target_name))
     if not method_ready(wb, "gem"):
         st.info("Gem is not fitted for BA-shapes yet: run the Pipeline page (or pick Gem on "
                 "the Explore page) to fit it, then come back.", icon=":material/hourglass_empty:")

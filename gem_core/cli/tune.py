@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare Gem settings by validation accuracy (never reads the test split)",
         description="Fit Gem with the dataset's current settings and with each --variant, for "
                     "every seed, and print the explanation accuracy per K on the validation split. "
-                    "This is how the settings in gem_core/config.py were chosen.",
+                    "This is how the settings in gem_core/data/config.py were chosen.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,…",
                    help="a named set of setting overrides (repeat for several)")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     wb = workbench(args.dataset, args.device, args.target)
     variants = [parse_variant(v) for v in args.variant]
-    check_variants(variants, wb.spec)  # bad settings fail before any fitting
+    check_variants(variants, wb.gem_settings)  # bad settings fail before any fitting
     with progress_bar(args, f"tune {wb.name}") as progress:
         result = validation_sweep(wb, variants, args.seeds, progress=progress)
     print(format_sweep(result))

@@ -11,7 +11,7 @@ and nothing else branches on its name.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
@@ -40,9 +40,9 @@ class TargetConfig:
     unknown_bond_prob: float = 0.0  # gine: share of training graphs with their bonds hidden
     drop_edge: float = 0.0  # gine: share of bonds dropped from training graphs
     ema: float = 0.0  # gine: decay of a weight average kept per step (0: off)
-    # Gem's settings chosen for explanations of this target, as (DatasetSpec field, value) pairs
-    # that replace the dataset's ``explainer_*`` fields (empty: the dataset's); see spec_for_target
-    explainer_settings: tuple[tuple[str, Any], ...] = ()
+    # Gem's settings chosen for explanations of this target (GemSettings field -> value), over
+    # the dataset's ``gem`` row; merged by gem_core.gem.settings.GemSettings.for_dataset
+    gem: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -83,37 +83,11 @@ class DatasetSpec:
     num_classes: int
     k_grid: tuple[int, ...]
     connected: bool  # connectivity rule of the distillation (Appendix C)
-    explainer_lr: float  # the paper: 0.001 node / 0.01 graph; 0.001 left node-task Gem undertrained
     target: TargetConfig = field(default_factory=TargetConfig)
-    # what Gem learns from the distillation: "weights" (normalised greedy weights, the paper),
-    # "graded" (mean of the top-K masks over the K grid) or "mix" (the average of both)
-    explainer_target: str = "graded"
-    # top-K rule of the distilled masks Gem's "graded" targets are built from: the literal
-    # Appendix C rule ("paper"), or the loss-driven "refine" (Mutagenicity); part of the Gem
-    # cache key. Distillation accuracy is reported with distill.ACCURACY_TOPK_POLICY.
-    explainer_topk_policy: str = "paper"
-    # the budgets K whose distilled top-K masks the "graded" targets average (empty: the K grid).
-    # A finer grid (1..max K) grades the order inside the smallest explanation too, which the K
-    # grid alone leaves flat (every pair of the top-15 got 1)
-    explainer_target_ks: tuple[int, ...] = ()
-    explainer_epochs: int = 300
-    # early-stopping patience (epochs without a lower validation MSE) of the Gem fit
-    explainer_patience: int = 30
-    # Gem's pair scorer: "inner" (σ(z_u · z_v + b), the paper's) or "mlp" (an MLP on
-    # [z_u * z_v, |z_u - z_v|] added to the inner product); see gem_core.gem.autoencoder
-    explainer_decoder: str = "inner"
-    # append a one-hot degree bucket (degree within the instance) to Gem's input labels
-    explainer_degree_features: bool = False
-    # Weisfeiler-Lehman labels refined with the edge types (bond orders) of graph tasks
-    explainer_wl_edge_labels: bool = False
-    # edge features (bond orders) in Gem: per-node counts in the encoder, e_uv in an "mlp" decoder
-    explainer_edge_features: bool = False
-    # the label Gem's training distillations are computed against: "true" (the paper) or
-    # "predicted" (the target's own prediction, which an explainer of the model can imitate)
-    explainer_label_source: str = "true"
-    # Gem reads the target's predicted class (one-hot, on every node) beside the structure: one
-    # batched forward of the target per explained batch, outputs only (model-agnostic)
-    explainer_condition_on_prediction: bool = False
+    # Gem's settings for this dataset (GemSettings field -> value; the rest keep GemSettings'
+    # defaults), merged with the target's own row by gem_core.gem.settings.GemSettings.for_dataset.
+    # lr: the paper used 0.001 node / 0.01 graph; 0.001 left node-task Gem undertrained
+    gem: Mapping[str, Any] = field(default_factory=dict, hash=False)
     num_hops: int = 3
     # a second, stronger target model selectable as "strong" (None: only the paper's)
     strong_target: Optional[TargetConfig] = None
@@ -155,15 +129,11 @@ DATASETS: dict[str, DatasetSpec] = {
         source=SyntheticSource("BAGraph", (("num_nodes", 300), ("num_edges", 5)), "HouseMotif", (),
                                num_motifs=80),
         class_names=("base", "top", "middle", "bottom"),
-        explainer_lr=0.003,
         target=TargetConfig(lr=0.01, weight_decay=0.0, max_epochs=2000, patience=400),
-        explainer_target="graded+add",
-        # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs the
-        # inner product cannot tell apart (house attachment / hub spokes vs house edges)
-        explainer_epochs=1000,
-        explainer_patience=100,
-        explainer_decoder="mlp",
-        explainer_degree_features=True,
+        gem={"lr": 0.003, "target_kind": "graded+add",
+             # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs
+             # the inner product cannot tell apart (house attachment / hub spokes vs house edges)
+             "max_epochs": 1000, "patience": 100, "decoder": "mlp", "degree_features": True},
         default_k_value=6,
     ),
     "tree_cycles": DatasetSpec(
@@ -177,10 +147,8 @@ DATASETS: dict[str, DatasetSpec] = {
         source=SyntheticSource("TreeGraph", (("depth", 8), ("undirected", True)), "CycleMotif",
                                (("num_nodes", 6),), num_motifs=60),
         class_names=("tree", "cycle"),
-        explainer_lr=0.003,
         target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=5000, patience=1500),
-        explainer_target="mix",
-        explainer_epochs=600,
+        gem={"lr": 0.003, "target_kind": "mix", "max_epochs": 600},
         default_k_value=6,
     ),
     "mutagenicity": DatasetSpec(
@@ -195,29 +163,29 @@ DATASETS: dict[str, DatasetSpec] = {
         atom_symbols=("C", "O", "Cl", "H", "N", "F", "Br", "S", "P", "I", "Na", "K", "Li", "Ca"),
         mutagen_label=0,
         prediction_phrase="a mutagen call differently from a non-mutagen one",
-        explainer_lr=0.01,
         target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
         # the bond-aware target (gem_core/strong_target.py): 14 recipes compared on validation
         # over 2-3 seeds, the best mean chosen (87.4 %; test 82.5 / 83.6 / 83.0 % for seeds 0-2)
         strong_target=TargetConfig(arch="gine", hidden=64, num_layers=4, dropout=0.2, lr=1e-3,
                                    weight_decay=0.0, batch_size=64, max_epochs=200, patience=50,
                                    schedule="plateau", unknown_bond_prob=0.1, ema=0.99,
-                                   explainer_settings=(
+                                   gem={
             # Gem's graded targets over K = 1-30 (validation, seeds 0-2: toxicophore AUC 0.710 ->
             # 0.785, recall@8 0.657 -> 0.741, accuracy 84.4 -> 85.1 %, agreement 96.0 -> 96.6 %)
-            ("explainer_target_ks", tuple(range(1, 31))),
+            "target_ks": tuple(range(1, 31)),
             # then bond types, as this target reads them: WL colours refined with them, per-node
             # counts in the encoder, e_uv in an MLP decoder (recall@8 0.741 -> 0.783, higher in
             # each seed; AUC 0.785 -> 0.780, accuracy +0.1, agreement +0.1)
-            ("explainer_wl_edge_labels", True), ("explainer_edge_features", True),
-            ("explainer_decoder", "mlp"))),
-        # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean over
-        # K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing (74.6 both)
-        explainer_topk_policy="refine",
-        # Gem reads the target's predicted class and learns the predicted-label teacher:
-        # validation agreement@K 86.4 -> 90.5 %, accuracy 77.1 -> 79.7 % (mean over K, seeds 0-2)
-        explainer_condition_on_prediction=True,
-        explainer_label_source="predicted",
+            "wl_edge_labels": True, "edge_features": True, "decoder": "mlp"}),
+        gem={"lr": 0.01,
+             # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean
+             # over K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing
+             # (74.6 both)
+             "topk_policy": "refine",
+             # Gem reads the target's predicted class and learns the predicted-label teacher:
+             # validation agreement@K 86.4 -> 90.5 %, accuracy 77.1 -> 79.7 % (mean over K,
+             # seeds 0-2)
+             "condition_on_prediction": True, "label_source": "predicted"},
     ),
     "nci1": DatasetSpec(
         name="nci1",
@@ -228,13 +196,13 @@ DATASETS: dict[str, DatasetSpec] = {
         connected=False,
         source=TUSource("NCI1"),
         class_names=("inactive", "active"),
-        explainer_lr=0.01,
         target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
-        # as Mutagenicity: validation agreement@K 85.1 -> 92.8 %, accuracy 74.6 -> 77.0 %
-        explainer_condition_on_prediction=True,
-        explainer_label_source="predicted",
-        # graded targets over K = 1-30: validation accuracy 77.0 -> 77.7 %, agreement 92.8 both
-        explainer_target_ks=tuple(range(1, 31)),
+        gem={"lr": 0.01,
+             # as Mutagenicity: validation agreement@K 85.1 -> 92.8 %, accuracy 74.6 -> 77.0 %
+             "condition_on_prediction": True, "label_source": "predicted",
+             # graded targets over K = 1-30: validation accuracy 77.0 -> 77.7 %, agreement 92.8
+             # both
+             "target_ks": tuple(range(1, 31))},
     ),
 }
 
@@ -331,22 +299,6 @@ def target_config(spec: DatasetSpec, name: str = DEFAULT_TARGET) -> TargetConfig
         raise ValueError(f"Unknown target {name!r} for {spec.title}. Choose one of: "
                          f"{', '.join(target_names(spec))}.")
     return TARGETS[key].recipe(spec)
-
-
-def spec_for_target(spec: DatasetSpec, name: str = "paper") -> DatasetSpec:
-    """``spec`` with the Gem settings the target ``name`` has chosen for itself (its
-    ``explainer_settings``; the strong Mutagenicity target's); ``spec`` itself where it has none."""
-    from dataclasses import fields, replace
-
-    cfg = target_config(spec, name)
-    if not cfg.explainer_settings:
-        return spec
-    settings = dict(cfg.explainer_settings)
-    known = {f.name for f in fields(DatasetSpec) if f.name.startswith("explainer_")}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise ValueError(f"target {name!r} of {spec.title}: unknown explainer settings {unknown}")
-    return replace(spec, **settings)
 
 
 def check_k(k: Any) -> int:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 
 from gem_core.data.config import DatasetSpec
+from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import format_ks, parse_ks
 from gem_core.runtime.progress import ProgressFn, report, scaled
 
@@ -54,6 +55,8 @@ TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "condition_on_prediction": _parse_bool, "target_ks": parse_ks,
 }
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
+# the GemSettings field of a variant's key where the command line names it differently
+_SETTING_OF = {"target": "target_kind"}
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,15 @@ class Variant:
     def explainer_overrides(self) -> dict[str, Any]:
         return {k: v for k, v in self.overrides.items() if k in EXPLAINER_KEYS}
 
-    def target_setting(self, spec: DatasetSpec) -> tuple[str, str, str, str]:
-        """(target kind, top-K policy, label source, train_on) of this variant."""
-        o = self.overrides
-        return (o.get("target", spec.explainer_target), o.get("topk_policy", spec.explainer_topk_policy),
-                o.get("label_source", spec.explainer_label_source), o.get("train_on", "all"))
+    def settings(self, base: GemSettings) -> GemSettings:
+        """``base`` (the dataset's current Gem settings) with this variant's overrides."""
+        return base.replace(**{_SETTING_OF.get(k, k): v for k, v in self.overrides.items()
+                               if k != "train_on"})
 
-    def target_ks(self, spec: DatasetSpec) -> tuple[int, ...]:
-        """The budgets K the variant's ``graded`` targets average (the dataset's where not set)."""
-        return tuple(self.overrides.get("target_ks", spec.explainer_target_ks))
+    @property
+    def train_on(self) -> str:
+        """Which training instances Gem is fitted on: ``all`` or ``correct``."""
+        return self.overrides.get("train_on", "all")
 
 
 CURRENT = "current"
@@ -103,12 +106,9 @@ def parse_variant(text: str) -> Variant:
     return Variant(name, overrides)
 
 
-def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Variant]:
-    """The variants with the current settings first; clear errors for bad names or values."""
-    from gem_core.gem.distill import TOPK_POLICIES, check_label_source
-    from gem_core.gem.autoencoder import GemAutoEncoder
-    from gem_core.gem.training_targets import TARGET_KINDS
-
+def check_variants(variants: Sequence[Variant], base: GemSettings) -> list[Variant]:
+    """The variants with the current settings (``base``) first; clear errors for bad names or
+    values."""
     names = [v.name for v in variants]
     if CURRENT in names:
         raise ValueError(f"{CURRENT!r} is the name of the dataset's own settings; pick another name")
@@ -116,15 +116,12 @@ def check_variants(variants: Sequence[Variant], spec: DatasetSpec) -> list[Varia
         raise ValueError("variant names must be unique")
     out = [Variant(CURRENT)] + list(variants)
     for v in out:
-        kind, policy, label_source, train_on = v.target_setting(spec)
-        if kind not in TARGET_KINDS:
-            raise ValueError(f"variant {v.name!r}: target must be one of {', '.join(TARGET_KINDS)}")
-        if policy not in TOPK_POLICIES:
-            raise ValueError(f"variant {v.name!r}: topk_policy must be one of {', '.join(TOPK_POLICIES)}")
-        check_label_source(label_source)
-        if train_on not in TRAIN_ON:
+        try:
+            v.settings(base)
+        except ValueError as exc:
+            raise ValueError(f"variant {v.name!r}: {exc}") from None
+        if v.train_on not in TRAIN_ON:
             raise ValueError(f"variant {v.name!r}: train_on must be one of {', '.join(TRAIN_ON)}")
-        GemAutoEncoder(**{**v.explainer_overrides(), "device": "cpu"})._validate_params()
     return out
 
 
@@ -156,16 +153,15 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     """
     from gem_core.gem.distill import distill_dataset
     from gem_core.evaluation.metrics import evaluate_scores
+    from gem_core.gem.pipeline import GemPipeline
     from gem_core.models.predict import predict_proba
-    from gem_core.explainers.gem import with_predicted_class
-    from gem_core.gem.autoencoder import GemAutoEncoder, autoencoder_settings
-    from gem_core.gem.training_targets import explainer_targets
 
     spec: DatasetSpec = bench.spec
+    current: GemSettings = bench.gem_settings
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("give at least one seed")
-    variants = check_variants(variants, spec)
+    variants = check_variants(variants, current)
     if not include_current:
         variants = variants[1:]
     if not variants:
@@ -173,28 +169,25 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     report(progress, 0.0, "target model")
     target, bb = bench.target(), bench.black_box
     train, val = bench.instances("train"), bench.instances("val")
-    base = autoencoder_settings(spec)
 
     distillations: dict[tuple[str, str], Any] = {}
     targets: dict[tuple, tuple[list, list]] = {}
     correct: dict[str, torch.Tensor] = {}
 
-    def training_data(v: Variant):
-        kind, policy, label_source, train_on = v.target_setting(spec)
-        key = (kind, policy, label_source, v.target_ks(spec))
+    def training_data(v: Variant, pipeline: GemPipeline):
+        s = pipeline.settings
+        label_source = s.label_source.value
+        key = (s.target_kind, s.topk_policy, label_source, s.target_ks)
         if key not in targets:
-            s = replace(spec, explainer_target=kind, explainer_topk_policy=policy,
-                        explainer_target_ks=v.target_ks(spec))
             made = []
             for split, insts in (("train", train), ("val", val)):
                 if (split, label_source) not in distillations:
                     distillations[(split, label_source)] = distill_dataset(
                         bench.dataset, target, split, label_source=label_source, device=bench.device)
-                made.append(explainer_targets(distillations[(split, label_source)], s,
-                                              instances=insts, black_box=bb))
+                made.append(pipeline.targets(distillations[(split, label_source)], insts))
             targets[key] = (made[0], made[1])
         tr_w, va_w = targets[key]
-        if train_on == "all":
+        if v.train_on == "all":
             return train, tr_w, val, va_w
         # "correct": the authors' code fits the explainer on correctly classified instances only
         for split, insts in (("train", train), ("val", val)):
@@ -219,19 +212,15 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
         for seed in seeds:
             lo, hi = done / runs, (done + 1) / runs
             report(progress, lo, f"{v.name}, seed {seed}: training targets")
-            tr, tr_w, va, va_w = training_data(v)
-            condition = v.overrides.get("condition_on_prediction",
-                                        spec.explainer_condition_on_prediction)
-            if condition:  # Gem reads the target's predicted class, as GemExplainer does
-                tr, va, val_in = (with_predicted_class(x, bb, spec.num_classes)
-                                  for x in (tr, va, val))
-            else:
-                val_in = val
-            params = {**base, **v.explainer_overrides(), "seed": seed, "device": bench.device}
+            # the recipe of the registry's Gem, with this variant's settings and seed (the
+            # distillations and training targets cached across variants and seeds)
+            pipeline = GemPipeline(v.settings(current).replace(seed=seed), spec.k_grid, bb,
+                                   spec.num_classes, device=bench.device)
+            tr, tr_w, va, va_w = training_data(v, pipeline)
             start = time.perf_counter()
-            gem = GemAutoEncoder(**params).fit(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
+            gem = pipeline.fit_autoencoder(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
-            scores = gem.explain(val_in)
+            scores = gem.explain(pipeline.inputs(val))
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
             agree = {str(k): v for k, v in measured.agreement_at_k.items()}

@@ -47,7 +47,7 @@ from gem_core.explainers._pyg import directed_to_pairs
 from gem_core.evaluation.metrics import MethodResult, evaluate_scores
 from gem_core.data.instances import Instance, node_instance
 from gem_core.runtime.progress import ProgressFn, report, scaled
-from gem_core.pyg.adapter import GemExplainer, PyGBlackBox, count_hops
+from gem_core.pyg import GemExplainer, PyGBlackBox, count_hops
 
 MODEL_CONFIG = dict(mode="multiclass_classification", task_level="node", return_type="log_probs")
 K_GRID = (5, 6, 7, 8, 9)

@@ -35,6 +35,7 @@ from torch import Tensor
 from gem_core.data import ranking
 from gem_core.data.config import DatasetSpec, check_k
 from gem_core.data.instances import Instance
+from gem_core.gem.settings import GemSettings
 from gem_core.runtime.errors import NotFittedError
 from gem_core.runtime.progress import ProgressFn
 
@@ -188,16 +189,19 @@ class ExplainerContext:
 
     Attributes:
         target: the trained target GNN.
-        spec: the dataset's settings (task, K grid, connectivity rule, Gem's hyperparameters).
+        spec: the dataset's settings (task, K grid, connectivity rule).
         device: where the explainer runs.
         distiller: optional ``(instances, label_source, progress) -> Distillation`` reusing a
             session's cache; the plain batched distillation otherwise.
+        gem_settings: Gem's settings for this target (None: the dataset's for its paper target,
+            :meth:`GemSettings.for_dataset`).
     """
 
     target: "TrainedTarget"
     spec: DatasetSpec
     device: torch.device
     distiller: Optional[Callable[..., "Distillation"]] = field(default=None, repr=False)
+    gem_settings: Optional[GemSettings] = None
 
     @property
     def task(self) -> str:

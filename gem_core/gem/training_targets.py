@@ -14,10 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gem_core.data.config import DatasetSpec
 from gem_core.data.instances import Instance, collate
-
-TARGET_KINDS = ("weights", "graded", "mix", "graded+add")
+from gem_core.gem.settings import GemSettings
 
 
 @torch.no_grad()
@@ -66,12 +64,6 @@ def _rank01(values: Tensor) -> Tensor:
     return (order.float() + 1) / values.numel()
 
 
-def target_ks(spec: DatasetSpec) -> tuple[int, ...]:
-    """The budgets K whose distilled top-K masks the ``graded`` targets average: the dataset's
-    ``explainer_target_ks`` where set, else its K grid."""
-    return tuple(spec.explainer_target_ks) or tuple(spec.k_grid)
-
-
 def parse_ks(text: str) -> tuple[int, ...]:
     """``"1-30"`` (a range) or ``"5/10/15"`` (a list) as sorted distinct budgets K."""
     from gem_core.data.config import check_k
@@ -99,26 +91,26 @@ def format_ks(ks: Sequence[int]) -> str:
     return "/".join(map(str, ks))
 
 
-def explainer_targets(dist, spec: DatasetSpec, kind: Optional[str] = None,
+def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
                       instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
 
+    The kind is ``settings.target_kind``:
+
     * ``weights``: the normalised greedy weights (the paper's distilled adjacency);
-    * ``graded``: the mean over the budgets of :func:`target_ks` (the dataset's K grid unless
-      set) of the distilled top-K masks, so a pair in every top-K set gets 1 and Gem learns the
-      ranking the evaluation uses;
+    * ``graded``: the mean over the budgets ``settings.budgets(k_grid)`` (the K grid unless
+      ``target_ks`` is set) of the distilled top-K masks (``settings.topk_policy``), so a pair
+      in every top-K set gets 1 and Gem learns the ranking the evaluation uses;
     * ``mix``: the average of ``graded`` and ``weights``;
     * ``graded+add``: ``graded`` mapped into [0.5, 1] for the pairs of any distilled top-K set;
       the other pairs get (0, 0.45], ranked by their addition effect, least disturbing highest
       (needs ``instances`` and ``black_box``).
     """
-    kind = kind or spec.explainer_target
-    if kind not in TARGET_KINDS:
-        raise ValueError(f"unknown explainer target {kind!r}: use one of {', '.join(TARGET_KINDS)}")
+    kind = settings.target_kind.value
     if kind == "weights":
         return dist.normalized_weights()
-    ks = target_ks(spec)
-    grid = dist.topk_grid(ks, spec.explainer_topk_policy, instances=instances,
+    ks = settings.budgets(k_grid)
+    grid = dist.topk_grid(ks, settings.topk_policy.value, instances=instances,
                           black_box=black_box)  # "refine" needs the instances and the black box
     masks = [grid[k] for k in ks]
     graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]

@@ -21,7 +21,7 @@ import copy
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 import torch
 import torch.nn.functional as F
@@ -285,6 +285,16 @@ def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
 
 # ----------------------------------------------------------------------------- persistence
 
+# Gem's settings of a target (TargetConfig.gem) are not part of how it was trained: never saved in
+# its checkpoint, and the field older checkpoints kept them in is dropped on loading
+_NOT_SAVED = ("gem", "explainer_settings")
+
+
+def _training_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The training hyperparameters of a target config (its Gem settings left out)."""
+    return {k: v for k, v in config.items() if k not in _NOT_SAVED}
+
+
 def target_filename(dataset: str, name: str = DEFAULT_TARGET) -> str:
     """``<dataset>.pt`` for the paper's target, ``<dataset>-<name>.pt`` for another one (the
     target row's :meth:`~gem_core.data.config.TargetSpec.stem`)."""
@@ -307,7 +317,7 @@ def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: 
         "dataset": ds.name,
         "in_channels": ds.num_features,
         "num_classes": ds.num_classes,
-        "config": asdict(cfg),
+        "config": _training_config(asdict(cfg)),
         "metrics": asdict(metrics),
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
     }
@@ -332,7 +342,7 @@ def load_target_checkpoint(path: Path, dataset: Optional[str] = None) -> Trained
         raise ArtifactError(f"{path} holds a target for {name!r}, not {dataset!r}.")
     try:
         spec = get_spec(str(name))
-        cfg = TargetConfig(**state["config"])
+        cfg = TargetConfig(**_training_config(state["config"]))
         model = build_model(spec, int(state["in_channels"]), cfg)
         model.load_state_dict(state["state_dict"])
         metrics = TargetMetrics(**state["metrics"])

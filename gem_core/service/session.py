@@ -19,13 +19,13 @@ from typing import Optional, Sequence
 
 from torch import Tensor
 
-from gem_core.data.config import (DEFAULT_TARGET, DatasetSpec, get_spec, spec_for_target, target_config,
-                                  target_spec)
+from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, get_spec, target_config, target_spec
 from gem_core.data.datasets import DataUnavailableError, GemDataset, load_dataset
 from gem_core.runtime.device import resolve_device
 from gem_core.explainers import (Explainer, ExplainerContext, Explanation, check_method,
                                  method_spec, title)
 from gem_core.data.instances import Instance, split_instances
+from gem_core.gem.settings import GemSettings
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
 from gem_core.models.targets import (GNNBlackBox, TrainedTarget, get_target, load_saved_target,
@@ -50,9 +50,10 @@ class Workbench:
     """
 
     def __init__(self, dataset: str, device: str = "auto", target: str = DEFAULT_TARGET):
-        # the dataset's settings, with those its target chose for itself (a clear error for a
-        # target the dataset lacks)
-        self.spec: DatasetSpec = spec_for_target(get_spec(dataset), target)
+        self.spec: DatasetSpec = get_spec(dataset)
+        # Gem's settings: the dataset's, with those its target chose for itself (a clear error
+        # for a target the dataset lacks)
+        self.gem_settings: GemSettings = GemSettings.for_dataset(self.spec, target)
         self.target_name = str(target).strip().lower()
         self.device = resolve_device(device)
         self._lock = threading.RLock()
@@ -184,7 +185,8 @@ class Workbench:
         with self._lock:
             if self._context is None:
                 self._context = ExplainerContext(self.target(), self.spec, self.device,
-                                                 distiller=self._distill)
+                                                 distiller=self._distill,
+                                                 gem_settings=self.gem_settings)
             return self._context
 
     def is_fitted(self, method: str) -> bool:

@@ -212,11 +212,9 @@ def test_how_it_works_steps_through_the_distillation():
     assert "degree" in describe_gem(get_spec("ba_shapes"))
     assert "small network on the pair" in describe_gem(get_spec("ba_shapes"))
     # the words follow the settings each target's Gem really has
-    from gem_core.data.config import spec_for_target
-
     mut = get_spec("mutagenicity")
     assert "over the K grid (15, 20, 25, 30)" in describe_gem(mut)
-    strong = describe_gem(spec_for_target(mut, "strong"))
+    strong = describe_gem(mut, "strong")
     assert "every K from 1 to 30" in strong and "its bond type" in strong
     assert "mutagen" not in describe_gem(get_spec("nci1"))
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))

@@ -1,0 +1,255 @@
+"""Every setting of Gem in one validated value: :class:`GemSettings`.
+
+What Gem learns from (the kind of training target, the top-K rule and budgets behind it, the
+label the distillation is computed against, whether Gem reads the target's prediction) and how
+its auto-encoder is built and trained (learning rate, widths, epochs, decoder, input labels …).
+The registry's Gem, the PyG adapter and the ``tune`` sweeps all fit through
+:mod:`gem_core.gem.pipeline` with one of these.
+
+Per-dataset and per-target choices are rows, not fields: a :class:`~gem_core.data.config.DatasetSpec`
+and its :class:`~gem_core.data.config.TargetConfig` each carry a plain mapping ``gem`` of
+overrides, and :meth:`GemSettings.for_dataset` merges the defaults, the dataset's row and the
+target's row into one validated value. Options with a fixed set of values are ``str`` enums
+(``Decoder("mlp")``, ``Decoder.mlp == "mlp"``), in the style of PyG's
+``torch_geometric.explain.config``.
+"""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from enum import Enum
+from typing import Any, Union
+
+from gem_core.data.config import DatasetSpec, check_k, target_config
+
+
+class _Choice(str, Enum):
+    """A setting with a fixed set of string values; ``str()`` is the value itself."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        return tuple(m.value for m in cls)
+
+
+class TargetKind(_Choice):
+    """What the auto-encoder learns (see :func:`gem_core.gem.training_targets.explainer_targets`)."""
+
+    weights = "weights"
+    graded = "graded"
+    mix = "mix"
+    graded_add = "graded+add"
+
+
+class TopKPolicy(_Choice):
+    """The top-K rule of the distilled masks behind ``graded`` targets
+    (:data:`gem_core.gem.distill.TOPK_POLICIES`)."""
+
+    nosplit = "nosplit"
+    exact = "exact"
+    paper = "paper"
+    refine = "refine"
+
+
+class LabelSource(_Choice):
+    """The label Gem's training distillations are computed against."""
+
+    true = "true"
+    predicted = "predicted"
+
+
+class Decoder(_Choice):
+    """Gem's pair scorer: the inner product (the paper's) or inner product plus an MLP."""
+
+    inner = "inner"
+    mlp = "mlp"
+
+
+_CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
+                                      "label_source": LabelSource, "decoder": Decoder}
+_BOOLS = ("condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
+          "edge_features")
+_POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors")
+_NON_NEGATIVE = ("kl_weight", "weight_decay")
+
+#: the auto-encoder's hyperparameters (keyword arguments of
+#: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
+AUTOENCODER_FIELDS = ("lr", "hidden", "batch_size", "max_epochs", "patience", "kl_weight",
+                      "weight_decay", "num_hops", "wl_rounds", "max_colors", "decoder_bias",
+                      "decoder", "degree_features", "wl_edge_labels", "edge_features", "seed")
+# in every saved Gem's key, whatever their value (the settings of the first shipped explainers)
+_ALWAYS_KEYED = ("lr", "num_hops", "max_epochs")
+
+
+@dataclass(frozen=True)
+class GemSettings:
+    """Gem's settings, validated at construction (a bad value raises a one-line ``ValueError``
+    naming the field).
+
+    Attributes:
+        target_kind: what the auto-encoder learns: ``weights`` (normalised greedy weights, the
+            paper), ``graded`` (mean of the distilled top-K masks over :attr:`target_ks`),
+            ``mix`` (the average of both) or ``graded+add``.
+        topk_policy: top-K rule of the distilled masks ``graded`` targets are built from: the
+            literal Appendix C rule (``paper``), the loss-driven ``refine``, ``nosplit`` or
+            ``exact``.
+        target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
+            dataset's K grid).
+        label_source: distil against the ``true`` label (the paper) or the target's
+            ``predicted`` class (which an explainer of the model can imitate).
+        condition_on_prediction: Gem reads the target's predicted class (one-hot, on every node)
+            beside the structure: one batched forward of the target per explained batch.
+        lr: Adam learning rate of the auto-encoder.
+        hidden: GCN output widths; the last one is the latent width of the μ / log σ heads.
+        batch_size: instances per optimisation step.
+        max_epochs: upper bound on training epochs.
+        patience: early-stopping patience (epochs without a lower validation MSE).
+        kl_weight: weight of the VGAE KL term; 0 disables it.
+        weight_decay: Adam L2 penalty.
+        num_hops: node tasks: hop distances 1 … ``num_hops`` get their own label column.
+        wl_rounds: graph tasks: Weisfeiler-Lehman refinement rounds.
+        max_colors: graph tasks: WL vocabulary size per round.
+        decoder_bias: a learnable offset in the decoder, ``σ(z_u · z_v + b)``.
+        decoder: ``inner`` (``σ(z_u · z_v + b)``, the paper's) or ``mlp`` (an MLP on
+            ``[z_u * z_v, |z_u - z_v|]`` added to the inner product).
+        degree_features: append a one-hot degree bucket to Gem's input labels.
+        wl_edge_labels: refine the WL labels of graph tasks with the edge types (bond orders).
+        edge_features: edge features in Gem: per-node counts in the encoder, e_uv in an ``mlp``
+            decoder.
+        seed: seeds the auto-encoder's initialisation, shuffling and noise.
+    """
+
+    target_kind: Union[TargetKind, str] = TargetKind.graded
+    topk_policy: Union[TopKPolicy, str] = TopKPolicy.paper
+    target_ks: tuple[int, ...] = ()
+    label_source: Union[LabelSource, str] = LabelSource.true
+    condition_on_prediction: bool = False
+    lr: float = 0.01
+    hidden: tuple[int, ...] = (32, 32, 16)
+    batch_size: int = 32
+    max_epochs: int = 300
+    patience: int = 30
+    kl_weight: float = 0.0
+    weight_decay: float = 0.0
+    num_hops: int = 3
+    wl_rounds: int = 2
+    max_colors: int = 300
+    decoder_bias: bool = True
+    decoder: Union[Decoder, str] = Decoder.inner
+    degree_features: bool = False
+    wl_edge_labels: bool = False
+    edge_features: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, choice in _CHOICES.items():
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, choice(value))
+            except ValueError:
+                _fail(name, f"{value!r} is not one of {', '.join(choice.values())}")
+        for name in _BOOLS:
+            if not isinstance(getattr(self, name), bool):
+                _fail(name, f"{getattr(self, name)!r} is not True or False")
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                _fail(name, f"{value!r} is not a positive integer")
+        if not _is_int(self.seed):
+            _fail("seed", f"{self.seed!r} is not an integer")
+        if not _is_number(self.lr) or not self.lr > 0:
+            _fail("lr", f"{self.lr!r} is not a positive number")
+        for name in _NON_NEGATIVE:
+            value = getattr(self, name)
+            if not _is_number(value) or value < 0:
+                _fail(name, f"{value!r} is not a non-negative number")
+        hidden = self.hidden
+        if (isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__")
+                or len(tuple(hidden)) < 2 or not all(_is_int(h) and h >= 1 for h in hidden)):
+            _fail("hidden", f"{hidden!r} is not at least two positive widths")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))
+        ks = self.target_ks
+        if isinstance(ks, (str, bytes)) or not hasattr(ks, "__iter__"):
+            _fail("target_ks", f"{ks!r} is not a sequence of budgets K")
+        try:
+            ks = tuple(check_k(k) for k in ks)
+        except ValueError as exc:
+            _fail("target_ks", str(exc))
+        object.__setattr__(self, "target_ks", ks)
+
+    # ------------------------------------------------------------------ building
+    def replace(self, **changes: Any) -> "GemSettings":
+        """A copy with ``changes`` (validated; an unknown name is a one-line ``ValueError``)."""
+        _check_names(changes, "GemSettings")
+        return replace(self, **changes)
+
+    @classmethod
+    def for_dataset(cls, spec: DatasetSpec, target: str = "paper") -> "GemSettings":
+        """Gem's settings for the target model ``target`` of ``spec``: the defaults, then the
+        dataset's row (``spec.gem``, its ``num_hops`` first), then the target's (its ``gem``)."""
+        cfg = target_config(spec, target)
+        _check_names(spec.gem, f"{spec.title}")
+        _check_names(cfg.gem, f"{spec.title}, target {str(target).strip().lower()!r}")
+        return cls(**{"num_hops": spec.num_hops, **spec.gem, **cfg.gem})
+
+    # ------------------------------------------------------------------ reading
+    def budgets(self, k_grid: tuple[int, ...]) -> tuple[int, ...]:
+        """The budgets K the ``graded`` targets average: :attr:`target_ks`, else ``k_grid``."""
+        return tuple(self.target_ks) or tuple(k_grid)
+
+    def autoencoder_params(self) -> dict[str, Any]:
+        """The auto-encoder's keyword arguments, as plain values (strings, tuples, numbers)."""
+        return {name: _plain(getattr(self, name)) for name in AUTOENCODER_FIELDS}
+
+    def key_parts(self) -> dict[str, Any]:
+        """What a saved Gem's key holds of these settings, exactly as the shipped explainers'
+        keys were made (so they keep loading): ``lr``, ``num_hops`` and ``max_epochs`` always,
+        the other auto-encoder settings (the seed included) and the later target settings only
+        where they differ from their defaults."""
+        default = _DEFAULT
+        params = {name: _plain(getattr(self, name)) for name in AUTOENCODER_FIELDS
+                  if name in _ALWAYS_KEYED or getattr(self, name) != getattr(default, name)}
+        parts: dict[str, Any] = {"params": params, "train_target": self.target_kind.value,
+                                 "topk_policy": self.topk_policy.value}
+        if self.label_source != LabelSource.true:
+            parts["label_source"] = self.label_source.value
+        if self.condition_on_prediction:
+            parts["condition_on_prediction"] = True
+        if self.target_ks:
+            parts["target_ks"] = list(self.target_ks)
+        return parts
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting as a plain value (enums as their strings, tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else _plain(v) for k, v in asdict(self).items()}
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _fail(name: str, message: str) -> None:
+    raise ValueError(f"GemSettings.{name}: {message}")
+
+
+#: every field name of :class:`GemSettings`
+SETTING_NAMES: tuple[str, ...] = tuple(f.name for f in fields(GemSettings))
+_DEFAULT = GemSettings()
+
+
+def _check_names(row: Mapping[str, Any], where: str) -> None:
+    unknown = sorted(set(row) - set(SETTING_NAMES))
+    if unknown:
+        raise ValueError(f"{where}: unknown Gem setting {', '.join(map(repr, unknown))} "
+                         f"(known: {', '.join(SETTING_NAMES)})")

@@ -1,0 +1,94 @@
+"""A PyG model seen as the engine's black box: only called, its outputs turned into logits.
+
+Return types. Distillation compares cross-entropy losses, so outputs are turned into
+cross-entropy-compatible logits: ``raw`` as is, ``log_probs`` as is (``log_softmax`` of
+log-probabilities is the identity), ``probs`` through ``log``; ``binary_classification`` with one
+output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
+(``probs``). Regression is not supported.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.explain.algorithm import ExplainerAlgorithm
+from torch_geometric.explain.config import ModelMode, ModelReturnType
+
+from gem_core.data.instances import InstanceBatch
+
+PROB_FLOOR = 1e-12  # probabilities are clipped to [1e-12, 1] before the log
+
+
+def count_hops(model: nn.Module) -> int:
+    """Number of ``MessagePassing`` submodules of ``model`` (module structure only, no weights)."""
+    return ExplainerAlgorithm._num_hops(model)
+
+
+
+def _logits(out: Tensor, mode: ModelMode, return_type: ModelReturnType) -> Tensor:
+    """Model outputs as logits whose softmax is the model's class distribution."""
+    out = out.float()
+    if mode == ModelMode.binary_classification:
+        if out.dim() > 1 and out.size(-1) != 1:
+            raise ValueError(
+                "binary_classification expects one output column per prediction (the logit or "
+                f"probability of class 1), got outputs of shape {tuple(out.shape)}; use "
+                "mode='multiclass_classification' for two-column outputs")
+        z = out.reshape(-1, 1)
+        if return_type == ModelReturnType.probs:
+            p = z.clamp(PROB_FLOOR, 1.0 - PROB_FLOOR)
+            return torch.cat([torch.log1p(-p), torch.log(p)], dim=-1)
+        return torch.cat([torch.zeros_like(z), z], dim=-1)
+    if out.dim() != 2:
+        raise ValueError(f"a classification model must return [rows, classes], got {tuple(out.shape)}")
+    if return_type == ModelReturnType.probs:
+        return torch.log(out.clamp_min(PROB_FLOOR))
+    return out  # raw logits, or log-probabilities (log_softmax is the identity on them)
+
+
+class PyGBlackBox:
+    """A PyG model seen only through its outputs: ``InstanceBatch -> logits [instances, C]``.
+
+    Node level: ``model(x, edge_index, **kwargs)`` read at the target rows. Graph level:
+    ``model(x, edge_index, batch=batch, **kwargs)``, one row per graph. Outputs are converted to
+    cross-entropy-compatible logits (see the module docstring).
+
+    Args:
+        model: any ``nn.Module`` with PyG's ``forward(x, edge_index, ...)`` convention.
+        task: ``"node"`` or ``"graph"``.
+        mode, return_type: from the explainer's model config.
+        device: where batches are evaluated (the device of the user's data).
+        model_kwargs: extra non-tensor keyword arguments passed on every call.
+    """
+
+    def __init__(self, model: nn.Module, task: str, mode: Union[ModelMode, str],
+                 return_type: Union[ModelReturnType, str], device: Union[str, torch.device] = "cpu",
+                 model_kwargs: Optional[dict[str, Any]] = None):
+        self.model = model
+        self.task = task
+        self.mode = ModelMode(mode)
+        self.return_type = ModelReturnType(return_type)
+        self.device = torch.device(device)
+        self.kwargs = dict(model_kwargs or {})
+        self.num_classes = 0  # set by the first call
+
+    @torch.no_grad()
+    def __call__(self, batch: InstanceBatch) -> Tensor:
+        b = batch.to(self.device)
+        if self.task == "node":
+            out = self.model(b.x, b.edge_index, **self.kwargs)
+            if out.size(0) != b.x.size(0):
+                raise ValueError(f"a node-level model must return one row per node: got "
+                                 f"{out.size(0)} rows for {b.x.size(0)} nodes")
+            out = out[b.target_index]
+        else:
+            out = self.model(b.x, b.edge_index, batch=b.batch, **self.kwargs)
+            if out.size(0) != b.num_instances:
+                raise ValueError(
+                    f"a graph-level model must return one row per graph of `batch`: got "
+                    f"{out.size(0)} rows for {b.num_instances} graphs")
+        logits = _logits(out, self.mode, self.return_type)
+        self.num_classes = int(logits.size(-1))
+        return logits
+

@@ -1,0 +1,400 @@
+"""Gem as a PyTorch Geometric explainer: explain any PyG model, treated as a black box.
+
+:class:`GemExplainer` is a :class:`torch_geometric.explain.algorithm.ExplainerAlgorithm`, used the
+way PyG users use ``PGExplainer``::
+
+    explainer = Explainer(model, algorithm=GemExplainer(epochs=300, k=6),
+                          explanation_type="model", edge_mask_type="object",
+                          model_config=dict(mode="multiclass_classification",
+                                            task_level="node", return_type="log_probs"),
+                          threshold_config=dict(threshold_type="topk", value=2 * 6))
+    explainer.algorithm.fit(model, data, index=train_nodes)     # graph level: fit(model, graphs)
+    explanation = explainer(data.x, data.edge_index, index=node)  # graph level: batch=batch
+    explanation.edge_mask                                          # one score per edge, in [0, 1]
+
+``fit`` only *calls* the model, ``model(x, edge_index[, batch=batch])``; it never reads weights,
+layers or embeddings (it does count the model's ``MessagePassing`` submodules to know how many
+hops a node's prediction depends on, unless ``num_hops`` is given). It wraps the model as an
+engine black box (:class:`~gem_core.pyg.black_box.PyGBlackBox`), cuts the computation graphs (the
+``num_hops``-hop subgraph of every training node, or every whole graph,
+:mod:`gem_core.pyg.computation_graphs`) and fits Gem through the engine's one recipe,
+:class:`gem_core.gem.pipeline.GemPipeline`: it distils them with
+:func:`gem_core.gem.distill.distill` (against the model's own prediction for ``"model"``
+explanations, the data's ``y`` or a given ``target`` for ``"phenomenon"``), derives the training
+targets (:func:`gem_core.gem.training_targets.explainer_targets`) and fits the graph
+auto-encoder, :class:`gem_core.gem.autoencoder.GemAutoEncoder`. ``forward`` then never calls the model:
+it cuts the computation graphs of the requested nodes (or the graphs of the batch) and scores all
+of them in one forward pass of the auto-encoder.
+
+Edge masks. The engine scores undirected pairs ``{u, v}``; each pair's score is written to every
+directed edge of the user's ``edge_index`` joining ``u`` and ``v`` (both directions get the same
+value). Edges outside the explained computation graphs, and self-loops, get 0. Several nodes in
+one call (a tensor ``index``) give one joint mask, the maximum over the nodes; the per-node masks
+are in ``explanation.edge_masks``, a sparse ``[len(index), num_edges]`` tensor. A graph-level
+call with a ``batch`` of several graphs explains every graph (each edge belongs to one graph).
+
+Top-K policy. Gem's budget ``k`` counts *undirected* edges. PyG's ``topk`` threshold counts
+*entries* of ``edge_mask``, i.e. directed edges. With a coalesced symmetric ``edge_index`` (PyG's
+``to_undirected`` convention: every undirected edge stored once per direction), pass
+``value=2 * K`` to keep exactly ``K`` undirected edges, both directions of each: scores of
+different pairs are made pairwise distinct (ties are broken by nudging scores down by a few
+ulps, the lower pair index ranking first, as in :func:`gem_core.data.ranking.topk_mask`) and every
+in-graph score is positive, so the thresholded mask has exactly ``2 * min(K, P)`` non-zero entries for a
+computation graph of ``P`` pairs. :func:`topk_config` builds that threshold config.
+
+Return types. Distillation compares cross-entropy losses, so outputs are turned into
+cross-entropy-compatible logits: ``raw`` as is, ``log_probs`` as is (``log_softmax`` of
+log-probabilities is the identity), ``probs`` through ``log``; ``binary_classification`` with one
+output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
+(``probs``). Regression and node-feature masks are not supported.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch_geometric.explain import Explanation
+from torch_geometric.explain.algorithm import ExplainerAlgorithm
+from torch_geometric.explain.config import (
+    ExplainerConfig, ExplanationType, MaskType, ModelConfig, ModelMode, ModelTaskLevel,
+)
+
+from gem_core.gem.autoencoder import GemAutoEncoder
+from gem_core.gem.distill import DEFAULT_TOPK_POLICY, Distillation, distill
+from gem_core.gem.inputs import PreparedInstances
+from gem_core.gem.labeling import hop_columns
+from gem_core.gem.pipeline import GemPipeline
+from gem_core.gem.settings import GemSettings
+from gem_core.pyg.black_box import PyGBlackBox, count_hops
+from gem_core.pyg.computation_graphs import (ComputationGraphs, GraphStructure, as_node_list,
+                                             graph_computation_graphs, graph_fit_instances,
+                                             node_computation_graphs, node_fit_instances)
+from gem_core.pyg.edge_masks import edge_masks
+from gem_core.runtime.device import resolve_device
+from gem_core.runtime.errors import NotFittedError
+from gem_core.runtime.progress import ProgressFn, report, scaled
+
+__all__ = ["GemExplainer"]
+
+
+class GemExplainer(ExplainerAlgorithm):
+    r"""Gem (Lin et al., ICML 2021) as a PyG explainer algorithm, model-agnostic.
+
+    Call :meth:`fit` once (through ``explainer.algorithm.fit``) before explaining. Hyperparameters
+    only are set here.
+
+    Args:
+        epochs: maximum training epochs of the Gem auto-encoder (early stopping on a held-out
+            part of the fit instances, ``patience`` epochs).
+        k: explanation budget in *undirected* edges the distilled ground truth is cut to, or a
+            sequence of budgets (Gem then learns the ranking shared by all of them: its target
+            is the mean of the distilled top-K masks). PyG's ``topk`` counts directed edges: use
+            ``threshold_config=topk_config(K)`` (``value=2*K``) on a symmetric ``edge_index``.
+        num_hops: hops of a node's computation graph; default: the number of ``MessagePassing``
+            modules of the model.
+        connected: keep the distilled explanations connected (the component of the target node,
+            or the largest component of a graph), as the paper does.
+        target_kind: Gem's training target, one of :class:`gem_core.gem.settings.TargetKind`;
+            default ``"mix"`` for node level (the mean of the distilled top-K masks over ``k``,
+            averaged with the normalised distilled weights; on BA-Community's validation nodes it
+            beat ``"graded"`` and ``"graded+add"`` in accuracy and edge AUC), ``"graded"`` for
+            graph level (the engine's choice for Mutagenicity and NCI1).
+        lr: Adam learning rate of the auto-encoder (default 0.003 node level, 0.01 graph level).
+        hidden: GCN widths of the auto-encoder (paper: 32, 32, 16).
+        batch_size: instances per optimisation step.
+        patience: early-stopping patience in epochs.
+        val_fraction: share of the fit instances held out for early stopping (when at least 10).
+        seed: seeds the split, the auto-encoder's initialisation and its training noise.
+        device: where Gem runs (default: the device of the data given to :meth:`fit`).
+
+    Attributes (after :meth:`fit`):
+        gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
+        distillation_: the :class:`gem_core.gem.distill.Distillation` of the fit instances.
+        settings_: the :class:`~gem_core.gem.settings.GemSettings` it was fitted with.
+        num_hops_, num_classes_, task_level_, explanation_type_, fit_seconds_, distill_seconds_.
+    """
+
+    def __init__(self, epochs: int = 300, k: Union[int, Sequence[int]] = 6,
+                 num_hops: Optional[int] = None, connected: bool = True,
+                 target_kind: Optional[str] = None, lr: Optional[float] = None,
+                 hidden: Sequence[int] = (32, 32, 16), batch_size: int = 32, patience: int = 30,
+                 val_fraction: float = 0.1, seed: int = 0,
+                 device: Union[str, torch.device, None] = None):
+        super().__init__()
+        self.epochs = int(epochs)
+        self.k_grid = _k_grid(k)
+        self.k = k
+        if num_hops is not None and (isinstance(num_hops, bool) or int(num_hops) < 1):
+            raise ValueError(f"num_hops must be a positive integer, got {num_hops!r}")
+        self.num_hops = None if num_hops is None else int(num_hops)
+        self.connected = bool(connected)
+        self.target_kind = target_kind
+        self.lr = lr
+        self.hidden = tuple(int(h) for h in hidden)
+        self.batch_size = int(batch_size)
+        self.patience = int(patience)
+        if not 0.0 <= float(val_fraction) < 1.0:
+            raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
+        self.val_fraction = float(val_fraction)
+        self.seed = int(seed)
+        self.device = device
+        self.gem_settings("node", 1, phenomenon=False)  # bad options fail here, one line each
+
+    def __repr__(self) -> str:
+        return (f"{self.__class__.__name__}(epochs={self.epochs}, k={self.k!r}, "
+                f"num_hops={self.num_hops}, connected={self.connected})")
+
+    # ------------------------------------------------------------------ configuration
+    @staticmethod
+    def _unsupported(explainer_config: ExplainerConfig, model_config: ModelConfig) -> Optional[str]:
+        supported = ("Gem supports edge_mask_type='object', node_mask_type=None, "
+                     "mode='multiclass_classification' or 'binary_classification', "
+                     "task_level='node' or 'graph', explanation_type='model' or 'phenomenon'.")
+        if explainer_config.node_mask_type is not None:
+            return (f"Gem explains edges only: node_mask_type="
+                    f"'{explainer_config.node_mask_type.value}' is not supported (use None). "
+                    + supported)
+        if explainer_config.edge_mask_type != MaskType.object:
+            got = getattr(explainer_config.edge_mask_type, "value", None)
+            return f"Gem needs edge_mask_type='object' (got {got!r}). " + supported
+        if model_config.mode == ModelMode.regression:
+            return "Gem explains classifiers: mode='regression' is not supported. " + supported
+        if model_config.task_level not in (ModelTaskLevel.node, ModelTaskLevel.graph):
+            return (f"Gem explains node or graph predictions: task_level="
+                    f"'{model_config.task_level.value}' is not supported. " + supported)
+        return None
+
+    def supports(self) -> bool:
+        """False (reason logged) for node masks, non-object edge masks, regression, edge level."""
+        reason = self._unsupported(self.explainer_config, self.model_config)
+        if reason is not None:
+            logging.error(reason)
+            return False
+        return True
+
+    def connect(self, explainer_config: ExplainerConfig, model_config: ModelConfig):
+        """Connect to an ``Explainer``'s configs; unsupported settings raise a ``ValueError``
+        that says what is supported."""
+        reason = self._unsupported(ExplainerConfig.cast(explainer_config),
+                                   ModelConfig.cast(model_config))
+        if reason is not None:
+            raise ValueError(reason)
+        super().connect(explainer_config, model_config)
+
+    def _require_connected(self) -> None:
+        if not hasattr(self, "_explainer_config") or not hasattr(self, "_model_config"):
+            raise ValueError(
+                "GemExplainer is not connected to an Explainer yet: create "
+                "Explainer(model, algorithm=GemExplainer(...), explanation_type=..., "
+                "model_config=..., edge_mask_type='object') first, then call "
+                "explainer.algorithm.fit(model, data, ...).")
+
+    @property
+    def task_level(self) -> str:
+        return self.model_config.task_level.value
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, model: nn.Module, data: Any, index: Optional[Union[int, Sequence[int], Tensor]] = None,
+            *, target: Optional[Tensor] = None, progress: Optional[ProgressFn] = None,
+            **kwargs: Any) -> "GemExplainer":
+        """Distil the model's behaviour on the training instances and train Gem on it.
+
+        Args:
+            model: the model to explain; only called, ``model(x, edge_index[, batch=batch])``.
+            data: node level: one ``Data`` (``x``, ``edge_index``); graph level: a list or
+                ``Dataset`` of ``Data`` (one graph each).
+            index: node level: the training nodes (ids or a boolean mask; default all nodes).
+                Not used at graph level.
+            target: ``"phenomenon"`` only: the labels to explain (node level: one per node of
+                ``data`` or one per ``index`` entry; graph level: one per graph). Default: ``y``.
+            progress: optional ``progress(fraction, message)`` callback (the engine convention).
+            **kwargs: extra non-tensor keyword arguments for the model.
+        Returns:
+            self.
+        """
+        self._require_connected()
+        for key, value in kwargs.items():
+            if isinstance(value, Tensor):
+                raise ValueError(
+                    f"Gem distils the model on subgraphs, so tensor inputs besides x, edge_index "
+                    f"(and batch at graph level) cannot be carried over: got {key}=<tensor>.")
+        start = time.perf_counter()
+        level = self.task_level
+        phenomenon = self.explainer_config.explanation_type == ExplanationType.phenomenon
+        hops = self.num_hops if self.num_hops is not None else count_hops(model)
+        if level == "graph" and not _accepts_batch(model):
+            raise ValueError(
+                "graph-level models are called as model(x, edge_index, batch=batch), one output row "
+                "per graph; this model's forward takes no `batch` argument")
+        if level == "node" and hops < 1:
+            raise ValueError(
+                "could not find any MessagePassing layer in the model to count the hops of a "
+                "node's computation graph: pass GemExplainer(num_hops=...)")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            if level == "node":
+                instances, dev = node_fit_instances(data, index, hops, target, phenomenon)
+            else:
+                instances, dev = graph_fit_instances(data, index, target, phenomenon)
+            black_box = PyGBlackBox(model, level, self.model_config.mode,
+                                    self.model_config.return_type, dev, kwargs)
+            gem_device = resolve_device(self.device if self.device is not None else dev)
+            was_training = model.training
+            model.eval()
+            settings = self.gem_settings(level, hops, phenomenon)
+
+            def distiller(insts, label_source: str, prog: Optional[ProgressFn]) -> Distillation:
+                return distill(insts, black_box, connected=self.connected,
+                               label_source=label_source, device=dev, progress=prog)
+
+            # the engine's one Gem recipe: distil all fit instances once, split them, then
+            # training targets and the auto-encoder's fit (early-stopped on the held-out part)
+            pipeline = GemPipeline(settings, self.k_grid, black_box, device=gem_device,
+                                   distiller=distiller)
+            try:
+                report(progress, 0.0, f"distilling {len(instances)} {level} instances")
+                t0 = time.perf_counter()
+                dist = pipeline.distill(instances, scaled(progress, 0.0, 0.5))
+                self.distill_seconds_ = time.perf_counter() - t0
+                train_ids, val_ids = self._split(len(instances))
+                report(progress, 0.5, "training targets")
+                gem = pipeline.fit(
+                    [instances[i] for i in train_ids],
+                    [instances[i] for i in val_ids] if val_ids else None,
+                    train_dist=dist.subset(train_ids),
+                    val_dist=dist.subset(val_ids) if val_ids else None,
+                    progress=scaled(progress, 0.5, 1.0))
+            finally:
+                model.train(was_training)
+        self.gem_: GemAutoEncoder = gem
+        self.settings_ = settings
+        self.distillation_: Distillation = dist
+        self.num_hops_ = int(hops)
+        self.num_classes_ = int(black_box.num_classes)
+        self.num_features_ = int(instances[0].x.size(1))
+        self.task_level_ = level
+        self.explanation_type_ = self.explainer_config.explanation_type.value
+        self.fit_seconds_ = time.perf_counter() - start
+        report(progress, 1.0, f"Gem fitted on {len(instances)} instances")
+        return self
+
+    def gem_settings(self, level: str, hops: int, phenomenon: bool) -> GemSettings:
+        """The :class:`~gem_core.gem.settings.GemSettings` of a fit at ``level`` (``"node"`` or
+        ``"graph"``) with ``hops``-hop computation graphs: this explainer's options, and where
+        not given, the level's defaults (target kind ``mix`` / ``graded``, lr 0.003 / 0.01);
+        distilled against the labels for ``phenomenon`` explanations, the model's prediction
+        otherwise."""
+        return GemSettings(
+            target_kind=self.target_kind or ("mix" if level == "node" else "graded"),
+            topk_policy=DEFAULT_TOPK_POLICY, label_source="true" if phenomenon else "predicted",
+            lr=self._lr(level), hidden=self.hidden, batch_size=self.batch_size,
+            max_epochs=self.epochs, patience=self.patience, num_hops=max(hops, 1),
+            seed=self.seed)
+
+    def _lr(self, level: str) -> float:
+        return float(self.lr) if self.lr is not None else (0.003 if level == "node" else 0.01)
+
+    def _split(self, n: int) -> tuple[list[int], list[int]]:
+        n_val = int(round(self.val_fraction * n)) if n >= 10 else 0
+        if n_val == 0:
+            return list(range(n)), []
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed)).tolist()
+        return sorted(perm[n_val:]), sorted(perm[:n_val])
+
+    # ------------------------------------------------------------------ explain
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "gem_"):
+            raise NotFittedError(
+                "GemExplainer is not fitted yet: call explainer.algorithm.fit(model, data, "
+                "index=train_nodes) (node level) or explainer.algorithm.fit(model, graphs) (graph "
+                "level) before explaining.")
+
+    def forward(self, model: nn.Module, x: Tensor, edge_index: Tensor, *, target: Tensor,
+                index: Optional[Union[int, Tensor]] = None, **kwargs: Any) -> Explanation:
+        """Edge mask of the requested nodes' (or the batch's graphs') computation graphs.
+
+        The model is not called: Gem scores the computation graphs with its auto-encoder, all
+        instances in one forward pass. ``target`` is not used (Gem explains what it was fitted
+        to explain: the model's predictions, or the labels given at fit time).
+        """
+        self._check_fitted()
+        if isinstance(x, dict) or isinstance(edge_index, dict):
+            raise ValueError("Gem explains homogeneous graphs only (got a heterogeneous graph)")
+        level = self.task_level
+        if level != self.task_level_:
+            raise ValueError(f"this GemExplainer was fitted for task_level='{self.task_level_}', "
+                             f"the Explainer asks for '{level}'")
+        if x.size(1) != self.num_features_:
+            raise ValueError(f"x has {x.size(1)} node features, Gem was fitted with "
+                             f"{self.num_features_}")
+        if level == "node":
+            if index is None:
+                raise ValueError("node-level explanations need the node(s) to explain: index=...")
+            nodes = as_node_list(index, int(x.size(0)))
+            graphs = node_computation_graphs(x, edge_index, nodes, self.num_hops_,
+                                             structure=self._structure(edge_index, int(x.size(0))))
+            keep = None
+        else:
+            graphs = graph_computation_graphs(x, edge_index, kwargs.get("batch"))
+            keep = None if index is None else as_node_list(index, len(graphs))
+        scores = self._scores(graphs)
+        edge_mask, per_node = edge_masks(graphs, scores, keep, x.device,
+                                               per_node=level == "node" and len(graphs) > 1)
+        out = Explanation(edge_mask=edge_mask)
+        if per_node is not None:
+            out.edge_masks = per_node
+        return out
+
+    def _structure(self, edge_index: Tensor, num_nodes: int) -> GraphStructure:
+        """The :class:`GraphStructure` of ``edge_index``, reused while the same tensor, unchanged
+        (same object, same in-place version counter), is explained again."""
+        cached = self.__dict__.get("_structure_cache")
+        if (cached is not None and cached[0] is edge_index and cached[1] == edge_index._version
+                and cached[2].num_nodes == num_nodes):
+            return cached[2]
+        structure = GraphStructure(edge_index, num_nodes)
+        self.__dict__["_structure_cache"] = (edge_index, edge_index._version, structure)
+        return structure
+
+    def _scores(self, graphs: ComputationGraphs) -> Tensor:
+        """Gem's score of every stacked pair, all computation graphs in one forward pass."""
+        if len(graphs) == 0 or graphs.local_pairs.size(1) == 0:
+            return torch.zeros(graphs.local_pairs.size(1))
+        packed = graphs.packed()
+        gem = self.gem_
+        gem._check_compatible(packed)
+        # the packed input side of gem.explain(instances), built without per-instance objects;
+        # node level: the hop-distance labels come from the BFS that cut the computation graphs
+        if graphs.hops is not None:
+            columns = hop_columns(graphs.hops, gem.num_hops).unsqueeze(1)
+        else:
+            columns = gem._label_columns(packed)
+        prepared = PreparedInstances(packed, columns)
+        return torch.cat(list(gem.explain(prepared))).float()
+
+
+def _accepts_batch(model: nn.Module) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature: let the call decide
+        return True
+    return any(p.name == "batch" or p.kind == p.VAR_KEYWORD for p in params)
+
+
+
+def _k_grid(k: Union[int, Sequence[int]]) -> tuple[int, ...]:
+    values = [k] if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else list(k)
+    if not values:
+        raise ValueError("k must be a positive integer or a non-empty sequence of them")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= int(v) <= 1000:
+            raise ValueError(f"k must be a positive integer (at most 1000), got {v!r}")
+    return tuple(sorted({int(v) for v in values}))
+
