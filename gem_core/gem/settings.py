@@ -6,10 +6,10 @@ its auto-encoder is built and trained (learning rate, widths, epochs, decoder, i
 The registry's Gem, the PyG adapter and the ``tune`` sweeps all fit through
 :mod:`gem_core.gem.pipeline` with one of these.
 
-Per-dataset and per-target choices are rows, not fields: a :class:`~gem_core.data.config.DatasetSpec`
-and its :class:`~gem_core.data.config.TargetConfig` each carry a plain mapping ``gem`` of
-overrides, and :meth:`GemSettings.for_dataset` merges the defaults, the dataset's row and the
-target's row into one validated value. Options with a fixed set of values are ``str`` enums
+Per-dataset and per-target choices are rows, not fields: a
+:class:`~gem_core.data.config.DatasetSpec` and its :class:`~gem_core.data.config.TargetConfig`
+each carry a plain mapping ``gem`` of overrides, and :meth:`GemSettings.for_dataset` merges the
+defaults, the dataset's row and the target's row into one validated value. Options with a fixed set of values are ``str`` enums
 (``Decoder("mlp")``, ``Decoder.mlp == "mlp"``), in the style of PyG's
 ``torch_geometric.explain.config``.
 """
@@ -36,7 +36,7 @@ class _Choice(str, Enum):
 
 
 class TargetKind(_Choice):
-    """What the auto-encoder learns (see :func:`gem_core.gem.training_targets.explainer_targets`)."""
+    """What the auto-encoder learns (:func:`gem_core.gem.training_targets.explainer_targets`)."""
 
     weights = "weights"
     graded = "graded"
