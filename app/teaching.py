@@ -65,7 +65,7 @@ _TARGETS = {
 
 
 def describe_gem(spec, target: str = "paper") -> str:
-    """What Gem learns and reads for a dataset's target, from the settings the engine really uses."""
+    """What Gem learns and reads for a dataset's target, from the settings the engine uses."""
     from gem_core.gem.settings import GemSettings
 
     settings = GemSettings.for_dataset(spec, target)

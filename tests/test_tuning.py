@@ -149,7 +149,8 @@ def test_finer_target_budgets_grade_the_order_inside_the_smallest_explanation():
     settings = replace(wb.gem_settings, target_kind="graded", topk_policy="refine")
     coarse = explainer_targets(dist, settings, spec.k_grid, instances=val, black_box=wb.black_box)
     fine_settings = replace(settings, target_ks=tuple(range(1, max(spec.k_grid) + 1)))
-    fine = explainer_targets(dist, fine_settings, spec.k_grid, instances=val, black_box=wb.black_box)
+    fine = explainer_targets(dist, fine_settings, spec.k_grid, instances=val,
+                             black_box=wb.black_box)
     smallest = min(spec.k_grid)
     masks = dist.topk_grid([1, smallest], "refine", instances=val, black_box=wb.black_box)
     for c, f, top1, top_small in zip(coarse, fine, masks[1], masks[smallest]):

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
+from gem_core.gem.distill.segments import segment_ptr
 
 __all__ = [
     "PackedGraphs", "pack", "select", "select_nodes", "select_pairs", "ranges",
@@ -103,12 +104,6 @@ class PackedGraphs:
         return torch.cat([self.pairs, self.pairs.flip(0)], dim=1)
 
 
-def _ptr(counts: Tensor) -> Tensor:
-    ptr = torch.zeros(counts.numel() + 1, dtype=torch.long)
-    torch.cumsum(counts, 0, out=ptr[1:])
-    return ptr
-
-
 def pack(instances: Sequence[Instance]) -> PackedGraphs:
     """Concatenate instances (all node task or all graph task) into one :class:`PackedGraphs`."""
     if len(instances) == 0:
@@ -132,7 +127,7 @@ def pack(instances: Sequence[Instance]) -> PackedGraphs:
         raise ValueError(f"instances have different feature widths: {sorted(widths)}")
     n_counts = torch.tensor(n_list, dtype=torch.long)
     p_counts = torch.tensor(p_list, dtype=torch.long)
-    node_ptr, pair_ptr = _ptr(n_counts), _ptr(p_counts)
+    node_ptr, pair_ptr = segment_ptr(n_counts), segment_ptr(p_counts)
     x = torch.cat(xs, dim=0)
     if x.dtype != torch.float32:
         x = x.float()
@@ -159,7 +154,7 @@ def ranges(starts: Tensor, counts: Tensor) -> Tensor:
     total = int(counts.sum())
     if total == 0:
         return torch.zeros(0, dtype=torch.long)
-    offsets = _ptr(counts)[:-1]
+    offsets = segment_ptr(counts)[:-1]
     return torch.arange(total) + torch.repeat_interleave(starts - offsets, counts)
 
 
@@ -172,7 +167,7 @@ def select(packed: PackedGraphs, index: Tensor) -> PackedGraphs:
     index = index.long()
     n_counts = packed.node_counts()[index]
     p_counts = packed.pair_counts()[index]
-    node_ptr, pair_ptr = _ptr(n_counts), _ptr(p_counts)
+    node_ptr, pair_ptr = segment_ptr(n_counts), segment_ptr(p_counts)
     nodes = ranges(packed.node_ptr[:-1][index], n_counts)
     pair_idx = ranges(packed.pair_ptr[:-1][index], p_counts)
     shift = torch.repeat_interleave(node_ptr[:-1] - packed.node_ptr[:-1][index], p_counts)

@@ -6,10 +6,10 @@ its auto-encoder is built and trained (learning rate, widths, epochs, decoder, i
 The registry's Gem, the PyG adapter and the ``tune`` sweeps all fit through
 :mod:`gem_core.gem.pipeline` with one of these.
 
-Per-dataset and per-target choices are rows, not fields: a :class:`~gem_core.data.config.DatasetSpec`
-and its :class:`~gem_core.data.config.TargetConfig` each carry a plain mapping ``gem`` of
-overrides, and :meth:`GemSettings.for_dataset` merges the defaults, the dataset's row and the
-target's row into one validated value. Options with a fixed set of values are ``str`` enums
+Per-dataset and per-target choices are rows, not fields: a
+:class:`~gem_core.data.config.DatasetSpec` and its :class:`~gem_core.data.config.TargetConfig`
+each carry a plain mapping ``gem`` of overrides, and :meth:`GemSettings.for_dataset` merges the
+defaults, the dataset's row and the target's row into one validated value. Options with a fixed set of values are ``str`` enums
 (``Decoder("mlp")``, ``Decoder.mlp == "mlp"``), in the style of PyG's
 ``torch_geometric.explain.config``.
 """
@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import Any, Union
 
 from gem_core.data.config import DatasetSpec, check_k, target_config
+from gem_core.gem.distill import LABEL_SOURCES, TOPK_POLICIES
 
 
 class _Choice(str, Enum):
@@ -36,7 +37,7 @@ class _Choice(str, Enum):
 
 
 class TargetKind(_Choice):
-    """What the auto-encoder learns (see :func:`gem_core.gem.training_targets.explainer_targets`)."""
+    """What the auto-encoder learns (:func:`gem_core.gem.training_targets.explainer_targets`)."""
 
     weights = "weights"
     graded = "graded"
@@ -44,21 +45,12 @@ class TargetKind(_Choice):
     graded_add = "graded+add"
 
 
-class TopKPolicy(_Choice):
-    """The top-K rule of the distilled masks behind ``graded`` targets
-    (:data:`gem_core.gem.distill.TOPK_POLICIES`)."""
-
-    nosplit = "nosplit"
-    exact = "exact"
-    paper = "paper"
-    refine = "refine"
-
-
-class LabelSource(_Choice):
-    """The label Gem's training distillations are computed against."""
-
-    true = "true"
-    predicted = "predicted"
+#: the top-K rule of the distilled masks behind ``graded`` targets: one member per rule of the
+#: distillation (:data:`gem_core.gem.distill.TOPK_POLICIES`: nosplit, exact, paper, refine)
+TopKPolicy = _Choice("TopKPolicy", [(p, p) for p in TOPK_POLICIES], module=__name__)
+#: the label Gem's training distillations are computed against: one member per label source of
+#: the distillation (:data:`gem_core.gem.distill.LABEL_SOURCES`: true, predicted)
+LabelSource = _Choice("LabelSource", [(s, s) for s in LABEL_SOURCES], module=__name__)
 
 
 class Decoder(_Choice):
@@ -221,10 +213,6 @@ class GemSettings:
         if self.target_ks:
             parts["target_ks"] = list(self.target_ks)
         return parts
-
-    def as_dict(self) -> dict[str, Any]:
-        """Every setting as a plain value (enums as their strings, tuples as lists)."""
-        return {k: list(v) if isinstance(v, tuple) else _plain(v) for k, v in asdict(self).items()}
 
 
 def _plain(value: Any) -> Any:

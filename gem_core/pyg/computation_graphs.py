@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gem_core.data.instances import Instance
-from gem_core.gem.distill import np_segment_arange
+from gem_core.gem.distill import np_segment_arange, segment_ptr
 from gem_core.gem.labeling import PackedGraphs
 
 DENSE_LOOKUP_LIMIT = 4_000_000  # (explained nodes × graph nodes) up to which lookups use a table
@@ -135,10 +135,6 @@ class GraphStructure:
         return int(self.lo.size)
 
 
-def _ptr(counts: np.ndarray) -> Tensor:
-    return torch.from_numpy(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-
-
 def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int], num_hops: int,
                             labels: Optional[Sequence[int]] = None,
                             structure: Optional[GraphStructure] = None) -> ComputationGraphs:
@@ -197,7 +193,8 @@ def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int],
     cols_t = torch.from_numpy(cols)
     x_sub = x.detach()[cols_t.to(x.device)].cpu()
     out = ComputationGraphs(
-        x_sub, torch.from_numpy(local), torch.from_numpy(row_ptr), _ptr(pair_counts),
+        x_sub, torch.from_numpy(local), torch.from_numpy(row_ptr),
+        segment_ptr(torch.from_numpy(pair_counts)),
         torch.from_numpy(target_pos), cols_t, torch.from_numpy(cand), st.edge_pair,
         st.num_pairs, labels, nodes_np.tolist())
     out.hops = torch.from_numpy(hops)
@@ -230,7 +227,8 @@ def graph_computation_graphs(x: Tensor, edge_index: Tensor, batch: Optional[Tens
     order_t = torch.from_numpy(node_order)
     x_sorted = x.detach()[order_t.to(x.device)].cpu()
     return ComputationGraphs(
-        x_sorted, torch.from_numpy(local), _ptr(node_counts), _ptr(pair_counts), None, order_t,
+        x_sorted, torch.from_numpy(local), segment_ptr(torch.from_numpy(node_counts)),
+        segment_ptr(torch.from_numpy(pair_counts)), None, order_t,
         torch.from_numpy(pair_order), torch.from_numpy(edge_pair), int(lo.size), labels,
         list(range(num_graphs)) if indices is None else indices)
 

@@ -33,7 +33,7 @@ from gem_core.gem.distill.engine import distill
 from gem_core.gem.distill.layout import CPU_MAX_EDGES, CUDA_MAX_EDGES
 from gem_core.gem.distill.result import (DISTILL_KIND, DISTILL_VERSION, Distillation,
                                          InstanceDistillation)
-from gem_core.gem.distill.segments import np_segment_arange, segment_arange
+from gem_core.gem.distill.segments import np_segment_arange, segment_arange, segment_ptr
 from gem_core.gem.distill.topk import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
                                        check_topk_policy)
 
@@ -42,5 +42,5 @@ __all__ = [
     "distillation_path", "topk_accuracy", "cross_entropy", "order_key", "check_label_source",
     "TIE_TOL", "TOPK_POLICIES", "DEFAULT_TOPK_POLICY", "ACCURACY_TOPK_POLICY", "check_topk_policy",
     "LabelSource", "LABEL_SOURCES", "DISTILL_KIND", "DISTILL_VERSION", "CPU_MAX_EDGES",
-    "CUDA_MAX_EDGES", "segment_arange", "np_segment_arange",
+    "CUDA_MAX_EDGES", "segment_arange", "np_segment_arange", "segment_ptr",
 ]

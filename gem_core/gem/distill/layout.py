@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance, InstanceBatch
-from gem_core.gem.distill.segments import _exclusive_cumsum, _gather_segments, _ptr, segment_arange
+from gem_core.gem.distill.segments import (_exclusive_cumsum, _gather_segments, segment_arange,
+                                           segment_ptr)
 
 
 # Directed edges per forward pass. On a CPU, chunks that stay cache-resident are fastest
@@ -65,7 +66,7 @@ class _Layout:
             raise ValueError("cannot distill node and graph instances together")
         num_nodes = torch.tensor([inst.num_nodes for inst in instances], dtype=torch.long)
         num_pairs = torch.tensor([inst.num_pairs for inst in instances], dtype=torch.long)
-        node_ptr, pair_ptr = _ptr(num_nodes), _ptr(num_pairs)
+        node_ptr, pair_ptr = segment_ptr(num_nodes), segment_ptr(num_pairs)
         local = torch.cat([inst.pairs.long() for inst in instances], dim=1)
         owner = torch.repeat_interleave(torch.arange(len(instances)), num_pairs)
         pairs = local + node_ptr[:-1][owner]
@@ -127,7 +128,7 @@ class _PrefixBatcher:
 def _build_from(layout: _Layout, ids: Tensor) -> _Layout:
     """The sub-layout of instances ``ids`` (in that order), without a Python loop."""
     nodes, npairs = layout.num_nodes[ids], layout.num_pairs[ids]
-    node_ptr, pair_ptr = _ptr(nodes), _ptr(npairs)
+    node_ptr, pair_ptr = segment_ptr(nodes), segment_ptr(npairs)
     node_src = torch.repeat_interleave(layout.node_ptr[:-1][ids], nodes) + segment_arange(nodes)
     local = _gather_segments(layout.local_pairs.t(), layout.pair_ptr, ids).t()
     owner = torch.repeat_interleave(torch.arange(ids.numel()), npairs)

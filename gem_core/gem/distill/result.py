@@ -14,7 +14,7 @@ from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
 from gem_core.gem.distill.conventions import TIE_TOL
 from gem_core.gem.distill.refine import _refine_flat
-from gem_core.gem.distill.segments import _ptr, segment_arange
+from gem_core.gem.distill.segments import segment_arange, segment_ptr
 from gem_core.gem.distill.topk import DEFAULT_TOPK_POLICY, _fill_flat, _topk_flat, check_topk_policy
 from gem_core.gem.distill.walk import _pair_owner
 
@@ -152,7 +152,7 @@ class Distillation:
                         indices=self.indices[ids_t], labels=self.labels[ids_t],
                         full_loss=self.full_loss[ids_t], greedy_loss=self.greedy_loss[ids_t])
         return Distillation(
-            pairs=self.pairs[:, flat], pair_ptr=_ptr(counts), delta=self.delta[flat],
+            pairs=self.pairs[:, flat], pair_ptr=segment_ptr(counts), delta=self.delta[flat],
             weights=self.weights[flat], kept=self.kept[flat], connected=self.connected,
             label_source=self.label_source, tol=self.tol, dataset=self.dataset,
             seconds=self.seconds, **per_inst)

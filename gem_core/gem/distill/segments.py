@@ -32,7 +32,9 @@ def _exclusive_cumsum(counts: Tensor) -> Tensor:
     return torch.cumsum(counts, 0) - counts
 
 
-def _ptr(counts: Tensor) -> Tensor:
+def segment_ptr(counts: Tensor) -> Tensor:
+    """Segment pointers ``[0, c0, c0 + c1, …]`` (``len(counts) + 1`` entries) of segment sizes:
+    segment ``i`` is ``ptr[i]:ptr[i + 1]`` of the flat tensors."""
     return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
 
 

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from gem_core.gem.distill.conventions import order_key
-from gem_core.gem.distill.segments import _np_segment_order, _ptr, segment_arange
+from gem_core.gem.distill.segments import _np_segment_order, segment_arange, segment_ptr
 from gem_core.gem.distill.walk import _pair_owner, _Walk
 from gem_core.gem.distill.fields import DistillationFields
 
@@ -213,7 +213,7 @@ def _fill_flat(dist: DistillationFields, kept: Tensor, owner: Tensor, k: int) ->
         rank = segment_arange(torch.bincount(cand_owner, minlength=len(dist))[need])
         kept[cand[rank < (k - count[cand_owner])]] = True
         return kept
-    node_ptr = _ptr(dist.num_nodes)
+    node_ptr = segment_ptr(dist.num_nodes)
     node_off = node_ptr[:-1]
     cu = (dist.pairs[0, cand] + node_off[cand_owner]).numpy()
     cv = (dist.pairs[1, cand] + node_off[cand_owner]).numpy()

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from gem_core.gem.distill.components import _chosen_labels, _component_labels
 from gem_core.gem.distill.conventions import order_key
-from gem_core.gem.distill.segments import _np_segment_order, _ptr, np_segment_arange
+from gem_core.gem.distill.segments import _np_segment_order, np_segment_arange, segment_ptr
 from gem_core.gem.distill.fields import DistillationFields
 
 
@@ -53,7 +53,7 @@ class _Walk:
         cand = cand[_np_segment_order(order_key(dist.weights[cand], dist.tol), owner[cand])]
         ids = torch.nonzero(over).view(-1)
         nodes = dist.num_nodes[ids]
-        node_ptr = _ptr(nodes)
+        node_ptr = segment_ptr(nodes)
         local_owner = torch.searchsorted(ids, owner[cand])
         shift = node_ptr[:-1][local_owner]
         u, v = dist.pairs[0, cand] + shift, dist.pairs[1, cand] + shift
