@@ -19,12 +19,10 @@ from typing import Any, Optional
 import streamlit as st
 import torch
 
-from gem_core.data.config import (DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_spec,
-                                  target_names, target_spec)
-from gem_core.runtime.device import configure_threads, resolve_device
-from gem_core.explainers import METHODS, method_spec
-from gem_core.evaluation.reproduce import recorded_fit_seconds
-from gem_core.service.session import Workbench, workbench
+from gem_core.api import (DATASETS, DatasetSpec, DEFAULT_TARGET, METHODS, Workbench,
+                          configure_threads, get_spec, method_spec, molecule_spec,
+                          recorded_fit_seconds, resolve_device, target_names, target_spec,
+                          workbench)
 from components import graph_pyvis, graph_view
 from teaching import Trace, greedy_trace
 from theme import method_title
@@ -94,7 +92,7 @@ def _target_selector(spec: DatasetSpec) -> str:
 def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
     """The targets side by side, from the shipped results: test accuracy and how well Gem's
     explanations find the toxicophores (molecules), so a chemist picks with figures."""
-    from gem_core.evaluation.reproduce import recorded_target_summary
+    from gem_core.api import recorded_target_summary
 
     parts = []
     for name in names:
@@ -224,7 +222,7 @@ def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[st
     """The engine's :func:`gem_core.service.whatif.evaluate_edits` of ``_instance`` (identified by
     ``key``), cached by (instance, edits, methods); ``tokens`` name the explainers used (a refit
     is a new entry). Returns ``(original, outcomes)``; an :class:`EditError` is not cached."""
-    from gem_core.service.whatif import evaluate_edits
+    from gem_core.api import evaluate_edits
 
     return evaluate_edits(_model, _instance, list(edits), list(methods), edge=edge)
 
@@ -236,7 +234,7 @@ def explanation_reading(key: tuple, method: str, k: int, scores: tuple[float, ..
     """The engine's :func:`gem_core.service.reading.read_explanation` of one panel: ``(facts, text)``,
     cached per (instance ``key``, method, K, scores); ``teacher_scores`` are the distilled
     teacher's when the page has them (else the engine distils the instance)."""
-    from gem_core.service.reading import read_explanation
+    from gem_core.api import read_explanation
 
     reading = read_explanation(
         _model, _instance, method, torch.tensor(scores), k, class_names, mol=_mol,
@@ -337,8 +335,8 @@ def distillation_trace(dataset: str, device: str, position: int, digest: str) ->
 def distilled_topk_and_targets(dataset: str, device: str, position: int, digest: str,
                                k: int) -> tuple[list[bool], list[float]]:
     """The engine's distilled top-K of a test instance and Gem's training target for it."""
-    from gem_core.gem.distill import distill
-    from gem_core.gem.training_targets import explainer_targets
+    from gem_core.api import distill
+    from gem_core.api import explainer_targets
 
     wb = get_workbench(dataset, device)
     inst = wb.instances("test")[position]

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from gem_core.gem.distill import TIE_TOL
-from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
-from gem_core.data.instances import Instance
+from gem_core.api import (GreedyStep, Instance, TIE_TOL, reference_distill_one)
 
 
 @dataclass
@@ -66,7 +64,7 @@ _TARGETS = {
 
 def describe_gem(spec, target: str = "paper") -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses."""
-    from gem_core.gem.settings import GemSettings
+    from gem_core.api import GemSettings
 
     settings = GemSettings.for_dataset(spec, target)
     budgets = settings.budgets(spec.k_grid)

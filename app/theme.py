@@ -6,7 +6,7 @@ explicitly. Titles come from the engine's registry; colours are the app's own.
 """
 from __future__ import annotations
 
-from gem_core.explainers import title as _registry_title
+from gem_core.api import title as _registry_title
 
 METHOD_COLORS: dict[str, str] = {
     "gem": "#d62728",

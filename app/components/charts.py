@@ -6,8 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
 
-from gem_core.data.config import get_spec
-from gem_core.evaluation import paper
+from gem_core.api import (get_spec, paper)
 from theme import method_color as _color
 from theme import method_title as _title
 

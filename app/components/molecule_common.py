@@ -6,10 +6,8 @@ import string
 
 import streamlit as st
 
-from gem_core.data.config import get_spec
-from gem_core.service.molecules import (CLASS_NAMES, DATASET, ModelUnavailableError,
-                                        molecule_model, target_checkpoint_available)
-from gem_core.service.session import Workbench
+from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
+                          molecule_model, target_checkpoint_available)
 from state import DATA_HELP, fit_offer, molecule_target, progress_bar, show_error
 from theme import method_title
 
@@ -53,8 +51,7 @@ def offer_fits(model: Workbench, waiting: list[str]) -> None:
 
 def toxicophores(mol) -> dict:
     """The molecule's toxicophore classes (titles) and bonds (atom pairs), from the engine."""
-    from gem_core.chemistry.toxicophores import (TOXICOPHORES, match_toxicophores,
-                                                 toxicophore_bond_mask)
+    from gem_core.api import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     pairs = mol.instance.pairs

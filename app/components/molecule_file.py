@@ -19,11 +19,9 @@ import streamlit as st
 
 from components import molecule_view
 from components.molecule_common import display, literal, load_model, offer_fits, toxicophores
-from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
-from gem_core.explainers import METHODS, method_spec
-from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
-from gem_core.service.screening.runner import check_settings
-from gem_core.service.session import Workbench
+from gem_core.api import (METHODS, MoleculeError, ScreenSettings, Summary, Workbench,
+                          check_settings, csv_table, explain_rows, iter_rows, method_spec,
+                          smiles_to_instance)
 from theme import method_title
 from state import (explainer_token, molecule_target, session_cache, session_value,
                    set_session_value, show_error)
@@ -106,7 +104,7 @@ def _download_bytes(entry: dict, settings: ScreenSettings, name: str) -> tuple[b
 def _result_frame(table) -> pd.DataFrame:
     """The screen's rows as shown: flagged (predicted mutagen) first, by P(mutagen) descending,
     then the other accepted molecules, rejected rows last (input order among equals)."""
-    from gem_core.chemistry.toxicophores import TOXICOPHORES
+    from gem_core.api import TOXICOPHORES
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result")]

@@ -13,11 +13,9 @@ import streamlit as st
 from components import molecule_view, whatif_view
 from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_model, offer_fits,
                                         toxicophores)
-from gem_core.chemistry.convert import fragment_smiles
-from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
-from gem_core.service.molecules import CLASS_NAMES, explain_molecules, suggested_k
-from gem_core.explainers import DEFAULT_TEACHER, method_spec
-from gem_core.service.session import Workbench
+from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
+                          explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
+                          suggested_k)
 from theme import fmt_ms, method_title
 from state import (device_label, explainer_token, explanation_reading, molecule_target,
                    prepare_molecule_k, session_cache, set_molecule_example, show_error,

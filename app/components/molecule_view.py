@@ -7,8 +7,7 @@ from rdkit import Chem, rdBase
 from rdkit.Chem import rdDepictor
 from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.chemistry.convert import without_hydrogens
-from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
+from gem_core.api import (HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer, without_hydrogens)
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,

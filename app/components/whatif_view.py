@@ -21,9 +21,7 @@ from typing import Any, Optional
 import streamlit as st
 import torch
 
-from gem_core.data.ranking import rank_scores, ranked_pairs
-from gem_core.explainers import method_spec
-from gem_core.service.whatif import Edit, EditError
+from gem_core.api import (Edit, EditError, method_spec, rank_scores, ranked_pairs)
 from state import drop_session_value, session_cache, session_value, set_session_value
 
 # (removed pair positions, removed nodes, ranked pair positions, per-pair shown scores or None,
@@ -118,7 +116,7 @@ def edit_token(edges: Sequence[int], nodes: Sequence[int]) -> str:
 def bond_labels(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
     """Readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms ("N5", "H10
     (on C0)"), with the toxicophore each bond or atom belongs to."""
-    from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores
+    from gem_core.api import TOXICOPHORES, match_toxicophores
 
     titles = {t.name: t.title for t in TOXICOPHORES}
     groups = [(titles.get(name, name), set(atoms))

@@ -14,15 +14,13 @@ import pandas as pd
 import streamlit as st
 
 from components import charts
-from gem_core.evaluation import paper
-from gem_core.explainers import METHODS, REPRODUCE_METHODS
-from gem_core.runtime.store import PROJECT_ROOT
+from gem_core.api import (METHODS, PROJECT_ROOT, REPRODUCE_METHODS, paper)
 from state import progress_bar, results_json, run_page, selection, show_error
 from theme import method_title
 
 
 def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
-    from gem_core.evaluation.reproduce import results_path
+    from gem_core.api import results_path
 
     path = results_path(dataset, target)
     if not path.exists():
@@ -147,7 +145,7 @@ def _toxicophore_table(tox: dict[str, Any], methods: list[str]) -> None:
 
 
 def _recompute(sel) -> None:
-    from gem_core.evaluation.reproduce import run_reproduce
+    from gem_core.api import run_reproduce
 
     st.subheader("Recompute", anchor=False)
     methods = st.multiselect("Explainers to evaluate", list(METHODS),

@@ -14,11 +14,8 @@ import streamlit as st
 import torch
 
 from components import graph_static, graph_view, molecule_view, network_view, whatif_view
-from gem_core.data.datasets import DataUnavailableError, GemDataset
-from gem_core.data.ranking import rank_scores
-from gem_core.explainers import DEFAULT_TEACHER, Explanation
-from gem_core.data.instances import Instance
-from gem_core.service.session import Workbench
+from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, GemDataset, Instance,
+                          Workbench, rank_scores)
 from theme import fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
                    explanation_reading, fit_offer, get_workbench, graph_layout, method_ready,
@@ -35,7 +32,7 @@ MODES = ("Index", "Class", "Model right / wrong", "Random")
 # ----------------------------------------------------------------------------- helpers
 
 def _load_target(wb: Workbench):
-    from gem_core.models.targets import cached_target_path, shipped_target_path
+    from gem_core.api import cached_target_path, shipped_target_path
 
     name, target = wb.name, wb.target_name  # the selected target's checkpoint, not the paper's
     if cached_target_path(name, target).exists() or shipped_target_path(name, target).exists():
@@ -170,7 +167,7 @@ def render() -> None:
     hide_h = False
     mol = None
     if is_mol:
-        from gem_core.chemistry.convert import instance_to_mol
+        from gem_core.api import instance_to_mol
 
         hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
                            persist_state="session")

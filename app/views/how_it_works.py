@@ -13,8 +13,7 @@ import streamlit as st
 import torch
 
 from components import charts, graph_view, network_view
-from gem_core.data.datasets import GemDataset
-from gem_core.data.ranking import topk_mask
+from gem_core.api import (GemDataset, topk_mask)
 from state import (distillation_trace, distilled_topk_and_targets, explain_test_instance,
                    explainer_token, get_workbench, graph_layout, method_ready, run_page,
                    selection, show_error)

@@ -11,8 +11,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from gem_core.data.datasets import DataUnavailableError
-from gem_core.service.session import forget_explainer
+from gem_core.api import (DataUnavailableError, forget_explainer)
 from theme import method_title
 from state import (DATA_HELP, get_workbench, pipeline_summary, progress_bar,
                    remember_pipeline_summary, run_page, selection, show_error)
@@ -45,7 +44,7 @@ def _run(sel, refit: bool, full: bool) -> dict:
                    state="complete", expanded=False)
 
     with _stage("2 · Distillation (train and validation splits)") as box:
-        from gem_core.gem.distill import ACCURACY_TOPK_POLICY, topk_accuracy
+        from gem_core.api import ACCURACY_TOPK_POLICY, topk_accuracy
 
         t0 = time.perf_counter()
         with progress_bar("distilling the training split") as progress:
@@ -80,7 +79,7 @@ def _run(sel, refit: bool, full: bool) -> dict:
 
     with _stage("4 · Evaluate") as box:
         t0 = time.perf_counter()
-        from gem_core.evaluation.reproduce import run_reproduce
+        from gem_core.api import run_reproduce
 
         methods = list(sel.methods) or ["gem"]
         with progress_bar("evaluating " + ", ".join(method_title(m) for m in methods)) as p:
