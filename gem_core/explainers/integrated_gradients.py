@@ -42,7 +42,7 @@ from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, fro
 from gem_core.explainers.base import Explainer
 
 #: node rows of one forward pass (instances x steps); bounds the memory, not the result
-MAX_PASS_NODES = 250_000
+MAX_PASS_NODES = 50_000
 
 
 class IntegratedGradientsExplainer(Explainer):
