@@ -91,6 +91,23 @@ class PackedInstances:
         return model(self.x, self.edge_index, **kwargs)
 
 
+def release_masks(model: nn.Module) -> None:
+    """PyG's ``clear_masks``, and the mask slot of every layer back to a plain attribute.
+
+    A layer that once held an ``nn.Parameter`` mask keeps ``_edge_mask`` registered as a
+    parameter, and PyG's ``set_masks`` then wraps any later plain mask in a *new* Parameter, cut
+    from the tensor the caller differentiates (Captum's inputs, our path masks). Dropping the
+    slot keeps every later explainer on the model working."""
+    from torch_geometric.explain.algorithm.utils import clear_masks
+    from torch_geometric.nn import MessagePassing
+
+    clear_masks(model)
+    for module in model.modules():
+        if isinstance(module, MessagePassing) and "_edge_mask" in module._parameters:
+            del module._parameters["_edge_mask"]
+            module._edge_mask = None
+
+
 def pack(instances: list[Instance], takes_edge_attr: bool,
          device: torch.device) -> PackedInstances:
     """Pack ``instances`` (all of one task level) into one :class:`PackedInstances`."""

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
-from gem_core.explainers._packed import PackedInstances, chunks, pack
+from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
 from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
                                       model_config, run_on_instance, takes_edge_attr,
                                       takes_num_graphs)
@@ -89,7 +89,7 @@ class GNNExplainerBaseline(Explainer):
 
     def _optimise(self, packed: PackedInstances, init: Tensor) -> Tensor:
         """The final directed masks of a pack (``sigmoid``, 0 off the hard mask), ``[E]``."""
-        from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+        from torch_geometric.explain.algorithm.utils import set_masks
 
         coeffs = self._all_coeffs()
         size_reduce = coeffs["edge_reduction"]
@@ -123,7 +123,7 @@ class GNNExplainerBaseline(Explainer):
                     size_w = (torch.full_like(ent_w, coeffs["edge_size"]) if size_reduce == "sum"
                               else coeffs["edge_size"] / count[owner].to(mask.dtype))
         finally:
-            clear_masks(self.model)
+            release_masks(self.model)
         out = mask.detach().sigmoid()
         if hard is not None:
             out[~hard] = 0.0
@@ -164,7 +164,7 @@ class GNNExplainerBaseline(Explainer):
         if inst.num_pairs == 0:
             return torch.zeros(0)
         explainer = self._explainer()
-        with torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device]):
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(instance_seed(self.seed, inst))
             expl = run_on_instance(explainer, inst, self.task, self.device,
                                    self._takes_num_graphs, self._takes_edge_attr)

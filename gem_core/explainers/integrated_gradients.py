@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
-from gem_core.explainers._packed import PackedInstances, chunks, pack
+from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
 from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
                                       model_config, run_on_instance, takes_edge_attr,
                                       takes_num_graphs)
@@ -82,7 +82,7 @@ class IntegratedGradientsExplainer(Explainer):
 
     def _integrate(self, packed: PackedInstances) -> Tensor:
         """Attributions of every directed edge of a pack, ``[E]``."""
-        from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+        from torch_geometric.explain.algorithm.utils import set_masks
 
         alphas, weights = self._steps()
         weights = weights.to(self.device)
@@ -96,13 +96,14 @@ class IntegratedGradientsExplainer(Explainer):
             copies = packed.replicate(len(group))
             mask = torch.cat([torch.full((n_edges,), a, device=self.device) for a in group])
             mask.requires_grad_(True)
+            release_masks(self.model)  # no Parameter slot left to wrap the mask in
             set_masks(self.model, mask, copies.edge_index, apply_sigmoid=False)
             try:
                 out = copies.forward(self.model, self.task, self._takes_num_graphs)
                 picked = out.gather(1, target.repeat(len(group)).unsqueeze(1)).sum()
                 (grad,) = torch.autograd.grad(picked, mask)
             finally:
-                clear_masks(self.model)
+                release_masks(self.model)
             scaled = grad.view(len(group), n_edges) * weights[start:start + len(group)].view(-1, 1)
             for row in scaled:  # Captum adds the steps one by one, in order
                 total = row if total is None else total + row
