@@ -139,3 +139,21 @@ def test_instances_without_pairs_get_no_scores():
         assert out[0].numel() == 0 and out[2].numel() == 0
         assert out[1].shape == (insts[0].num_pairs,)
         assert ex.explain([bare])[0].numel() == 0
+
+
+def test_a_mask_parameter_left_on_the_model_does_not_cut_the_gradients():
+    """PyG's GNNExplainer leaves its mask slot registered as a Parameter; IG still differentiates
+    its own path masks afterwards (release_masks), batched or through Captum."""
+    from torch_geometric.explain.algorithm.utils import clear_masks, set_masks
+
+    model, task, insts = CASES["graph"]
+    ex = IntegratedGradientsExplainer(model, task, n_steps=8)
+    fresh = ex.explain(insts[:2])
+    packed = pack(insts[:1], False, torch.device("cpu"))
+    set_masks(ex.model, torch.nn.Parameter(torch.zeros(packed.edge_index.size(1))),
+              packed.edge_index)
+    clear_masks(ex.model)
+    again = ex.explain(insts[:2])
+    assert all(torch.equal(a, b) for a, b in zip(fresh, again))
+    reference = ex.explain_reference(insts[:2])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(again, reference))

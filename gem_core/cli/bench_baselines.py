@@ -1,4 +1,4 @@
-"""``bench baselines``: ms per instance of the batched white-box baselines vs. PyG's per-instance runs.
+"""``bench baselines``: ms per instance of the batched white-box baselines vs. PyG's, per instance.
 
 For every method given (default: every registry method with nothing to fit whose explainer keeps
 PyG's per-instance path as ``explain_reference``: GNNExplainer, Integrated Gradients), in one
