@@ -1,4 +1,4 @@
-"""Integrated Gradients (Sundararajan et al., 2017) PyG's CaptumExplainer, batched.
+"""Integrated Gradients (Sundararajan et al., 2017) on the edge mask, PyG's CaptumExplainer batched.
 
 A gradient attribution common in the GNN-explanation literature: every edge carries a mask value,
 and the attribution of an edge is the path integral of the gradient of the explained class's
