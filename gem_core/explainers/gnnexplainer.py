@@ -20,6 +20,13 @@ the same step. Each instance's initial mask is drawn from its own generator seed
 under that seed up to float32 rounding (checked by ``tests/test_batched_baselines.py``), and does
 not depend on the other instances of the call. :meth:`GNNExplainerBaseline.explain_reference`
 runs PyG's own explainer per instance.
+
+Float32 rounding is all that separates the two, but on a trained target the 100 Adam steps can
+amplify it: on Mutagenicity's test split PyG's own masks, with the initial mask scaled by
+``1 + 1e-6``, keep the same top-25 pairs on 60% of the molecules (mean Jaccard 0.954); the
+batched masks agree with PyG's unperturbed ones more often than that (83%, 0.980;
+``python -m gem_core bench baselines``), and the accuracy cells of ``reproduce`` stay within one
+point.
 """
 from __future__ import annotations
 
