@@ -185,4 +185,6 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
     ("app", _register_app),
     ("screen", lambda sub: __import__("gem_core.cli.bench_screen",
                                       fromlist=["register"]).register(sub)),
+    ("baselines", lambda sub: __import__("gem_core.cli.bench_baselines",
+                                         fromlist=["register"]).register(sub)),
 )

@@ -1,51 +1,158 @@
-"""GNNExplainer (Ying et al., 2019) through PyG, run once per instance on its computation graph."""
+"""GNNExplainer (Ying et al., 2019): PyG's objective, all instances of a call optimised at once.
+
+PyG's ``GNNExplainer`` (``explanation_type='model'``, ``edge_mask_type='object'``, no node mask)
+explains one instance per call: an edge-mask logit per directed edge, drawn
+``randn(E) * gain('relu') * sqrt(2 / (2 N))``, ``epochs`` Adam steps (``lr``) on
+
+    cross_entropy(prediction, model's class)                          (every epoch)
+    + edge_size * reduce(sigmoid(mask)[hard]) + edge_ent * mean(entropy(sigmoid(mask)[hard]))
+
+where ``hard`` (the edges whose mask got a non-zero gradient in the first epoch, i.e. the edges
+the prediction depends on) exists from the second epoch on; the answer is ``sigmoid(mask)`` with
+the non-``hard`` edges set to 0.
+
+:class:`GNNExplainerBaseline` packs the instances into one disjoint graph
+(:mod:`gem_core.explainers._packed`) and optimises the concatenated mask with ONE Adam: the loss
+is the *sum over instances* of each instance's loss above, with its own ``reduce`` and its own
+entropy mean, so each mask entry gets the gradient it gets alone, and Adam, element-wise, makes
+the same step. Each instance's initial mask is drawn from its own generator seeded with
+:func:`instance_seed`, with PyG's shape and scale, so the result matches PyG's per-instance run
+under that seed up to float32 rounding (checked by ``tests/test_batched_baselines.py``), and does
+not depend on the other instances of the call. :meth:`GNNExplainerBaseline.explain_reference`
+runs PyG's own explainer per instance.
+
+Float32 rounding is all that separates the two, but on a trained target the 100 Adam steps can
+amplify it: on Mutagenicity's test split PyG's own masks, with the initial mask scaled by
+``1 + 1e-6``, keep the same top-25 pairs on 60% of the molecules (mean Jaccard 0.954); the
+batched masks agree with PyG's unperturbed ones more often than that (83%, 0.980;
+``python -m gem_core bench baselines``), and the accuracy cells of ``reproduce`` stay within one
+point.
+"""
 from __future__ import annotations
 
+from math import sqrt
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
+from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
 from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
                                       model_config, run_on_instance, takes_edge_attr,
                                       takes_num_graphs)
 from gem_core.explainers.base import Explainer, instance_seed
 
+#: nodes of one packed optimisation (larger calls are cut into packs of at most this many)
+MAX_PACK_NODES = 60_000
+
 
 class GNNExplainerBaseline(Explainer):
-    """PyG ``GNNExplainer`` on each instance's computation graph (nothing to fit).
+    """PyG's ``GNNExplainer`` objective on each instance's computation graph, batched.
 
-    ``explanation_type='model'`` (explains the model's own prediction), ``edge_mask_type=
-    'object'``, no node-feature mask. Node task: ``index=instance.target``; graph task:
-    ``batch`` of zeros. Each instance is seeded with :func:`instance_seed` inside a forked RNG,
-    so results are reproducible and independent of the list order.
+    Node task: the explained node is ``instance.target``; graph task: the instance is one graph.
+    Results are reproducible and independent of the list order (per-instance seeds).
 
     Args:
         model: the target's ``nn.Module`` (deep-copied, frozen).
         task: ``"node"`` or ``"graph"``.
         epochs, lr: GNNExplainer optimisation (PyG defaults 100 / 0.01).
-        coeffs: overrides of GNNExplainer's regularisation coefficients (instance-level in PyG).
+        coeffs: overrides of PyG's ``GNNExplainer.default_coeffs`` (instance-level).
         reduce: pair score from the two directed mask values (``"max"`` or ``"mean"``).
+        max_pack_nodes: memory bound of one packed optimisation (does not change the results).
     """
 
     name = "gnnexplainer"
 
     def __init__(self, model: nn.Module, task: str, epochs: int = 100, lr: float = 0.01,
                  seed: int = 0, reduce: Reduce = "max", coeffs: Optional[dict] = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", max_pack_nodes: int = MAX_PACK_NODES):
         self.task = check_task(task)
         self.device = resolve_device(device)
         self.model = frozen_copy(model, self.device)
         self.epochs, self.lr, self.seed, self.reduce = int(epochs), float(lr), int(seed), reduce
         self.coeffs = dict(coeffs or {})
+        self.max_pack_nodes = int(max_pack_nodes)
         self.fit_seconds_ = 0.0
         self.explain_seconds_ = 0.0
         self._takes_num_graphs = takes_num_graphs(self.model)
         self._takes_edge_attr = takes_edge_attr(self.model)
 
+    # -- the batched optimisation
+    def _all_coeffs(self) -> dict:
+        from torch_geometric.explain import GNNExplainer
+
+        return {**GNNExplainer.default_coeffs, **self.coeffs}
+
+    def initial_mask(self, inst: Instance) -> Tensor:
+        """PyG's initial edge-mask logits of ``inst`` under its :func:`instance_seed`:
+        ``randn(2P) * gain('relu') * sqrt(2 / (2 N))`` from a generator of its own."""
+        gen = torch.Generator(device=self.device).manual_seed(instance_seed(self.seed, inst))
+        std = torch.nn.init.calculate_gain("relu") * sqrt(2.0 / (2 * inst.num_nodes))
+        return torch.randn(2 * inst.num_pairs, generator=gen, device=self.device) * std
+
+    def _optimise(self, packed: PackedInstances, init: Tensor) -> Tensor:
+        """The final directed masks of a pack (``sigmoid``, 0 off the hard mask), ``[E]``."""
+        from torch_geometric.explain.algorithm.utils import set_masks
+
+        coeffs = self._all_coeffs()
+        size_reduce = coeffs["edge_reduction"]
+        if size_reduce not in ("sum", "mean"):
+            raise ValueError(f"edge_reduction must be 'sum' or 'mean', not {size_reduce!r}")
+        eps = coeffs["EPS"]
+        with torch.no_grad():
+            target = packed.forward(self.model, self.task, self._takes_num_graphs).argmax(-1)
+        mask = nn.Parameter(init.clone())
+        optimizer = torch.optim.Adam([mask], lr=self.lr)
+        hard: Optional[Tensor] = None
+        size_w = ent_w = owner = None
+        set_masks(self.model, mask, packed.edge_index, apply_sigmoid=True)
+        try:
+            for epoch in range(self.epochs):
+                optimizer.zero_grad()
+                y_hat = packed.forward(self.model, self.task, self._takes_num_graphs)
+                loss = F.cross_entropy(y_hat, target, reduction="sum")
+                if hard is not None:
+                    m = mask[hard].sigmoid()
+                    ent = -m * torch.log(m + eps) - (1 - m) * torch.log(1 - m + eps)
+                    loss = loss + (size_w * m).sum() + (ent_w * ent).sum()
+                loss.backward()
+                optimizer.step()
+                if epoch == 0:
+                    hard = mask.grad != 0.0
+                    owner = packed.edge_owner[hard]
+                    # each instance's mean over its own hard edges (PyG's per-instance reduce)
+                    count = torch.bincount(owner, minlength=packed.num_instances).clamp(min=1)
+                    ent_w = coeffs["edge_ent"] / count[owner].to(mask.dtype)
+                    size_w = (torch.full_like(ent_w, coeffs["edge_size"]) if size_reduce == "sum"
+                              else coeffs["edge_size"] / count[owner].to(mask.dtype))
+        finally:
+            release_masks(self.model)
+        out = mask.detach().sigmoid()
+        if hard is not None:
+            out[~hard] = 0.0
+        return out
+
+    def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
+        out: list[Tensor] = [torch.zeros(0) for _ in instances]
+        todo = [i for i, inst in enumerate(instances) if inst.num_pairs > 0]
+        groups = chunks([instances[i] for i in todo], self.max_pack_nodes)
+        done = 0
+        for group in groups:
+            members = [instances[todo[j]] for j in group]
+            packed = pack(members, self._takes_edge_attr, self.device)
+            init = torch.cat([self.initial_mask(inst) for inst in members])
+            masks = packed.split(self._optimise(packed, init))
+            for j, inst, m in zip(group, members, masks):
+                out[todo[j]] = directed_to_pairs(m, inst.num_pairs, self.reduce)
+            done += len(group)
+            report(progress, done / max(len(todo), 1), f"instance {done}/{len(todo)}")
+        return out
+
+    # -- PyG's own explainer, one instance per call (the reference)
     def _explainer(self):
         from torch_geometric.explain import Explainer as PyGExplainer, GNNExplainer
 
@@ -59,7 +166,8 @@ class GNNExplainerBaseline(Explainer):
         )
 
     def explain_one(self, inst: Instance) -> Tensor:
-        """Scores of one instance (one GNNExplainer optimisation)."""
+        """Scores of one instance by PyG's ``GNNExplainer`` itself, seeded with
+        :func:`instance_seed` inside a forked RNG (the reference of the batched path)."""
         if inst.num_pairs == 0:
             return torch.zeros(0)
         explainer = self._explainer()
@@ -69,9 +177,6 @@ class GNNExplainerBaseline(Explainer):
                                    self._takes_num_graphs, self._takes_edge_attr)
         return directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce)
 
-    def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
-        out = []
-        for i, inst in enumerate(instances):
-            out.append(self.explain_one(inst))
-            report(progress, (i + 1) / max(len(instances), 1), f"instance {i + 1}/{len(instances)}")
-        return out
+    def explain_reference(self, instances: list[Instance]) -> list[Tensor]:
+        """:meth:`explain_one` of every instance (PyG, one optimisation per instance)."""
+        return [self.explain_one(inst) for inst in instances]

@@ -105,14 +105,15 @@ _ROWS: tuple[MethodSpec, ...] = (
                            "label-free explainer of the model can imitate"),
     MethodSpec("gnnexplainer", "GNNExplainer", _gnnexplainer, needs_fit=False, batched=False,
                in_reproduce=True, settings={"epochs": 100, "lr": 0.01},
-               description="PyG's GNNExplainer, one mask optimisation per instance"),
+               description="PyG's GNNExplainer objective, one mask per instance, all of a batch "
+                           "optimised together"),
     MethodSpec("pgexplainer", "PGExplainer", _pgexplainer, needs_fit=True, batched=True,
                in_reproduce=True, settings={"epochs": 30, "lr": 0.003},
                description="PyG's PGExplainer, an edge MLP trained on the training instances"),
     MethodSpec("integrated_gradients", "Integrated Gradients", _integrated_gradients,
                needs_fit=False, batched=False, in_reproduce=True, settings={"n_steps": 50},
-               description="Captum's Integrated Gradients on the edge mask (through PyG's "
-                           "CaptumExplainer), one attribution per instance"),
+               description="Captum's Integrated Gradients on the edge mask (as PyG's "
+                           "CaptumExplainer), all instances and path steps of a batch together"),
     MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
                settings={"seed": 0}, description="uniform random scores (the floor)"),
 )
