@@ -77,20 +77,6 @@ def add_json_arg(parser: Any) -> None:
                         help="also write the results as JSON to PATH ('-' for stdout)")
 
 
-def check_input_file(path: str, what: str = "input file") -> None:
-    """Refuse a missing or unreadable input file with one line (``-`` is stdin: accepted)."""
-    import os
-
-    if path == "-":
-        return
-    if not os.path.exists(path):
-        raise ValueError(f"{what} {path!r} does not exist.")
-    if os.path.isdir(path):
-        raise ValueError(f"{what} {path!r} is a directory, not a file.")
-    if not os.access(path, os.R_OK):
-        raise ValueError(f"{what} {path!r} cannot be read (permission denied).")
-
-
 def progress_bar(args: argparse.Namespace, label: str, quiet: bool = False) -> AbstractContextManager:
     """A tqdm progress bar on stderr (off with ``--no-progress`` or ``quiet``)."""
     from gem_core.runtime.progress import tqdm_progress
