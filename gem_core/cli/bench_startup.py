@@ -5,12 +5,15 @@ Each case is a fresh ``python -m gem_core ...`` process, timed from start to exi
 argument, an ``explain`` of an invalid SMILES and ``explain`` of nitrobenzene (target and Gem
 explainer loaded from the cache, one explanation). Each quick case is run once more with
 ``-X importtime`` to show whether it imported torch. The load average is printed: on shared cores
-the times are only comparable within one run.
+wall times are only comparable within one run, so the CPU seconds of each process (user + system,
+which a busy machine inflates far less) are printed beside them; with ``--baseline DIR`` the
+same commands of another checkout run interleaved with these.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,15 +60,21 @@ def _command(root: str, argv: tuple[str, ...], *flags: str) -> subprocess.Comple
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def _timed(root: str, case: Case) -> float:
-    """Seconds of one whole process; its exit status is checked."""
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(root: str, case: Case) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole process; its exit status is checked."""
+    cpu = _cpu_of_children()
     start = time.perf_counter()
     proc = _command(root, case.argv)
     seconds = time.perf_counter() - start
     if proc.returncode != case.status:
         raise ValueError(f"`python -m gem_core {' '.join(case.argv)}` in {root} exited with "
                          f"{proc.returncode}, expected {case.status}: {proc.stderr.strip()[-300:]}")
-    return seconds
+    return seconds, _cpu_of_children() - cpu
 
 
 def _heavy_imports(root: str, case: Case) -> list[str]:
@@ -76,8 +85,10 @@ def _heavy_imports(root: str, case: Case) -> list[str]:
     return [m for m in HEAVY if m in names]
 
 
-def _summary(times: list[float]) -> dict[str, Any]:
-    return {"median_s": statistics.median(times), "times_s": times}
+def _summary(runs: list[tuple[float, float]]) -> dict[str, Any]:
+    wall, cpu = [w for w, _ in runs], [c for _, c in runs]
+    return {"median_s": statistics.median(wall), "times_s": wall,
+            "median_cpu_s": statistics.median(cpu), "cpu_s": cpu}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {"repeats": args.repeats, "roots": roots, "cases": {}}
     met = True
     for case in CASES:
-        times: dict[str, list[float]] = {which: [] for which in roots}
+        times: dict[str, list[tuple[float, float]]] = {which: [] for which in roots}
         for which, root in roots.items():
             _timed(root, case)  # warm-up
         for _ in range(args.repeats):  # interleaved, so a load change hits both alike
@@ -104,16 +115,21 @@ def run(args: argparse.Namespace) -> int:
                 times[which].append(_timed(root, case))
         row: dict[str, Any] = {"argv": list(case.argv), "goal_s": case.goal,
                                **{which: _summary(t) for which, t in times.items()}}
-        median = row["this"]["median_s"]
-        line = f"  {case.name:<28} {median:6.2f} s"
+        median, cpu = row["this"]["median_s"], row["this"]["median_cpu_s"]
+        line = f"  {case.name:<28} {median:6.2f} s (cpu {cpu:5.2f} s)"
         if case.goal is not None:
             row["meets_goal"] = median <= case.goal
+            row["meets_goal_cpu"] = cpu <= case.goal
             met = met and row["meets_goal"]
-            line += f"  (goal <= {case.goal:.1f} s: {'met' if row['meets_goal'] else 'NOT met'})"
+            verdict = {True: "met", False: "NOT met"}
+            line += (f"  (goal <= {case.goal:.1f} s: wall {verdict[row['meets_goal']]}, "
+                     f"cpu {verdict[row['meets_goal_cpu']]})")
         if "baseline" in row:
-            base = row["baseline"]["median_s"]
+            base, base_cpu = row["baseline"]["median_s"], row["baseline"]["median_cpu_s"]
             row["speedup"] = base / median
-            line += f"  baseline {base:6.2f} s = {row['speedup']:.1f}x"
+            row["cpu_speedup"] = base_cpu / cpu
+            line += (f"  baseline {base:6.2f} s (cpu {base_cpu:5.2f} s) = {row['speedup']:.1f}x "
+                     f"(cpu {row['cpu_speedup']:.1f}x)")
         if case.light:
             row["imports"] = _heavy_imports(roots["this"], case)
             line += f"  imports: {', '.join(row['imports']) or 'no torch'}"
