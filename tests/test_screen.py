@@ -177,6 +177,49 @@ def test_kill_9_then_resume_gives_the_uninterrupted_output(tmp_path):
     assert pq.read_table(out).num_rows == 2000 and not parts.exists()
 
 
+def test_workers_end_with_a_killed_screen_and_the_run_resumes(tmp_path):
+    """kill -9 of a 2-worker screen: no process of the run outlives it by 10 s; started again,
+    it resumes and writes the bytes of an uninterrupted run."""
+    psutil = pytest.importorskip("psutil")
+    src = _nci_rows(tmp_path, 400)
+    args = ["--chunk-size", "20", "--workers", "2", "--device", "cpu", "--no-progress"]
+    out = tmp_path / "run.parquet"
+    parts = tmp_path / "run.parquet.parts"
+    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "gem_core", "screen", str(src), "--out",
+                             str(out), *args], cwd=PROJECT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(proc.pid)
+    seen: dict[int, "psutil.Process"] = {}  # every descendant ever seen (Process guards pid reuse)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        assert proc.poll() is None, "the run ended before it could be killed"
+        try:
+            for child in parent.children(recursive=True):
+                seen.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:  # pragma: no cover
+            break
+        if len(seen) >= 2 and any(parts.glob("chunk-*.parquet")):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(seen) >= 2, "no worker processes were seen"
+    _, alive = psutil.wait_procs(list(seen.values()), timeout=10)
+    for p in alive:  # do not leave them behind when the assertion fails
+        p.kill()
+    assert not alive, f"{len(alive)} process(es) of the killed run still alive after 10 s"
+    finished = len(list(parts.glob("chunk-*.parquet")))
+    assert 1 <= finished < 20 and not out.exists()
+
+    again = _run_cli("screen", str(src), "--out", str(out), *args)
+    assert again.returncode == 0, again.stderr
+    assert f"resumed: {finished} of 20 chunks" in again.stderr
+    reference = tmp_path / "ref.parquet"  # uninterrupted, here (same bytes as the CLI's)
+    screen(src, reference, ScreenSettings(), workers=2, chunk_size=20)
+    assert out.read_bytes() == reference.read_bytes()
+
+
 def test_other_settings_do_not_mix_into_an_unfinished_run(tmp_path):
     src = _nci_rows(tmp_path, 40)
     out = tmp_path / "o.parquet"

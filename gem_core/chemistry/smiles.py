@@ -12,17 +12,21 @@ stripped, or its largest fragment when that option is used).
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import torch
 from rdkit import Chem, rdBase
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
-from gem_core.data.datasets import BOND_ORDERS, MUTAGENICITY_ATOMS
-from gem_core.data.instances import Instance
+from gem_core.data.config import get_spec
+
+if TYPE_CHECKING:
+    import torch
+
+    from gem_core.data.instances import Instance
 
 __all__ = [
     "MoleculeError", "MoleculeInstance", "EXAMPLE_SMILES", "DEFAULT_MAX_ATOMS",
@@ -34,12 +38,23 @@ DEFAULT_MAX_ATOMS = 200
 #: Molecules above this many atoms (incl. H) are rarer than 38 of the 4,337 training graphs.
 LARGE_MOLECULE_ATOMS = 100
 
+# gem_core.data.datasets.MUTAGENICITY_ATOMS, read from the dataset row: this module (and so the
+# rejection of a bad SMILES) loads without torch and PyG, which only a valid molecule needs.
+MUTAGENICITY_ATOMS: tuple[str, ...] = get_spec(DATASET).atom_symbols
 _BOND_LABEL = {Chem.BondType.SINGLE: 0, Chem.BondType.DOUBLE: 1, Chem.BondType.TRIPLE: 2}
-assert len(_BOND_LABEL) == len(BOND_ORDERS)
 _ATOM_COLUMN = {s: i for i, s in enumerate(MUTAGENICITY_ATOMS)}
-# Rows of these are the one-hot node / edge features (``index_select`` copies them).
-_ATOM_ONE_HOT = torch.eye(len(MUTAGENICITY_ATOMS))
-_BOND_ONE_HOT = torch.eye(len(BOND_ORDERS))
+
+
+@functools.lru_cache(maxsize=None)
+def _one_hot_tables() -> tuple[torch.Tensor, torch.Tensor]:
+    """The atom and bond one-hot tables (rows are node / edge features; ``index_select`` copies
+    them), made on first use so that parsing and rejecting a SMILES needs no torch."""
+    import torch
+
+    from gem_core.data.datasets import BOND_ORDERS
+
+    assert len(_BOND_LABEL) == len(BOND_ORDERS)
+    return torch.eye(len(MUTAGENICITY_ATOMS)), torch.eye(len(BOND_ORDERS))
 
 #: Example molecules for the app (name -> SMILES); every one converts with smiles_to_instance.
 EXAMPLE_SMILES: dict[str, str] = {
@@ -258,6 +273,8 @@ def _charge_warnings(mol: Chem.Mol, atoms: Optional[list[Chem.Atom]] = None) -> 
 
 def _one_hot(table: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
     """A new ``[len(rows), k]`` tensor of one-hot rows (in the default dtype, like torch.zeros)."""
+    import torch
+
     if table.dtype != torch.get_default_dtype():  # the default dtype changed after import
         table = table.to(torch.get_default_dtype())
     return table.index_select(0, torch.tensor(rows))
@@ -356,12 +373,17 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         warnings.append(f"{n} atoms including hydrogens: larger than all but 38 of the 4,337 "
                         f"training molecules, so the prediction is less reliable.")
 
+    import torch
+
+    from gem_core.data.instances import Instance
+
+    atom_one_hot, bond_one_hot = _one_hot_tables()
     columns.extend([_ATOM_COLUMN["H"]] * (n - n0))
-    x = _one_hot(_ATOM_ONE_HOT, columns)
+    x = _one_hot(atom_one_hot, columns)
     bonds.sort()
     us, vs, labels, bond_idx = zip(*bonds)
     pairs = torch.tensor([us, vs], dtype=torch.long)
-    edge_attr = _one_hot(_BOND_ONE_HOT, labels)
+    edge_attr = _one_hot(bond_one_hot, labels)
 
     inst = Instance(x=x, pairs=pairs, y=-1, target=None, edge_attr=edge_attr, dataset=DATASET, index=-1)
     return MoleculeInstance(

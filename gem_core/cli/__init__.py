@@ -4,6 +4,11 @@ The top layer beside the app: it may import any engine layer. Each subcommand li
 :mod:`gem_core.cli` as a module with ``register(subparsers)`` (``common`` holds their shared set-up);
 library errors (unknown dataset, missing data, bad K, bad checkpoint, bad SMILES) become one
 clear line on stderr and exit status 2, never a traceback.
+
+Start-up is kept light: command modules import argparse-level things only (names come from the
+dataset rows and the explainer registry, which load without torch), a command's ``check`` refuses
+bad input (missing files, invalid SMILES) before its ``run`` imports the engine, so ``--help``
+and input errors answer in a fraction of a second.
 """
 from __future__ import annotations
 
@@ -43,25 +48,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    """The library errors shown as one line. Read from the modules already imported only: an
+    exception can only be of a class that was loaded, and ``--help`` should not load the engine."""
+    found: list[type[BaseException]] = [UserError, ValueError]
+    for module, name in (("gem_core.data.config", "UnknownDatasetError"),
+                         ("gem_core.data.datasets", "DataUnavailableError"),
+                         ("gem_core.runtime.store", "ArtifactError")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            found.append(getattr(loaded, name))
+    return tuple(found)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from gem_core.data.config import UnknownDatasetError
-    from gem_core.data.datasets import DataUnavailableError
-    from gem_core.runtime.store import ArtifactError
-
-    from gem_core.runtime.device import configure_threads
-
+    """Parse, check the input (no torch yet), set the threads, run; library errors -> one line."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)  # bad input is refused before the engine (torch, PyG) is imported
         if hasattr(args, "threads"):
+            from gem_core.runtime.device import configure_threads
+
             configure_threads(args.threads)
         return int(args.func(args) or 0)
-    except (UserError, UnknownDatasetError, DataUnavailableError, ArtifactError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not isinstance(exc, _user_error_types()):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

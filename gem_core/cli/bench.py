@@ -37,7 +37,7 @@ def _run_app(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="performance benchmarks (bench distill, ...)",
+    p = sub.add_parser("bench", help="performance benchmarks (bench distill, bench startup, ...)",
                        description="Performance benchmarks of the engine.")
     bench_sub = p.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for _, register_benchmark in BENCHMARKS:
@@ -187,4 +187,6 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
                                       fromlist=["register"]).register(sub)),
     ("baselines", lambda sub: __import__("gem_core.cli.bench_baselines",
                                          fromlist=["register"]).register(sub)),
+    ("startup", lambda sub: __import__("gem_core.cli.bench_startup",
+                                       fromlist=["register"]).register(sub)),
 )

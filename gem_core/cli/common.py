@@ -2,7 +2,8 @@
 
 A subcommand module has ``register(subparsers)``, which calls :func:`add_command` and adds its
 own options, and ``run(args) -> int``. :func:`gem_core.cli.main` applies ``--threads`` before
-``run`` is called and turns library errors into one line and exit status 2.
+``run`` is called (after the command's optional ``check``) and turns library errors into one
+line and exit status 2. Nothing here imports torch: see :mod:`gem_core.cli`.
 """
 from __future__ import annotations
 
@@ -21,12 +22,16 @@ DatasetArg = Union[bool, Literal["optional"]]
 
 def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
                 doc: str | None = None, *, help: str | None = None, description: str | None = None,
-                dataset: DatasetArg = True, **parser_kwargs: Any) -> argparse.ArgumentParser:
+                dataset: DatasetArg = True,
+                check: Callable[[argparse.Namespace], None] | None = None,
+                **parser_kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
     ``--no-progress`` and ``--json``; the command's own options are added to the returned parser.
 
     ``doc`` (a command module's docstring) gives both texts: its first line is the ``--help``
-    summary, the whole of it the description (shown as written).
+    summary, the whole of it the description (shown as written). ``check(args)``, when given,
+    validates the input cheaply (raising a library error) before the threads are set and
+    ``run`` imports the engine.
     """
     if doc is not None:
         first = doc.strip().splitlines()[0].rstrip(".")
@@ -39,7 +44,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argpa
     common = p.add_argument_group("common options")
     add_runtime_args(common)
     add_json_arg(common)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check=check)
     return p
 
 
@@ -53,11 +58,13 @@ def add_target_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--dataset NAME``, one of the dataset rows."""
     parser.add_argument("--dataset", required=required, metavar="NAME",
                         help=f"one of: {', '.join(DATASETS)}")
 
 
 def add_runtime_args(parser: Any) -> None:
+    """``--device``, ``--threads`` and ``--no-progress``."""
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)")
@@ -65,6 +72,7 @@ def add_runtime_args(parser: Any) -> None:
 
 
 def add_json_arg(parser: Any) -> None:
+    """``--json PATH``."""
     parser.add_argument("--json", metavar="PATH", default=None,
                         help="also write the results as JSON to PATH ('-' for stdout)")
 
@@ -77,6 +85,7 @@ def progress_bar(args: argparse.Namespace, label: str, quiet: bool = False) -> A
 
 
 def write_json(obj: Any, target: str | None) -> None:
+    """Write ``obj`` as JSON to ``target`` ('-': stdout; None: nowhere)."""
     if not target:
         return
     if target == "-":

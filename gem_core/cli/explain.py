@@ -18,7 +18,7 @@ from gem_core.cli.common import add_command, add_target_arg, progress_bar, write
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "explain", run, __doc__, dataset=False)
+    p = add_command(sub, "explain", run, __doc__, dataset=False, check=check)
     p.add_argument("--smiles", required=True, help="the molecule, e.g. 'O=[N+]([O-])c1ccccc1'")
     p.add_argument("--k", type=int, default=None,
                    help="number of explanation bonds (default: the paper's default K for "
@@ -31,15 +31,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_arg(p)
 
 
-def run(args: argparse.Namespace) -> int:
+def check(args: argparse.Namespace) -> None:
+    """Refuse a bad SMILES or K before any model is loaded or a progress bar is drawn (a SMILES
+    the app rejects is refused by RDKit alone, without importing torch)."""
     from gem_core.chemistry.smiles import smiles_to_instance
     from gem_core.data.config import check_k
-    from gem_core.service.molecules import explain_smiles
 
-    # Validate the input before any model is loaded or a progress bar is drawn.
-    smiles_to_instance(args.smiles)
     if args.k is not None:
         check_k(args.k)
+    smiles_to_instance(args.smiles)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gem_core.service.molecules import explain_smiles
+
     quiet = args.json == "-"
     if args.remove_bonds is not None:
         return _run_edited(args, quiet)

@@ -25,6 +25,10 @@ import sys
 from gem_core.explainers import BATCH_METHODS
 from gem_core.cli.common import add_command, add_target_arg, write_json
 
+# gem_core.service.screening.runner.DEFAULT_CHUNK_SIZE, repeated so that --help starts without
+# torch (tests/test_startup.py checks that they agree)
+DEFAULT_CHUNK_SIZE = 2000
+
 
 def _positive(text: str) -> int:
     try:
@@ -37,9 +41,7 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from gem_core.service.screening import DEFAULT_CHUNK_SIZE
-
-    p = add_command(sub, "screen", run, __doc__, dataset=False)
+    p = add_command(sub, "screen", run, __doc__, dataset=False, check=check)
     p.add_argument("input", metavar="INPUT", help="a .smi / .csv / .tsv file, or - for stdin")
     p.add_argument("--out", required=True, metavar="OUTPUT",
                    help="result file: .parquet (or .pq) or .csv")
@@ -64,6 +66,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`ray start --head`), or on a local one without ADDRESS")
     p.add_argument("--restart", action="store_true",
                    help="discard an unfinished earlier run of OUTPUT instead of resuming it")
+
+
+def check(args: argparse.Namespace) -> None:
+    """Refuse a missing input file before the engine is imported (the reader's message)."""
+    from gem_core.service.screening.reader import open_source
+
+    if args.input != "-":
+        open_source(args.input).close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,14 +11,12 @@
 To add a method: write its module (subclass :class:`Explainer`, implement ``_explain`` and, if
 it learns, ``_fit``), add its row to :mod:`registry` and its colour to ``app/theme.py``.
 """
-from gem_core.explainers.base import (Explainer, ExplainerContext, Explanation,
-                                      NotFittedError, instance_seed)
-from gem_core.explainers.registry import (BATCH_METHODS, DEFAULT_TEACHER, METHODS, REGISTRY,
-                                          REPRODUCE_METHODS, MethodSpec, UnknownMethodError,
-                                          check_method, method_spec, title)
+from gem_core.runtime.lazy import lazy_exports
 
-__all__ = [
-    "Explainer", "Explanation", "ExplainerContext",
-    "NotFittedError", "instance_seed", "MethodSpec", "REGISTRY", "METHODS", "REPRODUCE_METHODS",
-    "UnknownMethodError", "check_method", "method_spec", "title", "BATCH_METHODS", "DEFAULT_TEACHER",
-]
+# Loaded on first use, so the registry's names come without torch: the CLI's ``--method``
+# choices and ``--help`` do not pay for importing the engine.
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "base": ("Explainer", "Explanation", "ExplainerContext", "NotFittedError", "instance_seed"),
+    "registry": ("MethodSpec", "REGISTRY", "METHODS", "REPRODUCE_METHODS", "UnknownMethodError",
+                 "check_method", "method_spec", "title", "BATCH_METHODS", "DEFAULT_TEACHER"),
+})

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from gem_core.explainers.base import Explainer, ExplainerContext
+if TYPE_CHECKING:  # annotations only: the names load without torch (the CLI's --method choices)
+    from gem_core.explainers.base import Explainer, ExplainerContext
 
 
 class UnknownMethodError(ValueError):

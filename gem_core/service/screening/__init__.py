@@ -5,11 +5,13 @@
 :mod:`.chunk` (the chunk function and the output schema), :mod:`.output` (chunk files, manifest,
 compaction), :mod:`.runner` (the run: this process, worker processes or Ray).
 """
-from gem_core.service.screening.chunk import SCHEMA, ScreenSettings, explain_rows
-from gem_core.service.screening.output import Summary, csv_table
-from gem_core.service.screening.reader import InputRow, iter_rows
-from gem_core.service.screening.runner import (DEFAULT_CHUNK_SIZE, ScreenResult, default_workers,
-                                               screen)
+from gem_core.runtime.lazy import lazy_exports
 
-__all__ = ["SCHEMA", "ScreenSettings", "explain_rows", "Summary", "csv_table", "InputRow",
-           "iter_rows", "DEFAULT_CHUNK_SIZE", "ScreenResult", "default_workers", "screen"]
+# Loaded on first use: the reader (and its missing-file message) without the chunk function's
+# torch and pyarrow, for the CLI's input check.
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "chunk": ("SCHEMA", "ScreenSettings", "explain_rows"),
+    "output": ("Summary", "csv_table"),
+    "reader": ("InputRow", "iter_rows"),
+    "runner": ("DEFAULT_CHUNK_SIZE", "ScreenResult", "default_workers", "screen"),
+})

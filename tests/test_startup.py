@@ -1,0 +1,131 @@
+"""The CLI answers ``--help``, argument errors, invalid SMILES and missing files without importing
+torch or PyG (whole processes, ``-X importtime``), and the light copies it reads agree with the
+engine's facts."""
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "torch_geometric")
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    """``python -X importtime -m gem_core ARGV`` from the checkout."""
+    return subprocess.run([sys.executable, "-X", "importtime", "-m", "gem_core", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _imported(stderr: str) -> set[str]:
+    """Top-level package names in ``-X importtime`` output."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    return names
+
+
+def _messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("argv", [
+    ("--help",),
+    ("explain", "--help"),
+    ("screen", "--help"),
+])
+def test_help_does_not_import_torch(argv):
+    proc = _run(*argv)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage:" in proc.stdout
+    imported = _imported(proc.stderr)
+    assert "gem_core" in imported  # the parse worked: the output is read right
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_every_command_help_is_light():
+    """All commands' parsers built and ``--help`` printed in one process: no torch, no PyG."""
+    code = (
+        "import sys\n"
+        "from gem_core.cli import COMMANDS, main\n"
+        "for argv in [[c, '--help'] for c in COMMANDS] + [['bench', 'startup', '--help']]:\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, (argv, exc.code)\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_bad_argument_is_one_line_without_torch():
+    proc = _run("explain", "--smiles", "CCO", "--method", "no-such-method")
+    assert proc.returncode == 2
+    lines = _messages(proc.stderr)
+    assert len(lines) == 1 and "invalid choice: 'no-such-method'" in lines[0], lines
+    assert not _imported(proc.stderr) & set(HEAVY)
+
+
+def test_invalid_smiles_is_refused_by_rdkit_alone():
+    from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
+
+    bad = "c1ccc(cc1"
+    with pytest.raises(MoleculeError) as err:
+        smiles_to_instance(bad)
+    proc = _run("explain", "--smiles", bad)
+    assert proc.returncode == 2
+    assert _messages(proc.stderr) == [f"error: {err.value}"]
+    imported = _imported(proc.stderr)
+    assert "rdkit" in imported and not imported & set(HEAVY)
+
+
+def test_bad_k_is_refused_before_the_smiles_is_built():
+    proc = _run("explain", "--smiles", "O=[N+]([O-])c1ccccc1", "--k", "0")
+    assert proc.returncode == 2
+    lines = _messages(proc.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert not _imported(proc.stderr) & set(HEAVY)
+
+
+def test_missing_screen_input_is_refused_without_torch(tmp_path):
+    missing = tmp_path / "nothing.smi"
+    proc = _run("screen", str(missing), "--out", str(tmp_path / "out.csv"))
+    assert proc.returncode == 2
+    lines = _messages(proc.stderr)
+    assert len(lines) == 1 and str(missing) in lines[0] and "does not exist" in lines[0], lines
+    assert not _imported(proc.stderr) & set(HEAVY)
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_light_copies_agree_with_the_engine():
+    """The constants the CLI and chemistry read without torch are the engine's."""
+    from gem_core.cli import screen as screen_command
+    from gem_core.chemistry import smiles
+    from gem_core.data.datasets import MUTAGENICITY_ATOMS
+    from gem_core.service.screening.runner import DEFAULT_CHUNK_SIZE
+
+    assert screen_command.DEFAULT_CHUNK_SIZE == DEFAULT_CHUNK_SIZE
+    assert smiles.MUTAGENICITY_ATOMS == MUTAGENICITY_ATOMS
+
+
+@pytest.mark.parametrize("package", ["gem_core.explainers", "gem_core.service.screening"])
+def test_lazy_exports_are_the_submodules_names(package):
+    """Every name a lazily exporting package lists resolves to its submodule's object; an unknown
+    name is an AttributeError, as for any module."""
+    pkg = importlib.import_module(package)
+    assert pkg.__all__ and len(set(pkg.__all__)) == len(pkg.__all__)
+    for name in pkg.__all__:
+        value = getattr(pkg, name)
+        owners = [m for m in vars(pkg).values()
+                  if getattr(m, "__name__", "").startswith(package + ".")
+                  and name in vars(m) and vars(m)[name] is value]
+        assert owners, name
+        assert name in dir(pkg)
+    with pytest.raises(AttributeError):
+        getattr(pkg, "no_such_name")
