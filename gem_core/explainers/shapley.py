@@ -24,11 +24,11 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
-from gem_core.data.instances import Instance
-from gem_core.models.predict import predict_proba
+from gem_core.data.instances import Instance, InstanceBatch
+from gem_core.models.targets import uses_edge_attr
 
-#: coalitions per forward pass of the black box (bounds the batch's memory)
-CHUNK = 2048
+#: node sets per forward pass of the black box (bounds the batch's memory)
+CHUNK = 4096
 
 
 def adjacency(instance: Instance) -> list[set[int]]:
@@ -57,8 +57,7 @@ class NodeSetGame:
 
     Args:
         instance: the explained instance.
-        black_box: the target (``InstanceBatch -> logits``), used through
-            :func:`gem_core.models.predict.predict_proba`.
+        black_box: the target (``InstanceBatch -> logits``); its softmax gives the value.
         cls: the class whose probability is the game's value.
     """
 
@@ -75,15 +74,68 @@ class NodeSetGame:
 
     @torch.no_grad()
     def values(self, node_masks: Tensor) -> Tensor:
-        """``p_cls`` (float64, ``[B]``) of the instance keeping only the pairs among each node set."""
-        masks = self.pair_masks(node_masks.bool())
+        """``p_cls`` (float64, ``[B]``) of the instance keeping only the pairs among each node set.
+
+        Identical node sets are evaluated once; the rest in chunks of :data:`CHUNK` copies of
+        the instance, each one forward pass.
+        """
+        if node_masks.size(0) == 0:
+            return torch.zeros(0, dtype=torch.float64)
+        unique, inverse = torch.unique(node_masks.bool(), dim=0, return_inverse=True)
+        instance, unique = self._restricted(unique)
+        u, v = instance.pairs
+        masks = unique[:, u] & unique[:, v]
         out = []
         for start in range(0, masks.size(0), CHUNK):
-            chunk = list(masks[start:start + CHUNK])
-            probs = predict_proba(self.black_box, [self.instance] * len(chunk), chunk)
-            out.append(probs[:, self.cls])
+            logits = self.black_box(repeated_batch(instance, masks[start:start + CHUNK],
+                                                   uses_edge_attr(self.black_box)))
+            out.append(torch.softmax(logits.detach().to("cpu", torch.float64), -1)[:, self.cls])
             self.forward_passes += 1
-        return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+        return torch.cat(out)[inverse]
+
+
+    def _restricted(self, node_masks: Tensor) -> tuple[Instance, Tensor]:
+        """Node tasks: the instance cut to the nodes some set holds (and the masks to match).
+
+        Every other node is isolated in every copy, and an isolated node cannot reach the
+        target through message passing, so the target's output is the same; graph tasks keep
+        every node (an isolated node still reaches the readout).
+        """
+        inst = self.instance
+        keep = node_masks.any(dim=0)
+        if inst.target is None or bool(keep.all()):
+            return inst, node_masks
+        keep[int(inst.target)] = True
+        new_id = torch.cumsum(keep.long(), 0) - 1
+        pair_kept = keep[inst.pairs[0]] & keep[inst.pairs[1]]
+        sub = Instance(x=inst.x[keep], pairs=new_id[inst.pairs[:, pair_kept]], y=inst.y,
+                       target=int(new_id[int(inst.target)]),
+                       edge_attr=None if inst.edge_attr is None else inst.edge_attr[pair_kept])
+        return sub, node_masks[:, keep]
+
+
+def repeated_batch(instance: Instance, pair_masks: Tensor, edge_attr: bool = False) -> InstanceBatch:
+    """``B`` copies of one instance, copy ``b`` keeping the pairs of ``pair_masks[b]``, as one batch.
+
+    The same batch :func:`gem_core.data.instances.collate` builds from ``[instance] * B`` and
+    those masks, built with tensor operations instead of one slice per copy.
+    """
+    n, count = instance.num_nodes, int(pair_masks.size(0))
+    copy, pair = pair_masks.nonzero(as_tuple=True)  # row-major: copies in order, pairs sorted
+    kept = instance.pairs[:, pair] + copy * n
+    offsets = torch.arange(count) * n
+    attr = None
+    if edge_attr:
+        if instance.edge_attr is None:
+            raise ValueError("this target reads edge features; the instance has none")
+        a = instance.edge_attr
+        a = (a if a.dim() == 2 else a.reshape(-1, 1)).float()[pair]
+        attr = torch.cat([a, a], dim=0)
+    return InstanceBatch(
+        x=instance.x.repeat(count, 1), edge_index=torch.cat([kept, kept.flip(0)], dim=1),
+        batch=torch.arange(count).repeat_interleave(n),
+        target_index=None if instance.target is None else offsets + int(instance.target),
+        num_instances=count, edge_attr=attr)
 
 
 def _mask(n: int, nodes: Iterable[int]) -> Tensor:
