@@ -159,7 +159,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         report(progress, lo, f"{title(method)}: fitting")
         exp = wb.explainer(method, scaled(progress, lo, lo + 0.6 * (hi - lo)))
         report(progress, lo + 0.6 * (hi - lo), f"{title(method)}: explaining")
-        insts = test_subsample(test, method_spec(method).max_test_instances)
+        insts = seeded_subsample(test, method_spec(method).max_test_instances)
         explained = wb.explain(method, insts)
         ms = explained.ms_per_instance
         if method_spec(method).batched:
@@ -205,7 +205,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
     return out
 
 
-def test_subsample(test: list, limit: Optional[int], seed: int = 0) -> list:
+def seeded_subsample(test: list, limit: Optional[int], seed: int = 0) -> list:
     """At most ``limit`` of the test instances: a fixed, seeded subsample in the split's order
     (all of them when ``limit`` is None or not smaller than the split)."""
     if limit is None or len(test) <= int(limit):
