@@ -17,7 +17,7 @@ from gem_core.evaluation.reproduce import seeded_subsample as subsample
 from gem_core.explainers.shapley import (NodeSetGame, adjacency, connected_components,
                                          exact_shapley, neighbourhood, repeated_batch,
                                          shapley_values)
-from gem_core.explainers.subgraphx import SubgraphXExplainer, pair_scores
+from gem_core.explainers.subgraphx import SubgraphXExplainer
 
 torch.set_num_threads(1)
 
