@@ -198,6 +198,9 @@ def test_time_budget_stops_the_search_and_returns_the_best_so_far():
     elapsed = time.perf_counter() - start
     result = exp.last_results_[0]
     assert result.timed_out and result.rollouts < 20
+    summary = exp.search_summary_
+    assert summary["instances"] == 1 and summary["timed_out_share"] == 1.0
+    assert summary["mean_rollouts"] == result.rollouts
     assert elapsed < 0.2 + 0.05 * 3 + 0.3  # the prediction, one expansion past it, slack
     assert scores.shape == (inst.num_pairs,) and len(result.best) >= 1
 

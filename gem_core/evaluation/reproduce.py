@@ -177,6 +177,8 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
             scores[method] = explained.scores
         if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
             results[method]["distill_seconds"] = float(exp.distill_seconds_)
+        if hasattr(exp, "search_summary_"):  # searches per instance (SubgraphX): how far it got
+            results[method]["search"] = dict(exp.search_summary_)
     m = target.metrics
     out = {
         "dataset": spec.name,

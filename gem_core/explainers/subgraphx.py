@@ -265,5 +265,16 @@ class SubgraphXExplainer(Explainer):
             report(progress, (i + 1) / len(instances), f"SubgraphX: instance {i + 1}/{len(instances)}")
         return out
 
+    @property
+    def search_summary_(self) -> dict[str, float]:
+        """How the last ``explain`` searched: instances, the share stopped by the time budget,
+        mean rollouts done and mean states evaluated per instance."""
+        runs = self.last_results_
+        n = max(len(runs), 1)
+        return {"instances": len(runs),
+                "timed_out_share": sum(r.timed_out for r in runs) / n,
+                "mean_rollouts": sum(r.rollouts for r in runs) / n,
+                "mean_states": sum(len(r.states) for r in runs) / n}
+
 
 __all__ = ["SubgraphXExplainer", "SubgraphSearch", "SearchResult", "pair_scores"]
