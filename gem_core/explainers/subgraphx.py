@@ -15,7 +15,8 @@ state on the walk. Shapley values: :mod:`gem_core.explainers.shapley` (``sample_
 among the nodes within ``num_hops`` hops, edges outside a node set deleted, one batch of forward
 passes per expansion).
 
-The explanation is the leaf with the largest Shapley value found (ties: fewer nodes). For the
+The explanation is the leaf with the largest Shapley value found (ties: fewer nodes; a leaf of
+one node, which holds no pair, only when no larger leaf was found). For the
 engine's one-score-per-pair interface, a pair scores ``2 + ½(1 + r)`` when both its ends are in
 that subgraph and ``½(1 + r)`` otherwise, ``r`` being the largest Shapley value of any evaluated
 state holding both its ends (0 for a pair in none). So a top-K holds the chosen subgraph's pairs
@@ -143,36 +144,36 @@ class SubgraphSearch:
         root = self._state(self.root_nodes())
         done, timed_out = 0, False
         for _ in range(self.rollout):
-            if self._out_of_time():
-                timed_out = True
-                break
             path, state = [root], root
-            while not self._is_leaf(state):
+            while not self._is_leaf(state) and not timed_out:
                 if state.children is None:
-                    if self._out_of_time():
+                    timed_out = self._out_of_time()
+                    if timed_out:
                         break
                     self._expand(state)
                 if not state.children:
                     break
                 state = self._select(state)
                 path.append(state)
+            if timed_out:  # an unfinished walk: no leaf reward to back up
+                break
             if state.reward is None:
                 self._evaluate([state])
             for s in path:
                 s.visits += 1
                 s.total += float(state.reward)
             done += 1
-        else:
-            timed_out = self._out_of_time()
         if not any(s.reward is not None for s in self.states.values()):
             self._evaluate([root])  # nothing measured yet (a zero budget): at least the root
         return SearchResult(self.best(), dict(self.states), done, timed_out)
 
     def best(self) -> frozenset:
         """The evaluated leaf of largest Shapley value (ties: fewer nodes, then smaller ids);
-        when no leaf was reached, the smallest evaluated state (ties: larger value)."""
+        leaves holding at least one pair first (a lone node explains no edge); when no leaf was
+        reached, the smallest evaluated state (ties: larger value)."""
         scored = [s for s in self.states.values() if s.reward is not None]
         leaves = [s for s in scored if self._is_leaf(s)]
+        leaves = [s for s in leaves if len(s.nodes) > 1] or leaves
         if leaves:
             pick = min(leaves, key=lambda s: (-s.reward, len(s.nodes), sorted(s.nodes)))
         else:
