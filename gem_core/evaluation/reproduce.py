@@ -258,6 +258,8 @@ def format_tables(result: dict[str, Any]) -> str:
     plain = target_spec(target).plain
     which = "" if plain else f", {target} target"
     lines = [f"{spec.title}{which}: explanation accuracy (%) on {n} test instances — ours (paper)"]
+    lines += [f"  ({title(m)}: on a seeded subsample of {res['test_instances']} of them)"
+              for m, res in result["methods"].items() if res.get("test_instances")]
     header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
     lines += [header, "-" * len(header)]
     tables = [("accuracy_at_k", False)]
