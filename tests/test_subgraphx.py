@@ -215,3 +215,28 @@ def test_reproduce_subsample_is_seeded_sorted_and_bounded():
     a, b = subsample(items, 100), subsample(items, 100)
     assert a == b and len(a) == 100 and a == sorted(a) and a != items[:100]
     assert subsample(items, None) is items and subsample(items[:35], 100) == items[:35]
+
+
+def test_reproduce_measures_a_row_with_max_test_instances_on_its_seeded_subsample(monkeypatch):
+    """A row's ``max_test_instances`` (not its name) makes reproduce measure it on the subsample,
+    while the other methods keep every test instance."""
+    import dataclasses
+
+    from gem_core.evaluation import reproduce
+    from gem_core.service.session import Workbench
+
+    real = reproduce.method_spec
+
+    def small(method):
+        row = real(method)
+        return dataclasses.replace(row, max_test_instances=3) if row.name == "random" else row
+
+    monkeypatch.setattr(reproduce, "method_spec", small)
+    out = reproduce.run_reproduce("tree_cycles", methods=["random", "gnnexplainer"], limit=6,
+                                  write_assets=False, bench=Workbench("tree_cycles", "cpu"))
+    assert out["test_instances"] == 6
+    assert out["methods"]["random"]["test_instances"] == 3
+    assert len(out["methods"]["random"]["log_odds"]) == 3
+    assert "test_instances" not in out["methods"]["gnnexplainer"]
+    assert len(out["methods"]["gnnexplainer"]["log_odds"]) == 6
+    assert "Random: on a seeded subsample of 3" in reproduce.format_tables(out)
