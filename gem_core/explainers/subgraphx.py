@@ -19,8 +19,7 @@ The explanation is the leaf with the largest Shapley value found (ties: fewer no
 one node, which holds no pair, only when no larger leaf was found). For the
 engine's one-score-per-pair interface, a pair scores ``2 + ½(1 + r)`` when both its ends are in
 that subgraph and ``½(1 + r)`` otherwise, ``r`` being the largest Shapley value of any evaluated
-state holding both its ends (0 for a pair in none; ties broken towards pairs that a smaller
-evaluated state holds, :func:`pair_scores`). So a top-K holds the chosen subgraph's pairs
+state holding both its ends (0 for a pair in none). So a top-K holds the chosen subgraph's pairs
 first (all of them when K is at least their number), then the pairs of the best other explored
 subgraphs. Model-agnostic: only the black box's outputs are read. Seeded per instance; a time
 budget per instance stops the search early (then the best so far is returned, and a rerun may
@@ -182,16 +181,9 @@ class SubgraphSearch:
         return pick.nodes
 
 
-#: weight of the tie-break by the smallest state holding a pair (below any real reward gap)
-TIE_BREAK = 1e-4
-
-
 def pair_scores(instance: Instance, result: SearchResult) -> Tensor:
-    """One score per pair: ``2 + ½(1 + r) + t`` inside the chosen subgraph, ``½(1 + r) + t``
-    outside, with ``r`` the best Shapley value of an evaluated state holding the pair (no term
-    when none does) and ``t = TIE_BREAK · (1 − s / n)``, ``s`` the size of the smallest evaluated
-    state holding it: pairs that only large states hold share those states' value, and the more
-    specific pair then ranks first."""
+    """One score per pair: ``2 + ½(1 + r)`` inside the chosen subgraph, ``½(1 + r)`` outside, with
+    ``r`` the best Shapley value of an evaluated state holding the pair (0 when none does)."""
     n, (u, v) = instance.num_nodes, instance.pairs
     scored = [s for s in result.states.values() if s.reward is not None]
     best = torch.zeros(instance.num_pairs, dtype=torch.float64)
@@ -201,13 +193,9 @@ def pair_scores(instance: Instance, result: SearchResult) -> Tensor:
             masks[i, list(s.nodes)] = True
         inside = masks[:, u] & masks[:, v]
         rewards = torch.tensor([s.reward for s in scored], dtype=torch.float64).clamp(-1.0, 1.0)
-        sizes = torch.tensor([len(s.nodes) for s in scored], dtype=torch.float64)
-        top = torch.where(inside, rewards[:, None], torch.tensor(-2.0, dtype=torch.float64))
+        top = torch.where(inside, rewards[:, None], torch.full_like(inside, -2.0, dtype=torch.float64))
         top = top.max(dim=0).values
-        smallest = torch.where(inside, sizes[:, None], torch.tensor(float(n), dtype=torch.float64))
-        smallest = smallest.min(dim=0).values
-        held = top > -2.0
-        best = torch.where(held, 0.5 * (1.0 + top) + TIE_BREAK * (1.0 - smallest / n), best)
+        best = torch.where(top > -2.0, 0.5 * (1.0 + top), best)
     chosen = torch.zeros(n, dtype=torch.bool)
     chosen[list(result.best)] = True
     return (best + 2.0 * (chosen[u] & chosen[v]).double()).float()
