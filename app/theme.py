@@ -15,6 +15,7 @@ METHOD_COLORS: dict[str, str] = {
     "gnnexplainer": "#1f77b4",
     "pgexplainer": "#2ca02c",
     "integrated_gradients": "#ff7f0e",
+    "subgraphx": "#17becf",
     "random": "#7f7f7f",
 }
 FALLBACK_COLOR = "#444444"

@@ -36,6 +36,8 @@ class MethodSpec:
         description: one line for ``--help`` and the app.
         teacher: the method whose explanations this one learns to imitate (shown beside it, so
             a user sees when the fast explainer departs from the slow one), or None.
+        max_test_instances: ``reproduce`` measures it on a fixed, seeded subsample of at most
+            this many test instances (a method of seconds per instance), or None: all of them.
     """
 
     name: str
@@ -47,6 +49,7 @@ class MethodSpec:
     settings: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     teacher: Optional[str] = None
+    max_test_instances: Optional[int] = None
 
     def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
         """A new, unfitted explainer of this method for ``context``."""
@@ -84,6 +87,26 @@ def _integrated_gradients(ctx: ExplainerContext, **settings: Any) -> Explainer:
                                         **settings)
 
 
+def _message_passing_layers(model: Any) -> int:
+    """How many message-passing layers a PyG model has (0 when it is not a PyG model)."""
+    from torch_geometric.nn import MessagePassing
+
+    return sum(isinstance(m, MessagePassing) for m in model.modules())
+
+
+def _subgraphx(ctx: ExplainerContext, num_hops: Optional[int] = None,
+               max_nodes: Optional[int] = None, **settings: Any) -> Explainer:
+    """SubgraphX; L defaults to the target's message-passing layers (else the dataset's hops), the
+    node budget to the dataset's smallest K (at least 3): a connected subgraph of K nodes has at
+    least K - 1 pairs, so the chosen subgraph fills about the smallest top-K evaluated."""
+    from gem_core.explainers.subgraphx import SubgraphXExplainer
+
+    hops = num_hops or _message_passing_layers(ctx.target.model) or ctx.spec.num_hops
+    budget = max_nodes or max(3, min(ctx.spec.k_grid))
+    return SubgraphXExplainer(ctx.black_box, num_hops=hops, max_nodes=budget, task=ctx.task,
+                              **settings)
+
+
 def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
     from gem_core.explainers.random_scores import RandomExplainer
 
@@ -115,6 +138,13 @@ _ROWS: tuple[MethodSpec, ...] = (
                needs_fit=False, batched=False, in_reproduce=True, settings={"n_steps": 50},
                description="Captum's Integrated Gradients on the edge mask (as PyG's "
                            "CaptumExplainer), all instances and path steps of a batch together"),
+    MethodSpec("subgraphx", "SubgraphX", _subgraphx, needs_fit=False, batched=False,
+               in_reproduce=False,
+               settings={"rollout": 20, "c_puct": 10.0, "expand_atoms": 12, "sample_num": 100,
+                         "time_budget_s": 10.0, "seed": 0, "num_hops": None, "max_nodes": None},
+               description="SubgraphX (Yuan et al. 2021): Monte-Carlo tree search over connected "
+                           "subgraphs scored by Shapley values; seconds per instance",
+               max_test_instances=100),
     MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
                settings={"seed": 0}, description="uniform random scores (the floor)"),
 )
