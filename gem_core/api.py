@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     # Datasets, targets and instances
     "DATASETS": "gem_core.data.config",
     "DEFAULT_TARGET": "gem_core.data.config",
+    "molecule_default_target": "gem_core.data.config",
     "DatasetSpec": "gem_core.data.config",
     "get_spec": "gem_core.data.config",
     "molecule_spec": "gem_core.data.config",
@@ -51,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "TOXICOPHORES": "gem_core.chemistry.toxicophores",
     "match_toxicophores": "gem_core.chemistry.toxicophores",
     "toxicophore_bond_mask": "gem_core.chemistry.toxicophores",
+    "bond_labels": "gem_core.chemistry.labels",
+    "heavy_first": "gem_core.chemistry.labels",
     "CLASS_NAMES": "gem_core.service.molecules",
     "DATASET": "gem_core.service.molecules",
     "ModelUnavailableError": "gem_core.service.molecules",
@@ -111,7 +114,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
     from gem_core.service.session import Workbench, forget_explainer, workbench
-    from gem_core.data.config import DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_spec, target_names, target_spec
+    from gem_core.data.config import DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_default_target, molecule_spec, target_names, target_spec
     from gem_core.data.datasets import DataUnavailableError, GemDataset
     from gem_core.data.instances import Instance
     from gem_core.models.targets import cached_target_path, shipped_target_path
@@ -121,6 +124,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.chemistry.convert import fragment_smiles, instance_to_mol, without_hydrogens
     from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
     from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
+    from gem_core.chemistry.labels import bond_labels, heavy_first
     from gem_core.service.molecules import CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules, molecule_model, suggested_k, target_checkpoint_available
     from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
     from gem_core.service.screening.runner import check_settings

@@ -31,7 +31,6 @@ DrawFn = Callable[[list[int], list[int], list[int], Optional[list[float]], Optio
 # (edits, methods) -> (original, outcomes), the engine's evaluate_edits behind the app's cache
 EvaluateFn = Callable[[tuple[Edit, ...], tuple[str, ...]], tuple[Any, list[Any]]]
 
-BOND_SYMBOL = {"SINGLE": "–", "DOUBLE": "=", "TRIPLE": "≡", "AROMATIC": "–"}
 # An explainer that is not batched still re-explains on every edit when it explained this
 # instance within this time: an edit then repaints within the 1-s goal with it included.
 LIVE_MS = 250.0
@@ -114,48 +113,18 @@ def edit_token(edges: Sequence[int], nodes: Sequence[int]) -> str:
 
 
 def bond_labels(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
-    """Readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms ("N5", "H10
-    (on C0)"), with the toxicophore each bond or atom belongs to."""
-    from gem_core.api import TOXICOPHORES, match_toxicophores
+    """The engine's readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms
+    ("N5", "H10 (on C0)"); loaded on first use (RDKit)."""
+    from gem_core.api import bond_labels as labels
 
-    titles = {t.name: t.title for t in TOXICOPHORES}
-    groups = [(titles.get(name, name), set(atoms))
-              for name, found in match_toxicophores(mol).items() for atoms in found]
-    sym = [a.GetSymbol() for a in mol.GetAtoms()]
-
-    def tag(atoms: set[int], aromatic: bool = False) -> str:
-        names = []
-        for title, members in groups:
-            if atoms <= members and title not in names:
-                names.append(title[0].lower() + title[1:])
-        if aromatic and not any("aromatic" in n for n in names):
-            names.insert(0, "aromatic")
-        return f" ({', '.join(names)})" if names else ""
-
-    edges = []
-    for u, v in pairs:
-        bond = mol.GetBondBetweenAtoms(int(u), int(v))
-        kind = str(bond.GetBondType()).split(".")[-1] if bond else "SINGLE"
-        edges.append(f"{sym[u]}{u}{BOND_SYMBOL.get(kind, '–')}{sym[v]}{v}"
-                     + tag({int(u), int(v)}, kind == "AROMATIC"))
-    nodes = []
-    for atom in mol.GetAtoms():
-        i = atom.GetIdx()
-        if atom.GetAtomicNum() == 1 and atom.GetDegree() == 1:
-            nb = atom.GetNeighbors()[0]
-            nodes.append(f"H{i} (on {nb.GetSymbol()}{nb.GetIdx()})")
-        else:
-            nodes.append(f"{sym[i]}{i}" + tag({i}))
-    return edges, nodes
+    return labels(mol, pairs)
 
 
 def heavy_first(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Orders for the pickers: bonds between heavy atoms first, then bonds to hydrogen; heavy
-    atoms first, then hydrogens (each in numbering order)."""
-    heavy = [a.GetAtomicNum() != 1 for a in mol.GetAtoms()]
-    edges = sorted(range(len(pairs)),
-                   key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j))
-    return edges, sorted(range(len(heavy)), key=lambda i: (not heavy[i], i))
+    """The pickers' order: heavy-atom bonds and heavy atoms first (the engine's)."""
+    from gem_core.api import heavy_first as order
+
+    return order(mol, pairs)
 
 
 def ranked_after(scores: torch.Tensor, k: int) -> tuple[list[int], list[float]]:

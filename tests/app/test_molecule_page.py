@@ -192,7 +192,9 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
         at = _molecule_page()
         _submit(at, "Nc1ccccc1")
         errors = texts(at.error)
-        assert any("No Mutagenicity target model is available" in e for e in errors), errors
+        # the page's default model is the strong target: "No Mutagenicity (strong) target ..."
+        assert any(e.startswith("No Mutagenicity") and "target model is available" in e
+                   for e in errors), errors
         assert not at.metric
     finally:
         st.cache_resource.clear()
@@ -268,3 +270,43 @@ def test_fragment_as_smiles_and_atom_numbers_on_request(needs_mutagenicity_model
     at.toggle(key="mol_numbers").set_value(True).run()
     no_exception(at)
     assert at.toggle(key="mol_numbers").value
+
+
+def test_the_page_opens_on_the_strong_target_and_says_why(needs_mutagenicity_model):
+    """Issue 27, item 11: the Molecule page's model is the target row marked as the molecule
+    default (the strong one), one sentence with the shipped figures says why, and the page
+    explains with that model; Explore's Mutagenicity keeps the paper's target."""
+    from gem_core.data.config import molecule_default_target
+    from gem_core.evaluation.reproduce import recorded_target_summary
+    from gem_core.service.molecules import explain_molecules, molecule_model
+
+    assert molecule_default_target() == "strong"
+    at = _molecule_page(methods=("random",))
+    box = at.sidebar.selectbox(key="sb_target_molecule")
+    assert box.value == "strong"
+    strong = recorded_target_summary("mutagenicity", "strong")
+    paper = recorded_target_summary("mutagenicity", "paper")
+    why = [c for c in texts(at.caption) if "by default" in c]
+    assert len(why) == 1, texts(at.caption)
+    for rec in (strong, paper):
+        assert f"{100 * rec['test_accuracy']:.1f} %" in why[0]
+        assert f"{rec['toxicophore_auc']:.2f}" in why[0]
+    _submit(at, "O=[N+]([O-])c1ccccc1")
+    mol = smiles_to_instance("O=[N+]([O-])c1ccccc1")
+    res = explain_molecules([mol], [], model=molecule_model("cpu", target="strong"))[0]
+    p_page = next(m.value for m in at.metric if m.label == "P(mutagen)")
+    assert p_page == f"{res.probabilities[0]:.3f}"
+    paper_p = explain_molecules([mol], [], model=molecule_model("cpu", target="paper"))[0]
+    assert f"{paper_p.probabilities[0]:.3f}" != p_page  # the two models tell apart here
+    # the paper's model on request, and back
+    at.sidebar.selectbox(key="sb_target_molecule").set_value("paper").run()
+    no_exception(at)
+    assert next(m.value for m in at.metric if m.label == "P(mutagen)") == \
+        f"{paper_p.probabilities[0]:.3f}"
+    # Explore's Mutagenicity opens on the paper's target (the paper's tables)
+    at.switch_page("views/explore.py")
+    at.session_state["sb_dataset"] = "mutagenicity"
+    at.run()
+    no_exception(at)
+    assert at.sidebar.selectbox(key="sb_target_mutagenicity").value == "paper"
+
