@@ -442,10 +442,24 @@ def submitted_molecule() -> Optional[str]:
     return st.session_state.get("mol_submitted")
 
 
+def prepare_smiles_box() -> None:
+    """Before the SMILES box draws: a box Streamlit forgot (the page was left, so the widget was
+    not drawn) shows the molecule the page's results belong to, the one last submitted."""
+    if "mol_smiles" not in st.session_state and "mol_submitted" in st.session_state:
+        st.session_state["mol_smiles"] = st.session_state["mol_submitted"]
+
+
 def prepare_molecule_k(smiles: str, bonds: int, suggested: int) -> None:
-    """Set the Molecule page's K slider before it draws: ``suggested`` for a new molecule,
-    else the K chosen before, clipped to 1 … ``bonds``."""
+    """Set the Molecule page's K slider before it draws: ``suggested`` for a new molecule, else
+    the K chosen before, clipped to 1 … ``bonds``.
+
+    The chosen K is kept under a key of its own: Streamlit forgets a widget's value after a run
+    that does not draw it (a SMILES with a typo, another page), and K must survive those.
+    """
     if st.session_state.get("mol_k_molecule") != smiles:  # a new molecule
-        st.session_state["mol_k"] = suggested
+        st.session_state["mol_k_kept"] = int(suggested)
         st.session_state["mol_k_molecule"] = smiles
-    st.session_state["mol_k"] = min(max(1, int(st.session_state.get("mol_k", 1))), max(1, bonds))
+    elif "mol_k" in st.session_state:  # the slider's value, drawn in the last run
+        st.session_state["mol_k_kept"] = int(st.session_state["mol_k"])
+    kept = int(st.session_state.get("mol_k_kept", suggested))
+    st.session_state["mol_k"] = min(max(1, kept), max(1, bonds))

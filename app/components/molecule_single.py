@@ -18,8 +18,9 @@ from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, Molecule
                           suggested_k)
 from theme import fmt_ms, method_title
 from state import (device_label, explainer_token, explanation_reading, molecule_target,
-                   prepare_molecule_k, session_cache, set_molecule_example, show_error,
-                   show_reading, submit_molecule, submitted_molecule, what_if_evaluator)
+                   prepare_molecule_k, prepare_smiles_box, session_cache, set_molecule_example,
+                   show_error, show_reading, submit_molecule, submitted_molecule,
+                   what_if_evaluator)
 
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
 EXAMPLES = {
@@ -71,6 +72,7 @@ def render_single(sel, opts: dict) -> None:
         col.button(name, key=f"mol_example_{name.split()[0].lower()}",
                    on_click=set_molecule_example, args=(smi,), width="stretch")
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+    prepare_smiles_box()
     c1.text_input("SMILES", key="mol_smiles", placeholder="e.g. O=[N+]([O-])c1ccccc1",
                   on_change=submit_molecule)
     c2.button("Explain", key="mol_explain", type="primary", on_click=submit_molecule,

@@ -310,3 +310,43 @@ def test_the_page_opens_on_the_strong_target_and_says_why(needs_mutagenicity_mod
     no_exception(at)
     assert at.sidebar.selectbox(key="sb_target_mutagenicity").value == "paper"
 
+
+def test_k_and_the_smiles_box_survive_a_typo_a_page_change_and_a_target_switch(
+        needs_mutagenicity_model):
+    """Issue 27, item 1: K = 7 on 4-nitrotoluene (suggested: 5) stays 7 after a SMILES with a
+    typo is fixed, after leaving the page and coming back (the box then shows the molecule the
+    results belong to) and after switching the target model."""
+    smiles = "Cc1ccc(cc1)[N+](=O)[O-]"
+    at = _molecule_page(methods=("random",))
+    _submit(at, smiles)
+    assert at.slider(key="mol_k").value == 5  # a quarter of its 17 bonds
+    at.slider(key="mol_k").set_value(7).run()
+    no_exception(at)
+
+    def shows_k7():
+        assert at.slider(key="mol_k").value == 7
+        assert sum("on these 7 bonds alone" in m for m in texts(at.markdown)) == 1
+
+    shows_k7()
+    _submit(at, "Cc1ccc(cc1[N+](=O)[O-]")  # a typo: no slider drawn in this run
+    assert at.error and not at.slider
+    _submit(at, smiles)
+    shows_k7()
+    # another page and back: K and the box as they were
+    at.switch_page("views/how_it_works.py").run()
+    no_exception(at)
+    at.switch_page("views/molecule.py").run()
+    no_exception(at)
+    assert at.text_input(key="mol_smiles").value == smiles
+    shows_k7()
+    # the other target model: K stays
+    box = at.sidebar.selectbox(key="sb_target_molecule")
+    box.set_value(next(o for o in ("paper", "strong") if o != box.value)).run()
+    no_exception(at)
+    shows_k7()
+    # a new molecule gets its own suggested K
+    from gem_core.service.molecules import suggested_k
+
+    _submit(at, "OC(=O)c1ccccc1")
+    assert at.slider(key="mol_k").value == suggested_k(
+        smiles_to_instance("OC(=O)c1ccccc1").instance.num_pairs)
