@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "toxicophore_bond_mask": "gem_core.chemistry.toxicophores",
     "bond_labels": "gem_core.chemistry.labels",
     "heavy_first": "gem_core.chemistry.labels",
+    "toxicophore_groups": "gem_core.chemistry.labels",
     "CLASS_NAMES": "gem_core.service.molecules",
     "DATASET": "gem_core.service.molecules",
     "ModelUnavailableError": "gem_core.service.molecules",
@@ -124,7 +125,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.chemistry.convert import fragment_smiles, instance_to_mol, without_hydrogens
     from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
     from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
-    from gem_core.chemistry.labels import bond_labels, heavy_first
+    from gem_core.chemistry.labels import bond_labels, heavy_first, toxicophore_groups
     from gem_core.service.molecules import CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules, molecule_model, suggested_k, target_checkpoint_available
     from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
     from gem_core.service.screening.runner import check_settings

@@ -15,7 +15,7 @@ from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_mo
                                         toxicophores)
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
-                          suggested_k)
+                          suggested_k, toxicophore_groups)
 from theme import fmt_ms, method_title
 from state import (device_label, explainer_token, explanation_reading, molecule_target,
                    prepare_molecule_k, prepare_smiles_box, session_cache, set_molecule_example,
@@ -180,6 +180,7 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
         scores={m: [float(v) for v in res.scores[m]] for m in shown},
         evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
         titles=method_title, notes=notes, ms=dict(res.ms_per_instance),
+        groups=toxicophore_groups(mol.mol),
         hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
              "hydrogens count as atoms."))
 

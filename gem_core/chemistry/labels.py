@@ -13,7 +13,7 @@ from rdkit import Chem
 
 from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores
 
-__all__ = ["BOND_SYMBOL", "bond_labels", "heavy_first"]
+__all__ = ["BOND_SYMBOL", "bond_labels", "heavy_first", "toxicophore_groups"]
 
 BOND_SYMBOL = {"SINGLE": "–", "DOUBLE": "=", "TRIPLE": "≡", "AROMATIC": "–"}
 
@@ -60,3 +60,22 @@ def heavy_first(mol: Chem.Mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[i
     edges = sorted(range(len(pairs)),
                    key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j))
     return edges, sorted(range(len(heavy)), key=lambda i: (not heavy[i], i))
+
+
+def toxicophore_groups(mol: Chem.Mol) -> list[tuple[str, tuple[int, ...]]]:
+    """Each toxicophore match of ``mol`` as a group a chemist can delete: ``(title, atoms)``
+    with the match's atoms other than carbon (the N, O and halogens of the group and the
+    hydrogens on them), so the carbon skeleton it sits on stays: the aromatic nitro of
+    4-nitrotoluene is N5, O6, O7, not its ring carbon C4. Matches of carbon only (a polycyclic
+    aromatic system) are left out; the same atoms are offered once."""
+    titles = {t.name: t.title for t in TOXICOPHORES}
+    out: list[tuple[str, tuple[int, ...]]] = []
+    seen: set[tuple[int, ...]] = set()
+    for name, found in match_toxicophores(mol).items():
+        for atoms in found:
+            group = tuple(sorted(int(a) for a in atoms if a < mol.GetNumAtoms()
+                                 and mol.GetAtomWithIdx(int(a)).GetAtomicNum() != 6))
+            if group and group not in seen:
+                seen.add(group)
+                out.append((titles.get(name, name), group))
+    return out
