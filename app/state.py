@@ -224,9 +224,10 @@ def explainer_token(wb: Workbench, method: str) -> str:
 @st.cache_data(show_spinner=False, max_entries=64)
 def test_predictions(dataset: str, device: str, digest: str,
                      target: str = "paper") -> list[list[float]]:
-    """Class probabilities of the target on every test instance (full computation graphs)."""
+    """Class probabilities of the target on every test instance a user may pick (the
+    explainer's, then the other test nodes; full computation graphs)."""
     wb = get_workbench(dataset, device, target)
-    inst = wb.instances("test")
+    inst = wb.browse_instances("test")
     out: list[list[float]] = []
     for start in range(0, len(inst), 256):
         out.extend(wb.predict_proba(inst[start:start + 256]).tolist())
@@ -238,7 +239,7 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
                           token: str, target: str = "paper") -> tuple[tuple[float, ...], float]:
     """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
     wb = get_workbench(dataset, device, target)
-    inst = wb.instances("test")[position]
+    inst = wb.browse_instances("test")[position]  # the explainer's test instances come first
     explained = wb.explain(method, [inst])
     return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)
 

@@ -49,6 +49,16 @@ def _describe(ds: GemDataset, inst: Instance, pos: int, pred: int) -> str:
     return f"#{pos} · {kind} {inst.index} · {ds.class_names[inst.y]}{mark}"
 
 
+def _contrast_note(ds: GemDataset, inst: Instance, pos: int, explained: int) -> None:
+    """Say when the picked node is not one of the explainers' test instances (a base node)."""
+    if pos >= explained:
+        st.caption(f"Not a motif node: the paper explains and scores only the {explained} motif "
+                   f"nodes of the test split (#0 – #{explained - 1}); this "
+                   f"{ds.class_names[inst.y]} node is shown for contrast, explained the same "
+                   f"way.", help="Test instances from #" + str(explained) + " on are the test "
+                                 "split's other nodes, so every class can be picked.")
+
+
 def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
                    preds: list[int]) -> int:
     """The instance picker; returns a position in the test list."""
@@ -143,7 +153,8 @@ def render() -> None:
         return
     try:
         target = _load_target(wb)
-        instances = wb.instances("test")
+        instances = wb.browse_instances("test")  # every class: motif nodes, then the others
+        explained = len(wb.instances("test"))
         probs = test_predictions(sel.dataset, sel.device, target.digest, sel.target)
     except Exception as exc:
         show_error(exc, "Cannot load the target model")
@@ -152,6 +163,7 @@ def render() -> None:
 
     pos = _pick_instance(sel, ds, instances, preds)
     inst = instances[pos]
+    _contrast_note(ds, inst, pos, explained)
     pred, p_full = preds[pos], probs[pos]
     kind = "node" if ds.task == "node" else "graph"
     verdict = "✓ right" if pred == inst.y else "✗ wrong"
