@@ -48,6 +48,9 @@ _EXPORTS: dict[str, str] = {
     "without_hydrogens": "gem_core.chemistry.convert",
     "HIGHLIGHT_HEX": "gem_core.chemistry.drawing",
     "draw_molecule_svg": "gem_core.chemistry.drawing",
+    "draw_molecule_png": "gem_core.chemistry.drawing",
+    "depiction": "gem_core.chemistry.drawing",
+    "ensure_depiction": "gem_core.chemistry.drawing",
     "molecule_drawer": "gem_core.chemistry.drawing",
     "TOXICOPHORES": "gem_core.chemistry.toxicophores",
     "match_toxicophores": "gem_core.chemistry.toxicophores",
@@ -123,7 +126,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
     from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
     from gem_core.chemistry.convert import fragment_smiles, instance_to_mol, without_hydrogens
-    from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
+    from gem_core.chemistry.drawing import (HIGHLIGHT_HEX, depiction, draw_molecule_png,
+                                            draw_molecule_svg, ensure_depiction,
+                                            molecule_drawer)
     from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
     from gem_core.chemistry.labels import bond_labels, heavy_first, toxicophore_groups
     from gem_core.service.molecules import CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules, molecule_model, suggested_k, target_checkpoint_available

@@ -373,8 +373,11 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
             if before is not None:
                 was, _ = ranked_after(torch.tensor(before, dtype=torch.float64), w.k)
                 gone = len(set(was) & set(removed))
-                st.caption(f"{len(set(ranked) & set(was))} of these {len(ranked)} {w.edge}s were "
-                           f"in its top {len(was)} before the edit"
+                same = len(set(ranked) & set(was))
+                st.caption((f"This {w.edge} was{'' if same else ' not'}" if len(ranked) == 1 else
+                            f"{same} of these {len(ranked)} {w.edge}s "
+                            f"{'was' if same == 1 else 'were'}")
+                           + f" in its top {len(was)} before the edit"
                            + (f"; the edit deleted {gone} of that top {len(was)}."
                               if gone else "."))
     waiting = [m for m in slow if m not in extra]
