@@ -9,8 +9,12 @@ This is the engine side of the app's Molecule page and of ``python -m gem_core e
 * :func:`explain_molecules` predicts and explains many molecules in one batch per method.
 * :func:`explain_smiles` is the one-molecule flow with the CLI's JSON shape::
 
-    {"smiles": ..., "prediction": {"label": "mutagen" | "nonmutagen", "probability": p},
-     "explanation": {"bonds": [[i, j], ...], "scores": [...]}}
+    {"smiles": ..., "target": "strong", "prediction": {"label": "mutagen" | "nonmutagen",
+     "probability": p}, "explanation": {"bonds": [[i, j], ...], "scores": [...], "labels":
+     ["N6=O7 (aromatic nitro)", ...]}, "reading": {"text", "facts"}, "toxicophores":
+     {"present": [...], "touched": [...]}}
+
+  The target is the registry's molecule default (:data:`MOLECULE_TARGET`) unless one is named.
 
   Bonds are atom-index pairs ``i < j`` numbered like ``Chem.AddHs(Chem.MolFromSmiles(smiles))``,
   best first, ``K`` of them (fewer when the molecule has fewer bonds); ``probability`` is the
