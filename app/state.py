@@ -303,13 +303,25 @@ def progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
         bar.progress(1.0, text=f"{label}: done")
 
 
+def _recorded_fit_words(wb: Workbench, took: float) -> str:
+    """The recorded fit time with the machine it was measured on, beside this one's."""
+    from gem_core.api import recorded_results
+
+    machine = (recorded_results(wb.name, wb.target_name) or {}).get("machine") or {}
+    threads = machine.get("threads")
+    where = (f"{str(machine.get('device', 'cpu')).upper()}"
+             + (f" with {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
+    return (f"In the recorded benchmark run (assets/results) this fit took {took:.0f} s on a "
+            f"{where}; here it runs on {device_label(wb.device.type)} and takes longer while "
+            f"the machine is busy with other work.")
+
+
 def fit_offer(wb: Workbench, method: str, message: str, key: str) -> None:
     """Say that ``method`` needs a one-off fit and offer a button that fits it (then reruns)."""
     title = method_title(method)
     took = recorded_fit_seconds(wb.name, method, wb.target_name)
     if took is not None:
-        message += (f" In the recorded benchmark run (assets/results) this fit took "
-                    f"{took:.0f} s on a CPU.")
+        message += f" {_recorded_fit_words(wb, took)}"
     st.info(message, icon=":material/hourglass_empty:")
     if st.button(f"Fit {title} now", key=key, icon=":material/play_arrow:"):
         try:

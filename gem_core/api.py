@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "GemSettings": "gem_core.gem.settings",
     # Results: the paper's tables measured, and the paper's numbers
     "recorded_fit_seconds": "gem_core.evaluation.reproduce",
+    "recorded_results": "gem_core.evaluation.reproduce",
     "recorded_target_summary": "gem_core.evaluation.reproduce",
     "results_path": "gem_core.evaluation.reproduce",
     "run_reproduce": "gem_core.evaluation.reproduce",
@@ -140,8 +141,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
     from gem_core.gem.training_targets import explainer_targets
     from gem_core.gem.settings import GemSettings
-    from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_target_summary,
-                                               results_path, run_reproduce)
+    from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_results,
+                                               recorded_target_summary, results_path,
+                                               run_reproduce)
     from gem_core.evaluation import paper
     from gem_core.runtime.device import configure_threads, resolve_device
     from gem_core.runtime.store import PROJECT_ROOT

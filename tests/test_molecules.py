@@ -213,3 +213,17 @@ def test_checkpoint_model_equals_the_workbench_target(target_available):
     assert alone.digest == full.digest
     batch = collate([smiles_to_instance(NITROBENZENE).instance])
     assert torch.allclose(alone.black_box("cpu")(batch), full.black_box("cpu")(batch))
+
+
+@requires_mutagenicity
+def test_the_size_warning_counts_the_training_split():
+    """Issue 27, item 9: the large-molecule warning's figures are those of the training split
+    (27 of 3,469 molecules above the threshold), not of the whole data set (4,337)."""
+    from gem_core.chemistry.smiles import (LARGE_MOLECULE_ATOMS, LARGE_TRAINING_MOLECULES,
+                                           TRAINING_MOLECULES)
+    from gem_core.data.datasets import load_dataset
+
+    ds = load_dataset("mutagenicity")
+    train = [ds.graphs[i].num_nodes for i in ds.split["train"].tolist()]
+    assert len(train) == TRAINING_MOLECULES
+    assert sum(n > LARGE_MOLECULE_ATOMS for n in train) == LARGE_TRAINING_MOLECULES

@@ -179,6 +179,13 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
         no_exception(at)
         offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
         assert offer and f"this fit took {took:.0f} s" in offer[0]
+        # issue 27, item 9: on which machine, beside this one (a busy machine takes longer)
+        from state import device_label
+
+        machine = json.loads(results_path("ba_shapes").read_text())["machine"]
+        threads = machine["threads"]
+        assert f"s on a CPU with {threads} thread{'s' if threads != 1 else ''}" in offer[0]
+        assert f"here it runs on {device_label('auto')}" in offer[0]
         assert at.button(key="ex_fit_pgexplainer").label == "Fit PGExplainer now"
     finally:
         st.cache_resource.clear()
