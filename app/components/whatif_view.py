@@ -65,6 +65,8 @@ class WhatIf:
             (:func:`toggle_edge`); it is then drawn before any edit too.
         groups: groups offered for deletion in one click, ``(title, nodes)`` (a molecule's
             toxicophores, :func:`gem_core.chemistry.labels.toxicophore_groups`).
+        reads_detached: whether the model still reads a part an edit cuts off (a graph-level
+            model does; a node's prediction only sees the explained node's part).
     """
 
     prefix: str
@@ -92,6 +94,7 @@ class WhatIf:
     ms: dict[str, float] = field(default_factory=dict)
     clickable: bool = False
     groups: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    reads_detached: bool = True
 
     def key(self, name: str) -> str:
         return f"{self.prefix}_{name}_{self.ident}"
@@ -400,10 +403,12 @@ def _detached(w: WhatIf, nodes: Sequence[int]) -> None:
     """Say that the edit cut a part off (still in the graph) and offer to delete it."""
     n = len(nodes)
     with st.container(key=f"{w.prefix}_detached"):
+        read = (f"but still part of the graph the model reads. Remove it to ask about the "
+                f"{w.thing} without it." if w.reads_detached else
+                "which the explained node's prediction no longer sees.")
         st.warning(f"This edit leaves a detached fragment: {_names(w, nodes)} ({n} {w.node}"
                    f"{'s' if n != 1 else ''}) no longer connected to the rest of the {w.thing}, "
-                   f"but still part of the graph the model reads. Remove it to ask about the "
-                   f"{w.thing} without it.", icon=":material/link_off:")
+                   + read, icon=":material/link_off:")
         st.button(f"Remove the detached part ({_names(w, nodes)})", key=w.key("detached"),
                   on_click=_delete_nodes, args=(w, list(nodes)),
                   icon=":material/content_cut:")

@@ -341,7 +341,16 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
         scores={m: r["scores"] for m, r in results.items()},
         evaluate=what_if_evaluator(key, wb, inst, "bond" if mol is not None else "edge"),
         draw=draw, titles=method_title, notes=notes,
-        ms={m: r["ms"] for m, r in results.items()}, clickable=mol is None and network_view.live()))
+        ms={m: r["ms"] for m, r in results.items()}, clickable=mol is None and network_view.live(),
+        reads_detached=inst.target is None,
+        groups=[] if mol is None else _groups(mol)))
+
+
+def _groups(mol) -> list[tuple[str, tuple[int, ...]]]:
+    """The molecule's toxicophore groups to delete in one click (RDKit loads on first use)."""
+    from gem_core.api import toxicophore_groups
+
+    return toxicophore_groups(mol)
 
 
 def _hop_distances(inst: Instance) -> list[int]:

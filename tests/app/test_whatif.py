@@ -414,3 +414,22 @@ def test_topk_after_an_edit_skips_deleted_pairs_and_random_is_seeded():
     assert random_positions(20, 5, 3) == random_positions(20, 5, 3) != random_positions(20, 5, 4)
     assert len(set(random_positions(20, 5, 3))) == 5
     assert edit_token([3, 1], [2]) == "e1_3n2" and edit_token([], []) == "none"
+
+
+def test_a_cut_off_part_of_a_computation_graph_is_named(house):
+    """Issue 27, item 4 on a node task: an edge whose deletion cuts nodes off the explained
+    node's part is named, and the page says the node's prediction no longer sees them."""
+    wb, inst = house
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    _, outs = evaluate_edits(wb, inst, [Edit.of([p]) for p in pairs])
+    j, out = next(((j, o) for j, o in enumerate(outs) if o.error is None and o.detached),
+                  (None, None))
+    if j is None:
+        pytest.skip("no single edge of this computation graph cuts a part off")
+    at = make_app(methods=("random",))
+    _widget(at.multiselect, "ex_whatif_edges_").set_value([j]).run()
+    no_exception(at)
+    ids = inst.node_ids.tolist()
+    cut = [w for w in texts(at.warning) if "detached fragment" in w]
+    assert len(cut) == 1 and "no longer sees" in cut[0], texts(at.warning)
+    assert all(str(ids[i]) in cut[0] for i in out.detached)
