@@ -99,6 +99,7 @@ def test_explain_remove_bonds_cli_matches_the_engine():
     out = json.loads(proc.stdout)
     ref = explain_smiles_edited(NITROTOLUENE, [(4, 5)], k=5, device="cpu")
     assert out["removed_bonds"] == [[4, 5]]
+    assert out["detached_atoms"] == [5, 6, 7]  # the NO2, cut off but still read
     assert out["p_mutagen"] == pytest.approx(ref["p_mutagen"], abs=1e-12)
     assert out["explanation"]["bonds"] == ref["explanation"]["bonds"]
     assert [4, 5] not in out["explanation"]["bonds"] and len(out["explanation"]["bonds"]) == 5

@@ -85,6 +85,10 @@ def _run_edited(args: argparse.Namespace, quiet: bool) -> int:
         print(f"without bond(s) {removed}: {after['label']} (p = {after['probability']:.3f}); "
               f"P(mutagen) {result['p_mutagen']['original']:.3f} -> "
               f"{result['p_mutagen']['edited']:.3f}; loss change {result['loss']['delta']:+.4f}")
+        if result["detached_atoms"]:
+            print(f"left detached, still in the graph the model reads: atom(s) "
+                  f"{', '.join(map(str, result['detached_atoms']))} (the app's What-if section "
+                  f"deletes them in one click)")
         print(_model_words(result["target"]))
         _print_bonds(result, f"{len(result['explanation']['bonds'])} explanation bond(s) of the "
                              f"edited molecule, best first ({args.method}):")

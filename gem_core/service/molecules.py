@@ -259,8 +259,8 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
     ``explain`` numbering), beside the original: the CLI's ``explain --remove-bonds``.
 
     Returns the :func:`explain_smiles` shape for the edited molecule (bonds keep the original
-    numbering) plus ``removed_bonds``, ``original_prediction``, ``p_mutagen`` (original / edited)
-    and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
+    numbering) plus ``removed_bonds``, ``detached_atoms`` (cut off the molecule by the edit,
+    still in its graph), ``original_prediction``, ``p_mutagen`` (original / edited) and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
     bond the distillation's Δ of that bond).
 
     Raises:
@@ -294,6 +294,8 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
         "loss": {"original": original.loss, "edited": edited.loss, "delta": edited.delta_loss},
         "explanation": {"bonds": bonds, "scores": scores,
                         "labels": bond_labels(mol.mol, bonds)[0]},
+        # atoms the edit cuts off the molecule: still in the graph, still read by the model
+        "detached_atoms": [int(a) for a in edited.detached],
     }
 
 
