@@ -133,7 +133,7 @@ def test_errors_are_specific(smiles, kind, needles):
 
 def test_max_atoms_is_configurable():
     smiles_to_instance("C" * 70, max_atoms=300)
-    with pytest.raises(MoleculeError, match="limit of 10"):
+    with pytest.raises(MoleculeError, match="at most 10 atoms counting hydrogens"):
         smiles_to_instance("CCCC", max_atoms=10)  # 14 atoms with H
 
 
