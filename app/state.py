@@ -20,9 +20,9 @@ import streamlit as st
 import torch
 
 from gem_core.api import (DATASETS, DatasetSpec, DEFAULT_TARGET, METHODS, Workbench,
-                          configure_threads, get_spec, method_spec, molecule_spec,
-                          recorded_fit_seconds, resolve_device, target_names, target_spec,
-                          workbench)
+                          configure_threads, get_spec, method_spec, molecule_default_target,
+                          molecule_spec, recorded_fit_seconds, resolve_device, target_names,
+                          target_spec, workbench)
 from components import graph_pyvis, graph_view
 from teaching import Trace, greedy_trace
 from theme import method_title
@@ -73,13 +73,15 @@ def device_options() -> list[str]:
 DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
 
 
-def _target_selector(spec: DatasetSpec) -> str:
-    """Which target model to explain, where the dataset has more than the paper's."""
+def _target_selector(spec: DatasetSpec, key: str, default: str = DEFAULT_TARGET) -> str:
+    """Which target model to explain, where the dataset has more than the paper's (``default``
+    unless the user picks another)."""
     names = target_names(spec)
     if len(names) == 1:
         return names[0]
     chosen = st.selectbox("Target model", names, format_func=lambda n: target_spec(n).title,
-                          key=f"sb_target_{spec.name}", persist_state="session",
+                          index=names.index(default) if default in names else 0,
+                          key=key, persist_state="session",
                           help="The model being explained: the paper's architecture, or a "
                                "stronger one that reads bond types. Explainers are fitted per "
                                "model.")
@@ -109,8 +111,29 @@ def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
 
 
 def molecule_target() -> str:
-    """The Mutagenicity target the Molecule page uses (set by the sidebar)."""
-    return st.session_state.get("molecule_target", DEFAULT_TARGET)
+    """The Mutagenicity target the Molecule page uses (set by the sidebar; the target registry's
+    molecule default until the user picks another)."""
+    return st.session_state.get("molecule_target", molecule_default_target())
+
+
+def molecule_default_reason() -> str:
+    """One sentence on why the Molecule page opens on its default target, from the shipped
+    results (test accuracy, Gem's toxicophore AUC); empty when they cannot be read."""
+    from gem_core.api import recorded_target_summary
+
+    spec = molecule_spec()
+    default = molecule_default_target()
+    others = [n for n in target_names(spec) if n != default]
+    recs = {n: recorded_target_summary(spec.name, n) for n in (default, *others)}
+    if not others or any(r is None or "toxicophore_auc" not in r for r in recs.values()):
+        return ""
+    mine = recs[default]
+    vs = "; ".join(f"{100 * recs[n]['test_accuracy']:.1f} % and "
+                   f"{recs[n]['toxicophore_auc']:.2f} for {target_spec(n).title}" for n in others)
+    return (f"The page explains with the {target_spec(default).title} target model by default: "
+            f"it is right on {100 * mine['test_accuracy']:.1f} % of the test molecules and "
+            f"Gem's explanations of it find the known mutagenic groups with a toxicophore AUC "
+            f"of {mine['toxicophore_auc']:.2f} ({vs}; 0.5 = chance), in the shipped results.")
 
 
 def device_label(device: str) -> str:
@@ -141,7 +164,11 @@ def sidebar(page: str = "") -> Selection:
             dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
                                    key="sb_dataset", persist_state="session")
         spec = get_spec(dataset)
-        target = _target_selector(molecule_spec() if molecule_page else spec)
+        if molecule_page:  # its own choice: the chemist's default, not the paper tables'
+            target = _target_selector(molecule_spec(), "sb_target_molecule",
+                                      molecule_default_target())
+        else:
+            target = _target_selector(spec, f"sb_target_{spec.name}")
         device = st.selectbox("Device", device_options(), format_func=DEVICE_TITLES.get,
                               key="sb_device", persist_state="session")
         st.caption(f"Running on {device_label(device)}", help="The torch device the models use.")
@@ -197,9 +224,10 @@ def explainer_token(wb: Workbench, method: str) -> str:
 @st.cache_data(show_spinner=False, max_entries=64)
 def test_predictions(dataset: str, device: str, digest: str,
                      target: str = "paper") -> list[list[float]]:
-    """Class probabilities of the target on every test instance (full computation graphs)."""
+    """Class probabilities of the target on every test instance a user may pick (the
+    explainer's, then the other test nodes; full computation graphs)."""
     wb = get_workbench(dataset, device, target)
-    inst = wb.instances("test")
+    inst = wb.browse_instances("test")
     out: list[list[float]] = []
     for start in range(0, len(inst), 256):
         out.extend(wb.predict_proba(inst[start:start + 256]).tolist())
@@ -211,7 +239,7 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
                           token: str, target: str = "paper") -> tuple[tuple[float, ...], float]:
     """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
     wb = get_workbench(dataset, device, target)
-    inst = wb.instances("test")[position]
+    inst = wb.browse_instances("test")[position]  # the explainer's test instances come first
     explained = wb.explain(method, [inst])
     return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)
 
@@ -275,13 +303,25 @@ def progress_bar(label: str) -> Iterator[Callable[[float, str], None]]:
         bar.progress(1.0, text=f"{label}: done")
 
 
+def _recorded_fit_words(wb: Workbench, took: float) -> str:
+    """The recorded fit time with the machine it was measured on, beside this one's."""
+    from gem_core.api import recorded_results
+
+    machine = (recorded_results(wb.name, wb.target_name) or {}).get("machine") or {}
+    threads = machine.get("threads")
+    where = (f"{str(machine.get('device', 'cpu')).upper()}"
+             + (f" with {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
+    return (f"In the recorded benchmark run (assets/results) this fit took {took:.0f} s on a "
+            f"{where}; here it runs on {device_label(wb.device.type)} and takes longer while "
+            f"the machine is busy with other work.")
+
+
 def fit_offer(wb: Workbench, method: str, message: str, key: str) -> None:
     """Say that ``method`` needs a one-off fit and offer a button that fits it (then reruns)."""
     title = method_title(method)
     took = recorded_fit_seconds(wb.name, method, wb.target_name)
     if took is not None:
-        message += (f" In the recorded benchmark run (assets/results) this fit took "
-                    f"{took:.0f} s on a CPU.")
+        message += f" {_recorded_fit_words(wb, took)}"
     st.info(message, icon=":material/hourglass_empty:")
     if st.button(f"Fit {title} now", key=key, icon=":material/play_arrow:"):
         try:
@@ -415,10 +455,24 @@ def submitted_molecule() -> Optional[str]:
     return st.session_state.get("mol_submitted")
 
 
+def prepare_smiles_box() -> None:
+    """Before the SMILES box draws: a box Streamlit forgot (the page was left, so the widget was
+    not drawn) shows the molecule the page's results belong to, the one last submitted."""
+    if "mol_smiles" not in st.session_state and "mol_submitted" in st.session_state:
+        st.session_state["mol_smiles"] = st.session_state["mol_submitted"]
+
+
 def prepare_molecule_k(smiles: str, bonds: int, suggested: int) -> None:
-    """Set the Molecule page's K slider before it draws: ``suggested`` for a new molecule,
-    else the K chosen before, clipped to 1 … ``bonds``."""
+    """Set the Molecule page's K slider before it draws: ``suggested`` for a new molecule, else
+    the K chosen before, clipped to 1 … ``bonds``.
+
+    The chosen K is kept under a key of its own: Streamlit forgets a widget's value after a run
+    that does not draw it (a SMILES with a typo, another page), and K must survive those.
+    """
     if st.session_state.get("mol_k_molecule") != smiles:  # a new molecule
-        st.session_state["mol_k"] = suggested
+        st.session_state["mol_k_kept"] = int(suggested)
         st.session_state["mol_k_molecule"] = smiles
-    st.session_state["mol_k"] = min(max(1, int(st.session_state.get("mol_k", 1))), max(1, bonds))
+    elif "mol_k" in st.session_state:  # the slider's value, drawn in the last run
+        st.session_state["mol_k_kept"] = int(st.session_state["mol_k"])
+    kept = int(st.session_state.get("mol_k_kept", suggested))
+    st.session_state["mol_k"] = min(max(1, kept), max(1, bonds))

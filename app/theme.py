@@ -31,6 +31,15 @@ def method_title(method: str) -> str:
     return _registry_title(method)
 
 
+#: classes as people read them, where the engine's name is a token ("nonmutagen")
+CLASS_TITLES: dict[str, str] = {"nonmutagen": "non-mutagen"}
+
+
+def class_title(name: str) -> str:
+    """A class as people read it ("non-mutagen"; the JSON exports keep the engine's name)."""
+    return CLASS_TITLES.get(name, name)
+
+
 def fmt_ms(ms: float) -> str:
     """An explain time readable at any size: 0.036 ms, 6.4 ms, 405 ms, 28.2 s (one decimal of
     milliseconds hid sub-0.05 ms times as "0.0 ms"; 28204.2 ms reads badly)."""

@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     # Datasets, targets and instances
     "DATASETS": "gem_core.data.config",
     "DEFAULT_TARGET": "gem_core.data.config",
+    "molecule_default_target": "gem_core.data.config",
     "DatasetSpec": "gem_core.data.config",
     "get_spec": "gem_core.data.config",
     "molecule_spec": "gem_core.data.config",
@@ -47,10 +48,16 @@ _EXPORTS: dict[str, str] = {
     "without_hydrogens": "gem_core.chemistry.convert",
     "HIGHLIGHT_HEX": "gem_core.chemistry.drawing",
     "draw_molecule_svg": "gem_core.chemistry.drawing",
+    "draw_molecule_png": "gem_core.chemistry.drawing",
+    "depiction": "gem_core.chemistry.drawing",
+    "ensure_depiction": "gem_core.chemistry.drawing",
     "molecule_drawer": "gem_core.chemistry.drawing",
     "TOXICOPHORES": "gem_core.chemistry.toxicophores",
     "match_toxicophores": "gem_core.chemistry.toxicophores",
     "toxicophore_bond_mask": "gem_core.chemistry.toxicophores",
+    "bond_labels": "gem_core.chemistry.labels",
+    "heavy_first": "gem_core.chemistry.labels",
+    "toxicophore_groups": "gem_core.chemistry.labels",
     "CLASS_NAMES": "gem_core.service.molecules",
     "DATASET": "gem_core.service.molecules",
     "ModelUnavailableError": "gem_core.service.molecules",
@@ -80,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "GemSettings": "gem_core.gem.settings",
     # Results: the paper's tables measured, and the paper's numbers
     "recorded_fit_seconds": "gem_core.evaluation.reproduce",
+    "recorded_results": "gem_core.evaluation.reproduce",
     "recorded_target_summary": "gem_core.evaluation.reproduce",
     "results_path": "gem_core.evaluation.reproduce",
     "run_reproduce": "gem_core.evaluation.reproduce",
@@ -111,7 +119,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
     from gem_core.service.session import Workbench, forget_explainer, workbench
-    from gem_core.data.config import DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_spec, target_names, target_spec
+    from gem_core.data.config import DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_default_target, molecule_spec, target_names, target_spec
     from gem_core.data.datasets import DataUnavailableError, GemDataset
     from gem_core.data.instances import Instance
     from gem_core.models.targets import cached_target_path, shipped_target_path
@@ -119,8 +127,11 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
     from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
     from gem_core.chemistry.convert import fragment_smiles, instance_to_mol, without_hydrogens
-    from gem_core.chemistry.drawing import HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer
+    from gem_core.chemistry.drawing import (HIGHLIGHT_HEX, depiction, draw_molecule_png,
+                                            draw_molecule_svg, ensure_depiction,
+                                            molecule_drawer)
     from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
+    from gem_core.chemistry.labels import bond_labels, heavy_first, toxicophore_groups
     from gem_core.service.molecules import CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules, molecule_model, suggested_k, target_checkpoint_available
     from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
     from gem_core.service.screening.runner import check_settings
@@ -130,8 +141,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
     from gem_core.gem.training_targets import explainer_targets
     from gem_core.gem.settings import GemSettings
-    from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_target_summary,
-                                               results_path, run_reproduce)
+    from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_results,
+                                               recorded_target_summary, results_path,
+                                               run_reproduce)
     from gem_core.evaluation import paper
     from gem_core.runtime.device import configure_threads, resolve_device
     from gem_core.runtime.store import PROJECT_ROOT

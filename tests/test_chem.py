@@ -114,7 +114,9 @@ def test_name_after_whitespace_and_stripping():
     ("[U](C)(C)", "element", ["U"]),
     ("CC(=O)[O-].[Na+]", "fragments", ["2 disconnected fragments", "largest fragment", "CC(=O)[O-]"]),
     ("CCO.O.O", "fragments", ["3 disconnected fragments"]),
-    ("C" * 70, "too_large", ["212 atoms", "limit of 200"]),
+    ("C" * 70, "too_large", ["212 atoms counting its hydrogens (70 heavy atoms and 142 "
+                             "hydrogens)", "at most 200 atoms counting hydrogens",
+                             "Explain a part of it"]),
     ("[Cl-]", "no_bonds", ["nothing to explain"]),
     ("[Na+]", "no_bonds", ["nothing to explain"]),
     ("O->[Na]", "bond_type", ["dative"]),
@@ -131,7 +133,7 @@ def test_errors_are_specific(smiles, kind, needles):
 
 def test_max_atoms_is_configurable():
     smiles_to_instance("C" * 70, max_atoms=300)
-    with pytest.raises(MoleculeError, match="limit of 10"):
+    with pytest.raises(MoleculeError, match="at most 10 atoms counting hydrogens"):
         smiles_to_instance("CCCC", max_atoms=10)  # 14 atoms with H
 
 
@@ -155,7 +157,8 @@ def test_charge_and_radical_warnings():
     assert smiles_to_instance("[N-]=[N+]=Nc1ccccc1").warnings == []  # azide: dataset form N=N=N
     assert any("Radical" in w for w in smiles_to_instance("C[CH2]").warnings)
     big = smiles_to_instance("C" * 40)  # 122 atoms with H
-    assert any("larger than all but 38" in w for w in big.warnings)
+    assert any("larger than all but 27 of the 3,469 training molecules" in w
+               for w in big.warnings)
 
 
 # ----------------------------------------------------------------------------- instance_to_mol

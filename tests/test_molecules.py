@@ -26,11 +26,13 @@ BAD_INPUTS = {
 
 @pytest.fixture(scope="module")
 def target_available():
-    """The Mutagenicity target must load from a checkpoint (training it takes minutes)."""
+    """The molecule default Mutagenicity target must load from a checkpoint (training it takes
+    minutes)."""
+    from gem_core.data.config import molecule_default_target
     from gem_core.models.targets import load_saved_target
 
-    if load_saved_target("mutagenicity") is None:
-        pytest.skip("no Mutagenicity target checkpoint (cache or assets/targets/mutagenicity.pt)")
+    if load_saved_target("mutagenicity", molecule_default_target()) is None:
+        pytest.skip("no Mutagenicity target checkpoint (cache or assets/targets/)")
 
 
 def _run_cli(args, capsys):
@@ -72,7 +74,8 @@ def test_cli_json_shape_and_numbering(target_available, tmp_path, capsys):
                            "--no-progress", "--json", str(path)], capsys)
     assert code == 0
     data = json.loads(path.read_text())
-    assert set(data) == {"smiles", "prediction", "explanation"}
+    assert set(data) == {"smiles", "target", "prediction", "explanation", "reading",
+                         "toxicophores"}
     assert data["smiles"] == NITROBENZENE
     assert data["prediction"]["label"] in ("mutagen", "nonmutagen")
     assert 0.5 <= data["prediction"]["probability"] <= 1.0
@@ -83,6 +86,51 @@ def test_cli_json_shape_and_numbering(target_available, tmp_path, capsys):
     for i, j in bonds:
         assert i < j
         assert mol.GetBondBetweenAtoms(i, j) is not None
+
+
+def test_explain_opens_on_the_strong_target_and_names_the_nitro_group(target_available, capsys):
+    """The acceptance test of issue 27 (item 11): the chemist's default is the target row marked
+    ``molecule_default`` (the strong one), and the JSON says which model answered, what the
+    explanation reads as and which toxicophores it touches."""
+    from gem_core.data.config import DEFAULT_TARGET, TARGETS, molecule_default_target
+
+    assert molecule_default_target() == "strong" != DEFAULT_TARGET  # the paper tables keep theirs
+    assert [n for n, row in TARGETS.items() if row.molecule_default] == ["strong"]
+    code, out, _ = _run_cli(["explain", "--smiles", "c1ccc(cc1)[N+](=O)[O-]", "--json", "-"],
+                            capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert data["target"] == "strong"
+    touched = [t["class"] for t in data["toxicophores"]["touched"]]
+    assert "aromatic_nitro" in touched and data["toxicophores"]["present"] == ["aromatic_nitro"]
+    assert "aromatic nitro" in data["reading"]["text"]
+    assert data["reading"]["facts"]["toxicophores"] == data["toxicophores"]
+    labels = data["explanation"]["labels"]
+    assert len(labels) == len(data["explanation"]["bonds"])
+    assert any("(aromatic nitro)" in x for x in labels)
+    # --target paper keeps the paper's model
+    code, out, _ = _run_cli(["explain", "--smiles", "c1ccc(cc1)[N+](=O)[O-]", "--method",
+                             "random", "--target", "paper", "--json", "-"], capsys)
+    assert code == 0 and json.loads(out)["target"] == "paper"
+
+
+def test_explain_text_names_the_model_and_each_bond_as_a_chemist_reads_it(target_available,
+                                                                           capsys):
+    """Text output: the target that answered, each bond with its atoms and toxicophore
+    ("N6=O7 (aromatic nitro)", not "6 - 7"), and the reading."""
+    code, out, _ = _run_cli(["explain", "--smiles", NITROBENZENE, "--k", "14", "--method",
+                             "random", "--no-progress"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert "strong target" in lines[0]
+    mol = Chem.AddHs(Chem.MolFromSmiles(NITROBENZENE))  # O0 N1 O2 c3 ...
+    bond_lines = [x.strip() for x in lines[2:16]]
+    assert any(x.startswith("O0=N1 (aromatic nitro)") for x in bond_lines), bond_lines
+    assert any(x.startswith("N1–c3 (aromatic nitro)") or x.startswith("N1–C3 (aromatic nitro)")
+               for x in bond_lines), bond_lines
+    assert not any(" - " in x for x in bond_lines)
+    assert len(bond_lines) == mol.GetNumBonds()
+    assert lines[16].startswith("The model predicts")
 
 
 def test_json_to_stdout(target_available, capsys):
@@ -165,3 +213,17 @@ def test_checkpoint_model_equals_the_workbench_target(target_available):
     assert alone.digest == full.digest
     batch = collate([smiles_to_instance(NITROBENZENE).instance])
     assert torch.allclose(alone.black_box("cpu")(batch), full.black_box("cpu")(batch))
+
+
+@requires_mutagenicity
+def test_the_size_warning_counts_the_training_split():
+    """Issue 27, item 9: the large-molecule warning's figures are those of the training split
+    (27 of 3,469 molecules above the threshold), not of the whole data set (4,337)."""
+    from gem_core.chemistry.smiles import (LARGE_MOLECULE_ATOMS, LARGE_TRAINING_MOLECULES,
+                                           TRAINING_MOLECULES)
+    from gem_core.data.datasets import load_dataset
+
+    ds = load_dataset("mutagenicity")
+    train = [ds.graphs[i].num_nodes for i in ds.split["train"].tolist()]
+    assert len(train) == TRAINING_MOLECULES
+    assert sum(n > LARGE_MOLECULE_ATOMS for n in train) == LARGE_TRAINING_MOLECULES

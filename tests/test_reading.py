@@ -70,3 +70,17 @@ def test_k_at_least_the_edges_says_so():
                          mol=mol.mol, edge="bond")
     assert "every bond" in r.text and "teacher" not in r.facts
     assert "none of the Kazius" in r.text
+
+
+def test_one_bond_reads_in_the_singular():
+    """Issue 27, item 17: K = 1 reads "On this one bond alone", "Without it", never "these 1
+    bonds" or "1 of the same 1 bonds"."""
+    mol = smiles_to_instance("O=[N+]([O-])c1ccccc1")
+    wb = molecule_model("cpu")
+    scores = torch.tensor([1.0 if p == (0, 1) else 0.0 for p in mol.pairs])
+    r = read_explanation(wb, mol.instance, "random", scores, 1, CLASS_NAMES, mol=mol.mol,
+                         edge="bond")
+    assert "On this one bond alone" in r.text and "Without it it predicts" in r.text
+    assert "these 1 bond" not in r.text and "1 bonds" not in r.text
+    assert ("keeps this bond too." in r.text) == (r.facts["teacher"]["shared"] == 1)
+    assert ("does not keep this bond." in r.text) == (r.facts["teacher"]["shared"] == 0)

@@ -268,3 +268,33 @@ def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
         backend.close()
     assert index == 3
     assert table.equals(screen_chunk(3, rows, settings)[1])
+
+
+def test_screen_opens_on_the_molecule_default_target_and_keeps_target_paper(tmp_path, capsys):
+    """Issue 27, item 11: ``screen`` uses the target row marked as the molecule default (the
+    strong one) unless ``--target`` says otherwise, and says which model answered."""
+    import json
+
+    from gem_core.cli import main
+    from gem_core.data.config import molecule_default_target
+
+    assert ScreenSettings().target == molecule_default_target() == "strong"
+    src = _write(tmp_path / "one.smi", [b"O=[N+]([O-])c1ccccc1 nitrobenzene"])
+    runs = {}
+    for target in (None, "paper"):
+        out = tmp_path / f"{target}.parquet"
+        args = ["screen", str(src), "--out", str(out), "--workers", "1", "--no-progress",
+                "--json", "-", "--k", "4"] + (["--target", target] if target else [])
+        assert main(args) == 0
+        captured = capsys.readouterr()
+        runs[target] = json.loads(captured.out)
+        expected = target or "strong"
+        assert runs[target]["target"] == expected
+        assert f"with the {expected} Mutagenicity target" in captured.err
+        row = pq.read_table(out).to_pylist()[0]
+        ref = explain_smiles("O=[N+]([O-])c1ccccc1", k=4, device="cpu", target=expected,
+                             read=False)
+        assert row["bonds"] == ref["explanation"]["bonds"]
+        assert row["p_mutagen"] == pytest.approx(
+            ref["prediction"]["probability"] if ref["prediction"]["label"] == "mutagen"
+            else 1 - ref["prediction"]["probability"], abs=1e-5)

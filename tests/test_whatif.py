@@ -39,7 +39,9 @@ def test_single_edge_deletion_is_the_distillations_delta(ba):
 
 def test_molecule_delta_and_the_nitro_bond():
     mol = smiles_to_instance(NITROTOLUENE)
-    wb = molecule_model("cpu")
+    # the paper's target: its P(mutagen) falls when the C–N bond goes (the strong target, the
+    # molecule default, still reads the detached NO2 and rises: see the detached-part test)
+    wb = molecule_model("cpu", target="paper")
     original, (cut,) = evaluate_edits(wb, mol.instance, [Edit.of([(4, 5)])], ["gem"], edge="bond")
     mask = torch.ones(mol.instance.num_pairs, dtype=torch.bool)
     mask[mol.pairs.index((4, 5))] = False
@@ -97,6 +99,7 @@ def test_explain_remove_bonds_cli_matches_the_engine():
     out = json.loads(proc.stdout)
     ref = explain_smiles_edited(NITROTOLUENE, [(4, 5)], k=5, device="cpu")
     assert out["removed_bonds"] == [[4, 5]]
+    assert out["detached_atoms"] == [5, 6, 7]  # the NO2, cut off but still read
     assert out["p_mutagen"] == pytest.approx(ref["p_mutagen"], abs=1e-12)
     assert out["explanation"]["bonds"] == ref["explanation"]["bonds"]
     assert [4, 5] not in out["explanation"]["bonds"] and len(out["explanation"]["bonds"]) == 5
@@ -106,3 +109,25 @@ def test_explain_remove_bonds_cli_matches_the_engine():
                          timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "No bond between 0-2" in bad.stderr
+
+
+def test_an_edit_names_the_part_it_cuts_off(ba):
+    """Issue 27, item 4: deleting the C–N bond of 4-nitrotoluene cuts N5, O6, O7 off (still in
+    the graph); deleting them too leaves nothing detached; a C–H bond cuts its H off; on a node
+    task the explained node's part is the main one."""
+    mol = smiles_to_instance(NITROTOLUENE)
+    wb = molecule_model("cpu")
+    h = next(p for p in mol.pairs if p[0] == 0 and p[1] >= 10)
+    _, outs = evaluate_edits(wb, mol.instance, [Edit.of([(4, 5)]), Edit.of([(4, 5)], [5, 6, 7]),
+                                                Edit.of([h]), Edit(), Edit.of(nodes=[5])],
+                             edge="bond")
+    assert [o.detached for o in outs] == [(5, 6, 7), (), (h[1],), (), (6, 7)]
+    bwb, inst = ba
+    t = int(inst.target)
+    own = [tuple(p) for p in inst.pairs.t().tolist() if t in p]
+    neighbour = next(v if u == t else u for u, v in own)
+    others = [p for p in inst.pairs.t().tolist() if t not in p]
+    # cut every edge but the target's own: its neighbours stay in its part, the rest is apart
+    _, (o,) = evaluate_edits(bwb, inst, [Edit.of(others)])
+    assert o.error is None and neighbour not in o.detached and t not in o.detached
+    assert set(o.detached) == set(range(inst.num_nodes)) - {t, *(x for p in own for x in p)}

@@ -281,8 +281,19 @@ def error_texts(page: Any) -> list[str]:
 
 
 def open_multiselect(page: Any, key_prefix: str, search: str) -> None:
-    """Focus the multiselect whose widget key starts with ``key_prefix`` and type ``search``
-    (the dropdown opens on typing and lists the matching options)."""
+    """Open the dropdown of the multiselect whose widget key starts with ``key_prefix``, its
+    options narrowed to ``search``: the What-if pickers take no typing (one click picks one
+    item), so ``search`` goes into their section's find box (``…_find_…``, whole atom / node
+    labels) and the page reruns first; other multiselects get it typed."""
+    find = key_prefix.replace("_edges_", "_find_").replace("_nodes_", "_find_")
+    box = page.locator(f"{MAIN} [class*='st-key-{find}'] input")
+    if find != key_prefix and box.count():
+        box.first.fill(search)
+        box.first.press("Enter")
+        page.wait_for_timeout(200)  # let the rerun start before waiting for it to end
+        wait_idle(page)
+        page.locator(f"{MAIN} [class*='st-key-{key_prefix}'] input").first.click()
+        return
     page.locator(f"{MAIN} [class*='st-key-{key_prefix}'] input").first.click()
     page.keyboard.type(search)
 

@@ -9,17 +9,16 @@ import streamlit as st
 from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
                           molecule_model, target_checkpoint_available)
 from state import DATA_HELP, fit_offer, molecule_target, progress_bar, show_error
-from theme import method_title
+from theme import class_title, method_title
 
 SPEC = get_spec(DATASET)
 
 MUTAGEN = CLASS_NAMES.index("mutagen")
-DISPLAY_NAMES = {"mutagen": "mutagen", "nonmutagen": "non-mutagen"}
 
 
 def display(label: str) -> str:
     """A class as a chemist reads it ("non-mutagen"; the engine's JSON keeps "nonmutagen")."""
-    return DISPLAY_NAMES.get(label, label)
+    return class_title(label)
 
 
 def load_model(device: str) -> Workbench | None:

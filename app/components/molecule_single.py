@@ -15,11 +15,12 @@ from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_mo
                                         toxicophores)
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
-                          suggested_k)
+                          ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
 from theme import fmt_ms, method_title
 from state import (device_label, explainer_token, explanation_reading, molecule_target,
-                   prepare_molecule_k, session_cache, set_molecule_example, show_error,
-                   show_reading, submit_molecule, submitted_molecule, what_if_evaluator)
+                   prepare_molecule_k, prepare_smiles_box, session_cache, set_molecule_example,
+                   show_error, show_reading, submit_molecule, submitted_molecule,
+                   what_if_evaluator)
 
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
 EXAMPLES = {
@@ -71,6 +72,7 @@ def render_single(sel, opts: dict) -> None:
         col.button(name, key=f"mol_example_{name.split()[0].lower()}",
                    on_click=set_molecule_example, args=(smi,), width="stretch")
     c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+    prepare_smiles_box()
     c1.text_input("SMILES", key="mol_smiles", placeholder="e.g. O=[N+]([O-])c1ccccc1",
                   on_change=submit_molecule)
     c2.button("Explain", key="mol_explain", type="primary", on_click=submit_molecule,
@@ -102,6 +104,7 @@ def render_single(sel, opts: dict) -> None:
         show_error(exc, "Prediction failed")
         return
 
+    ensure_depiction(res.molecule.mol)  # one 2D layout, shared by every picture below
     p_mutagen = res.probabilities[MUTAGEN]
     with st.container(key="mol_prediction"):
         c1, c2, c3 = st.columns(3)
@@ -178,6 +181,7 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
         scores={m: [float(v) for v in res.scores[m]] for m in shown},
         evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
         titles=method_title, notes=notes, ms=dict(res.ms_per_instance),
+        groups=toxicophore_groups(mol.mol),
         hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
              "hydrogens count as atoms."))
 
@@ -206,8 +210,9 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
     verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == res.label else
                f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")
-    st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on these {len(bonds)} bonds alone: "
-                f"{verdict}.")
+    these = "this one bond" if len(bonds) == 1 else f"these {len(bonds)} bonds"
+    st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on {these} alone: {verdict}.")
+    _tie_note(res, method, k)
     reading = _reading(model, res, method, k, opts)
     try:
         fragment = fragment_smiles(res.molecule.mol, pairs)
@@ -221,7 +226,9 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                        mime="image/svg+xml", key=f"mol_svg_{method}", width="stretch",
                        icon=":material/download:")
     mol = res.molecule.mol
-    c2.download_button("PNG", lambda: molecule_view.molecule_png(mol, pairs, legend=title),
+    c2.download_button("PNG", lambda: molecule_view.molecule_png(
+        mol, pairs, scores, hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
+        legend=title, outline=outline),
                        file_name=f"molecule-{method}-k{k}.png", mime="image/png",
                        key=f"mol_png_{method}", width="stretch", icon=":material/download:")
     out = res.to_json(method, k)
@@ -252,15 +259,34 @@ def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | N
 
 
 def _bond_table(res, methods: list[str], k: int) -> None:
+    """Every bond with each method's score on one comparable scale (its rank within the
+    molecule, 0 to 1) and its top-K, ties at the K cut marked."""
     mol = res.molecule.mol
     pairs = res.molecule.pairs
-    rows = {"atoms": [f"{u}–{v}" for u, v in pairs],
-            "elements": [f"{mol.GetAtomWithIdx(u).GetSymbol()}–{mol.GetAtomWithIdx(v).GetSymbol()}"
-                         for u, v in pairs],
+    edge_labels, _ = whatif_view.bond_labels(mol, pairs)
+    st.caption("Scores on one scale: each bond's rank within this molecule, from 0 to 1 (1 = the "
+               "most important bond), since methods score differently (probabilities, logits, "
+               "attributions). The raw scores are in the JSON download.")
+    rows = {"bond": edge_labels,
             "order": [str(mol.GetBondBetweenAtoms(u, v).GetBondType()).lower() for u, v in pairs]}
     for m in methods:
         chosen = set(int(j) for j in res.mask(m, k).nonzero().view(-1).tolist())
-        rows[f"{method_title(m)} score"] = [float(s) for s in res.scores[m]]
+        rows[f"{method_title(m)} score"] = [round(float(v), 4)
+                                            for v in rank_scores(res.scores[m]).tolist()]
         rows[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(pairs))]
+        tied = res.explanations[m].tied_at_cut(0, k).tolist()
+        if any(tied):
+            rows[f"{method_title(m)} tied at the cut"] = tied
     df = pd.DataFrame(rows).sort_values(f"{method_title(methods[0])} score", ascending=False)
     st.dataframe(df, hide_index=True, key="mol_bond_df")
+
+
+def _tie_note(res, method: str, k: int) -> None:
+    """Say when bonds tie at the K cut (the engine keeps those with the lowest bond index)."""
+    tied = res.explanations[method].tied_at_cut(0, k)
+    if bool(tied.any()):
+        kept = int((tied & res.mask(method, k)).sum())
+        score = float(res.scores[method][int(tied.nonzero()[0])])
+        st.caption(f"⚖ {int(tied.sum())} bonds tie at the K cut (score {score:.4g}); the {kept} "
+                   f"with the lowest bond index {'was' if kept == 1 else 'were'} kept. Marked "
+                   f"in the bond table.")

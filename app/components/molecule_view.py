@@ -1,13 +1,16 @@
-"""Drawing molecules with an explanation: RDKit 2-D depictions: SVG to show, PNG to download."""
+"""Drawing molecules with an explanation: RDKit 2-D depictions: SVG to show, PNG to download.
+
+Every picture of a molecule uses its one depiction (the engine's :func:`depiction`: 2D
+coordinates computed once on the whole molecule and kept when hydrogens are hidden or bonds
+deleted), so panels, what-if pictures and exports line up."""
 from __future__ import annotations
 
 from typing import Sequence
 
 from rdkit import Chem, rdBase
-from rdkit.Chem import rdDepictor
-from rdkit.Chem.Draw import rdMolDraw2D
 
-from gem_core.api import (HIGHLIGHT_HEX, draw_molecule_svg, molecule_drawer, without_hydrogens)
+from gem_core.api import (HIGHLIGHT_HEX, depiction, draw_molecule_png, draw_molecule_svg,
+                          molecule_drawer, without_hydrogens)
 
 
 def molecule_svg(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
@@ -26,27 +29,15 @@ def _rgb(hex_colour: str) -> tuple[float, float, float]:
     return tuple(int(c[i:i + 2], 16) / 255 for i in (0, 2, 4))
 
 
-def molecule_png(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (),
-                 size: tuple[int, int] = (840, 680), legend: str = "") -> bytes:
-    """PNG of ``mol`` (all atoms drawn) with the explanation bonds and their atoms highlighted."""
-    m = Chem.Mol(mol)
-    colour = _rgb(HIGHLIGHT_HEX)
-    bonds, atoms = {}, {}
-    for i, j in pairs:
-        bond = m.GetBondBetweenAtoms(int(i), int(j))
-        if bond is None:
-            continue
-        bonds[bond.GetIdx()] = colour
-        atoms[int(i)] = colour
-        atoms[int(j)] = colour
-    rdDepictor.Compute2DCoords(m)
-    drawer = molecule_drawer(size, kind="png")
-    with rdBase.BlockLogs():
-        rdMolDraw2D.PrepareAndDrawMolecule(
-            drawer, m, legend=legend, highlightAtoms=list(atoms), highlightAtomColors=atoms,
-            highlightBonds=list(bonds), highlightBondColors=bonds)
-    drawer.FinishDrawing()
-    return drawer.GetDrawingText()
+def molecule_png(mol: Chem.Mol, pairs: Sequence[tuple[int, int]] = (), scores=None,
+                 size: tuple[int, int] = (840, 680), hide_hydrogens: bool = False,
+                 atom_indices: bool = False, legend: str = "",
+                 outline: Sequence[tuple[int, int]] = ()) -> bytes:
+    """PNG of the picture :func:`molecule_svg` draws: the same coordinates, highlights and
+    hydrogens."""
+    return draw_molecule_png(mol, list(pairs), scores=scores, size=size,
+                             hide_hydrogens=hide_hydrogens, atom_indices=atom_indices,
+                             legend=legend, outline_pairs=list(outline))
 
 
 # ----------------------------------------------------------------------------- what-if edits
@@ -82,7 +73,7 @@ def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] 
     best = max(vals, default=0.0)
     shades = [_shaded(0.3 + 0.7 * v / best if best > 0 else 0.3) for v in vals]
 
-    m = Chem.Mol(mol)
+    m = Chem.Mol(depiction(mol))  # the molecule's one layout: the edit moves nothing
     for atom in m.GetAtoms():
         atom.SetIntProp("gem_orig_idx", atom.GetIdx())
     if hide_hydrogens:
@@ -92,7 +83,6 @@ def edited_molecule_svg(mol: Chem.Mol, removed_pairs: Sequence[tuple[int, int]] 
     if atom_indices:
         for atom in m.GetAtoms():
             atom.SetProp("atomNote", str(atom.GetIntProp("gem_orig_idx")))
-    rdDepictor.Compute2DCoords(m)  # the unedited molecule's layout: the edit moves nothing
     rw = Chem.RWMol(m)
     try:  # explicit single/double bonds: a ring cut open stays drawn as it was (never dashed)
         with rdBase.BlockLogs():

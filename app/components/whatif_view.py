@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -31,7 +32,6 @@ DrawFn = Callable[[list[int], list[int], list[int], Optional[list[float]], Optio
 # (edits, methods) -> (original, outcomes), the engine's evaluate_edits behind the app's cache
 EvaluateFn = Callable[[tuple[Edit, ...], tuple[str, ...]], tuple[Any, list[Any]]]
 
-BOND_SYMBOL = {"SINGLE": "–", "DOUBLE": "=", "TRIPLE": "≡", "AROMATIC": "–"}
 # An explainer that is not batched still re-explains on every edit when it explained this
 # instance within this time: an edit then repaints within the 1-s goal with it included.
 LIVE_MS = 250.0
@@ -63,6 +63,10 @@ class WhatIf:
             one that is not batched re-runs on every edit when it took at most :data:`LIVE_MS`.
         clickable: the page's ``whatif_edited`` drawing reports clicked edges
             (:func:`toggle_edge`); it is then drawn before any edit too.
+        groups: groups offered for deletion in one click, ``(title, nodes)`` (a molecule's
+            toxicophores, :func:`gem_core.chemistry.labels.toxicophore_groups`).
+        reads_detached: whether the model still reads a part an edit cuts off (a graph-level
+            model does; a node's prediction only sees the explained node's part).
     """
 
     prefix: str
@@ -89,6 +93,8 @@ class WhatIf:
     hint: str = ""
     ms: dict[str, float] = field(default_factory=dict)
     clickable: bool = False
+    groups: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    reads_detached: bool = True
 
     def key(self, name: str) -> str:
         return f"{self.prefix}_{name}_{self.ident}"
@@ -114,48 +120,60 @@ def edit_token(edges: Sequence[int], nodes: Sequence[int]) -> str:
 
 
 def bond_labels(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
-    """Readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms ("N5", "H10
-    (on C0)"), with the toxicophore each bond or atom belongs to."""
-    from gem_core.api import TOXICOPHORES, match_toxicophores
+    """The engine's readable labels of a molecule's bonds ("C4–N5 (aromatic nitro)") and atoms
+    ("N5", "H10 (on C0)"); loaded on first use (RDKit)."""
+    from gem_core.api import bond_labels as labels
 
-    titles = {t.name: t.title for t in TOXICOPHORES}
-    groups = [(titles.get(name, name), set(atoms))
-              for name, found in match_toxicophores(mol).items() for atoms in found]
-    sym = [a.GetSymbol() for a in mol.GetAtoms()]
-
-    def tag(atoms: set[int], aromatic: bool = False) -> str:
-        names = []
-        for title, members in groups:
-            if atoms <= members and title not in names:
-                names.append(title[0].lower() + title[1:])
-        if aromatic and not any("aromatic" in n for n in names):
-            names.insert(0, "aromatic")
-        return f" ({', '.join(names)})" if names else ""
-
-    edges = []
-    for u, v in pairs:
-        bond = mol.GetBondBetweenAtoms(int(u), int(v))
-        kind = str(bond.GetBondType()).split(".")[-1] if bond else "SINGLE"
-        edges.append(f"{sym[u]}{u}{BOND_SYMBOL.get(kind, '–')}{sym[v]}{v}"
-                     + tag({int(u), int(v)}, kind == "AROMATIC"))
-    nodes = []
-    for atom in mol.GetAtoms():
-        i = atom.GetIdx()
-        if atom.GetAtomicNum() == 1 and atom.GetDegree() == 1:
-            nb = atom.GetNeighbors()[0]
-            nodes.append(f"H{i} (on {nb.GetSymbol()}{nb.GetIdx()})")
-        else:
-            nodes.append(f"{sym[i]}{i}" + tag({i}))
-    return edges, nodes
+    return labels(mol, pairs)
 
 
 def heavy_first(mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Orders for the pickers: bonds between heavy atoms first, then bonds to hydrogen; heavy
-    atoms first, then hydrogens (each in numbering order)."""
-    heavy = [a.GetAtomicNum() != 1 for a in mol.GetAtoms()]
-    edges = sorted(range(len(pairs)),
-                   key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j))
-    return edges, sorted(range(len(heavy)), key=lambda i: (not heavy[i], i))
+    """The pickers' order: heavy-atom bonds and heavy atoms first (the engine's)."""
+    from gem_core.api import heavy_first as order
+
+    return order(mol, pairs)
+
+
+_TOKEN = re.compile(r"[A-Za-z]*\d+|[A-Za-z]+")
+
+
+def _name(label: str) -> tuple[str, str, str]:
+    """A node label's whole name ("C4" of "C4 (aromatic nitro)", "H10" of "H10 (on C0)", "325"),
+    lower-cased, with its letters and its number."""
+    found = _TOKEN.match(label.strip())
+    name = found.group(0).lower() if found else label.strip().lower()
+    letters = name.rstrip("0123456789")
+    return name, letters, name[len(letters):]
+
+
+def _node_matches(token: str, name: tuple[str, str, str]) -> bool:
+    """Whether a search word names a node as a whole: "C4" is C4 (never C14 or C40), "4" is
+    the node numbered 4, "N" every nitrogen."""
+    full, letters, number = name
+    if token == full:
+        return True
+    if token.isdigit():
+        return number != "" and int(token) == int(number)
+    return token.isalpha() and token == letters
+
+
+def search(query: str, pairs: Sequence[tuple[int, int]], node_labels: Sequence[str],
+           edge_labels: Sequence[str]) -> tuple[list[int], list[int]]:
+    """The pair and node positions a picker's search finds: every word of ``query`` must name an
+    end of the pair as a whole ("C4", "4", "N"; never a part of "C40" or of "3–25") or be a word of
+    its label ("nitro"); a node must be named by one of the words. Empty query: everything."""
+    tokens = [t.lower() for t in _TOKEN.findall(query)]
+    if not tokens:
+        return list(range(len(pairs))), list(range(len(node_labels)))
+    names = [_name(x) for x in node_labels]
+    edges = []
+    for j, (u, v) in enumerate(pairs):
+        words = set(re.findall(r"[a-z]+", edge_labels[j].lower()))
+        if all(_node_matches(t, names[u]) or _node_matches(t, names[v])
+               or (t.isalpha() and t in words) for t in tokens):
+            edges.append(j)
+    nodes = [i for i, n in enumerate(names) if any(_node_matches(t, n) for t in tokens)]
+    return edges, nodes
 
 
 def ranked_after(scores: torch.Tensor, k: int) -> tuple[list[int], list[float]]:
@@ -222,6 +240,17 @@ def _undo(w: WhatIf) -> None:
     drop_session_value(w.key("slow"))
 
 
+def _delete_nodes(w: WhatIf, nodes: Sequence[int]) -> None:
+    """A button's callback: add ``nodes`` to the nodes to delete (before the rerun)."""
+    picked = [int(i) for i in session_value(w.key("nodes"), []) or []]
+    set_session_value(w.key("nodes"), picked + [int(i) for i in nodes if int(i) not in picked])
+
+
+def _names(w: WhatIf, nodes: Sequence[int]) -> str:
+    """Nodes by their short names: "N5, O6, O7"."""
+    return ", ".join(w.node_labels[i].split(" (")[0] for i in nodes)
+
+
 def _edit(w: WhatIf, edges: Sequence[int], nodes: Sequence[int]) -> Edit:
     return Edit.of([w.pairs[j] for j in edges], nodes)
 
@@ -234,18 +263,30 @@ def render(w: WhatIf) -> None:
                f"stay drawn where they were, dashed in pink, so before and after line up. "
                f"Nothing is retrained: the same model is asked again." + (
                    f" {w.hint}" if w.hint else ""))
+    edge_options, node_options = _find(w)
     c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom")
-    example = f", e.g. {w.edge_labels[w.edge_order[0]]}" if w.edge_order else ""
-    c1.multiselect(f"{w.edge.capitalize()}s to delete", w.edge_order,
+    # no "Select all matches" and no fuzzy typing: one click picks one item, and the search box
+    # above finds whole labels
+    c1.multiselect(f"{w.edge.capitalize()}s to delete", edge_options,
                    format_func=lambda j: w.edge_labels[j], key=w.key("edges"),
-                   placeholder=f"Pick {w.edge}s (type to search{example})")
-    c2.multiselect(f"{w.node.capitalize()}s to delete (with their {w.edge}s)", w.node_order,
+                   placeholder=f"Pick {w.edge}s", filter_mode=None, select_all=False)
+    c2.multiselect(f"{w.node.capitalize()}s to delete (with their {w.edge}s)", node_options,
                    format_func=lambda i: w.node_labels[i], key=w.key("nodes"),
-                   placeholder=f"Pick {w.node}s")
+                   placeholder=f"Pick {w.node}s", filter_mode=None, select_all=False)
     edges, nodes = _picked(w)
     c3.button("Undo all", key=w.key("undo"), on_click=_undo, args=(w,),
               icon=":material/undo:", width="stretch",
               disabled=not (edges or nodes or session_value(w.key("compare"))))
+    groups = [(t, g) for t, g in w.groups if not set(g) <= set(nodes)]
+    if groups:
+        cols = st.columns(min(3, len(groups)))
+        for n, (title, group) in enumerate(groups):
+            cols[n % len(cols)].button(
+                f"Remove the {title[0].lower() + title[1:]} group ({_names(w, group)})",
+                key=w.key(f"group_{'_'.join(map(str, group))}"), on_click=_delete_nodes,
+                args=(w, group), icon=":material/remove_circle_outline:",
+                help=f"Delete its {w.node}s other than carbon, with their {w.edge}s; the "
+                     f"carbon skeleton it sits on stays.")
     if not edges and not nodes:
         focus = w.class_names[w.focus]
         with st.container(key=f"{w.prefix}_result_none"):
@@ -260,6 +301,28 @@ def render(w: WhatIf) -> None:
     else:
         _edited(w, edges, nodes)
     _compare(w)
+
+
+def _find(w: WhatIf) -> tuple[list[int], list[int]]:
+    """The search box over the pickers: the options it finds (in the pickers' order), and the
+    ones already picked."""
+    example = (f" (e.g. {_name(w.node_labels[w.node_order[0]])[0].upper()})"
+               if w.node_order else "")
+    query = st.text_input(
+        f"Find {w.edge}s and {w.node}s by {w.node}", key=w.key("find"),
+        placeholder=f"{w.node.capitalize()} names or numbers{example}, or a group word",
+        help=f"Each word must name a whole {w.node} ('C4' finds the {w.edge}s of C4, never "
+             f"those of C14 or C40; '4' the {w.node} numbered 4; 'N' every nitrogen) or be a "
+             f"word of the {w.edge}'s label ('nitro'). The pickers below then list only what it "
+             f"finds; a click picks one item.")
+    edges, nodes = search(query, w.pairs, w.node_labels, w.edge_labels)
+    picked_edges, picked_nodes = _picked(w)
+    found_e, found_n = set(edges) | set(picked_edges), set(nodes) | set(picked_nodes)
+    words = " ".join(_TOKEN.findall(query))
+    if words:
+        st.caption(f"“{words}” finds {len(edges)} {w.edge}{'s' if len(edges) != 1 else ''} and "
+                   f"{len(nodes)} {w.node}{'s' if len(nodes) != 1 else ''}.")
+    return ([j for j in w.edge_order if j in found_e], [i for i in w.node_order if i in found_n])
 
 
 def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
@@ -280,6 +343,8 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
             w.draw(removed, nodes, [], None, None, "whatif_edited")
         return
     _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
+    if out.detached:
+        _detached(w, out.detached)
     removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
     requested = session_value(w.key("slow"), {}).get(token, [])
     extra = {}
@@ -311,8 +376,11 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
             if before is not None:
                 was, _ = ranked_after(torch.tensor(before, dtype=torch.float64), w.k)
                 gone = len(set(was) & set(removed))
-                st.caption(f"{len(set(ranked) & set(was))} of these {len(ranked)} {w.edge}s were "
-                           f"in its top {len(was)} before the edit"
+                same = len(set(ranked) & set(was))
+                st.caption((f"This {w.edge} was{'' if same else ' not'}" if len(ranked) == 1 else
+                            f"{same} of these {len(ranked)} {w.edge}s "
+                            f"{'was' if same == 1 else 'were'}")
+                           + f" in its top {len(was)} before the edit"
                            + (f"; the edit deleted {gone} of that top {len(was)}."
                               if gone else "."))
     waiting = [m for m in slow if m not in extra]
@@ -329,6 +397,21 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
                 st.rerun()
     for note in w.notes:
         st.caption(note)
+
+
+def _detached(w: WhatIf, nodes: Sequence[int]) -> None:
+    """Say that the edit cut a part off (still in the graph) and offer to delete it."""
+    n = len(nodes)
+    with st.container(key=f"{w.prefix}_detached"):
+        read = (f"but still part of the graph the model reads. Remove it to ask about the "
+                f"{w.thing} without it." if w.reads_detached else
+                "which the explained node's prediction no longer sees.")
+        st.warning(f"This edit leaves a detached fragment: {_names(w, nodes)} ({n} {w.node}"
+                   f"{'s' if n != 1 else ''}) no longer connected to the rest of the {w.thing}, "
+                   + read, icon=":material/link_off:")
+        st.button(f"Remove the detached part ({_names(w, nodes)})", key=w.key("detached"),
+                  on_click=_delete_nodes, args=(w, list(nodes)),
+                  icon=":material/content_cut:")
 
 
 def _compare(w: WhatIf) -> None:

@@ -16,7 +16,7 @@ import torch
 from components import graph_static, graph_view, molecule_view, network_view, whatif_view
 from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, GemDataset, Instance,
                           Workbench, rank_scores)
-from theme import fmt_ms, method_color, method_title
+from theme import class_title, fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
                    explanation_reading, fit_offer, get_workbench, graph_layout, method_ready,
                    progress_bar, random_pick, run_page, selection, show_error, show_reading,
@@ -43,10 +43,29 @@ def _load_target(wb: Workbench):
             return wb.target(progress)
 
 
+def _cls(ds: GemDataset, c: int) -> str:
+    """Class ``c`` as people read it ("non-mutagen")."""
+    return class_title(ds.class_names[c])
+
+
+def _titles(ds: GemDataset) -> list[str]:
+    return [class_title(c) for c in ds.class_names]
+
+
 def _describe(ds: GemDataset, inst: Instance, pos: int, pred: int) -> str:
     kind = "node" if ds.task == "node" else "graph"
     mark = "" if pred == inst.y else " · model wrong"
-    return f"#{pos} · {kind} {inst.index} · {ds.class_names[inst.y]}{mark}"
+    return f"#{pos} · {kind} {inst.index} · {_cls(ds, inst.y)}{mark}"
+
+
+def _contrast_note(ds: GemDataset, inst: Instance, pos: int, explained: int) -> None:
+    """Say when the picked node is not one of the explainers' test instances (a base node)."""
+    if pos >= explained:
+        st.caption(f"Not a motif node: the paper explains and scores only the {explained} motif "
+                   f"nodes of the test split (#0 – #{explained - 1}); this "
+                   f"{_cls(ds, inst.y)} node is shown for contrast, explained the same "
+                   f"way.", help="Test instances from #" + str(explained) + " on are the test "
+                                 "split's other nodes, so every class can be picked.")
 
 
 def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
@@ -66,7 +85,7 @@ def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
                                        key=f"ex_index_{sel.dataset}"))
         if mode == "Class":
             present = sorted({inst.y for inst in instances})
-            cls = st.selectbox("True class", present, format_func=lambda c: ds.class_names[c],
+            cls = st.selectbox("True class", present, format_func=lambda c: _cls(ds, c),
                                key=f"ex_class_{sel.dataset}")
             cands = [p for p in range(n) if instances[p].y == cls]
         elif mode == "Model right / wrong":
@@ -96,7 +115,7 @@ def _base_picture(ds: GemDataset, inst: Instance, positions) -> graph_view.Graph
         node_ids = inst.node_ids.tolist()
         classes = ds.graph.y[inst.node_ids].tolist()
         motif = None if inst.motif_mask is None else inst.motif_mask.tolist()
-        return graph_view.node_task_picture(pairs, node_ids, classes, ds.class_names,
+        return graph_view.node_task_picture(pairs, node_ids, classes, _titles(ds),
                                             int(inst.target), pos, motif)
     types = inst.x.argmax(1).tolist()
     names = list(ds.atom_symbols) if ds.atom_symbols else [
@@ -143,7 +162,8 @@ def render() -> None:
         return
     try:
         target = _load_target(wb)
-        instances = wb.instances("test")
+        instances = wb.browse_instances("test")  # every class: motif nodes, then the others
+        explained = len(wb.instances("test"))
         probs = test_predictions(sel.dataset, sel.device, target.digest, sel.target)
     except Exception as exc:
         show_error(exc, "Cannot load the target model")
@@ -152,12 +172,13 @@ def render() -> None:
 
     pos = _pick_instance(sel, ds, instances, preds)
     inst = instances[pos]
+    _contrast_note(ds, inst, pos, explained)
     pred, p_full = preds[pos], probs[pos]
     kind = "node" if ds.task == "node" else "graph"
     verdict = "✓ right" if pred == inst.y else "✗ wrong"
     st.markdown(
-        f"**Test instance #{pos}** — {kind} {inst.index}, true class **{ds.class_names[inst.y]}**; "
-        f"the model predicts **{ds.class_names[pred]}** with p = {p_full[pred]:.3f} ({verdict}). "
+        f"**Test instance #{pos}** — {kind} {inst.index}, true class **{_cls(ds, inst.y)}**; "
+        f"the model predicts **{_cls(ds, pred)}** with p = {p_full[pred]:.3f} ({verdict}). "
         f"Computation graph: {inst.num_nodes} nodes, {inst.num_pairs} edges.")
     if inst.num_pairs <= sel.k:
         st.info(f"K = {sel.k} ≥ the {inst.num_pairs} edges of this computation graph: every "
@@ -167,11 +188,11 @@ def render() -> None:
     hide_h = False
     mol = None
     if is_mol:
-        from gem_core.api import instance_to_mol
+        from gem_core.api import ensure_depiction, instance_to_mol
 
         hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
                            persist_state="session")
-        mol = instance_to_mol(inst, ds.atom_symbols)
+        mol = ensure_depiction(instance_to_mol(inst, ds.atom_symbols))  # one 2D layout
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
     base = _base_picture(ds, inst, graph_layout(sel.dataset, pos, inst.num_nodes, pairs))
     close = None  # nodes of the close-up view (None: the whole computation graph)
@@ -315,12 +336,21 @@ def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
         num_nodes=inst.num_nodes, edge="bond" if mol is not None else "edge",
         node="atom" if mol is not None else "node", thing=thing, edge_labels=edge_labels,
         node_labels=node_labels, edge_order=edge_order, node_order=node_order,
-        class_names=list(ds.class_names), focus=pred, original=list(p_full), k=sel.k,
+        class_names=_titles(ds), focus=pred, original=list(p_full), k=sel.k,
         methods=[m for m in sel.methods if m in results],
         scores={m: r["scores"] for m, r in results.items()},
         evaluate=what_if_evaluator(key, wb, inst, "bond" if mol is not None else "edge"),
         draw=draw, titles=method_title, notes=notes,
-        ms={m: r["ms"] for m, r in results.items()}, clickable=mol is None and network_view.live()))
+        ms={m: r["ms"] for m, r in results.items()}, clickable=mol is None and network_view.live(),
+        reads_detached=inst.target is None,
+        groups=[] if mol is None else _groups(mol)))
+
+
+def _groups(mol) -> list[tuple[str, tuple[int, ...]]]:
+    """The molecule's toxicophore groups to delete in one click (RDKit loads on first use)."""
+    from gem_core.api import toxicophore_groups
+
+    return toxicophore_groups(mol)
 
 
 def _hop_distances(inst: Instance) -> list[int]:
@@ -362,7 +392,8 @@ def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
         st.image(svg, width="stretch")
 
         def png() -> bytes:
-            return molecule_view.molecule_png(mol, top, legend=title)
+            return molecule_view.molecule_png(mol, top, top_scores, hide_hydrogens=hide_h,
+                                              legend=title)
     else:
         network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=key)
 
@@ -384,7 +415,7 @@ def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close=None) 
           close)
     if close is not None:
         st.caption(f"Close-up: {len(close)} of {inst.num_nodes} nodes.")
-    st.markdown(f"P({ds.class_names[pred]}) = **{p_full[pred]:.3f}** on the whole computation "
+    st.markdown(f"P({_cls(ds, pred)}) = **{p_full[pred]:.3f}** on the whole computation "
                 f"graph")
 
 
@@ -421,8 +452,8 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
                        f"off to see them).")
     sub_pred = max(range(len(p_sub)), key=p_sub.__getitem__)
     same = "same as on the whole graph" if sub_pred == pred else "differs from the whole graph"
-    st.markdown(f"P({ds.class_names[pred]}) = **{p_sub[pred]:.3f}** on the explanation")
-    st.caption(f"Prediction on the explanation: {ds.class_names[sub_pred]} ({same}) · "
+    st.markdown(f"P({_cls(ds, pred)}) = **{p_sub[pred]:.3f}** on the explanation")
+    st.caption(f"Prediction on the explanation: {_cls(ds, sub_pred)} ({same}) · "
                f"{len(ranked)} edges · explain time {fmt_ms(ms)} on {device_label(sel.device)}")
     tied = explanation.tied_at_cut(0, sel.k)
     if bool(tied.any()):

@@ -11,7 +11,7 @@ import streamlit as st
 
 from components.molecule_file import render_file
 from components.molecule_single import render_single
-from state import run_page, selection
+from state import molecule_default_reason, run_page, selection
 
 
 # ----------------------------------------------------------------------------- page
@@ -23,6 +23,11 @@ def render() -> None:
                "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
                "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
                "written with alternating bonds, as in the training data.")
+    reason = molecule_default_reason()
+    if reason:
+        st.caption(reason, help="The sidebar's 'Target model' switches between the models; "
+                                "the figures are those of the shipped benchmark results "
+                                "(assets/results).")
     c1, c2, c3 = st.columns(3)
     opts = {
         "hide_h": c1.toggle("Hide hydrogens in the drawing", key="mol_hide_h",

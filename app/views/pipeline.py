@@ -13,7 +13,7 @@ import streamlit as st
 
 from gem_core.api import (DataUnavailableError, forget_explainer)
 from theme import method_title
-from state import (DATA_HELP, get_workbench, pipeline_summary, progress_bar,
+from state import (DATA_HELP, device_label, get_workbench, pipeline_summary, progress_bar,
                    remember_pipeline_summary, run_page, selection, show_error)
 
 QUICK_LIMIT = 20
@@ -134,7 +134,8 @@ def render() -> None:
     spec = sel.spec
     st.header("Pipeline", anchor="pipeline")
     st.markdown(
-        f"Runs Gem end to end for **{spec.title}** on **{sel.device}**: (1) load or train the "
+        f"Runs Gem end to end for **{spec.title}** on **{device_label(sel.device)}**: (1) load "
+        f"or train the "
         f"target GNN, (2) distil the Granger-causal ground truth of the training and validation "
         f"instances, (3) fit the Gem explainer on it, (4) evaluate the explainers selected in the "
         f"sidebar ({', '.join(method_title(m) for m in sel.methods) or 'Gem'}). Results are "

@@ -15,7 +15,8 @@ from gem_core.chemistry.convert import as_pair_list, bond_indices, without_hydro
 
 __all__ = [
     "HIGHLIGHT_HEX", "HIGHLIGHT_RGB", "OUTLINE_HEX", "OUTLINE_RGB", "MAX_BOND_LENGTH",
-    "molecule_drawer", "draw_molecule_svg",
+    "molecule_drawer", "draw_molecule_svg", "draw_molecule_png", "depiction",
+    "ensure_depiction",
 ]
 
 #: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
@@ -57,6 +58,25 @@ def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
 MAX_BOND_LENGTH = 40
 
 
+def _has_2d(mol: Chem.Mol) -> bool:
+    return mol.GetNumConformers() > 0 and not mol.GetConformer().Is3D()
+
+
+def ensure_depiction(mol: Chem.Mol) -> Chem.Mol:
+    """Give ``mol`` (in place) its one 2D depiction, unless it has one: computed once on the
+    whole molecule, hydrogens included, so that every picture of it (any hydrogens hidden, any
+    bond deleted) keeps the same coordinates. Returns ``mol``."""
+    if not _has_2d(mol):
+        rdDepictor.Compute2DCoords(mol)
+    return mol
+
+
+def depiction(mol: Chem.Mol) -> Chem.Mol:
+    """``mol`` with its 2D depiction: ``mol`` itself when it carries one
+    (:func:`ensure_depiction`), else a copy with it (same molecule, same coordinates)."""
+    return mol if _has_2d(mol) else ensure_depiction(Chem.Mol(mol))
+
+
 def molecule_drawer(size: tuple[int, int], kind: str = "svg"):
     """An RDKit drawer of ``size`` pixels (``"svg"`` or ``"png"``), small molecules kept small."""
     cls = rdMolDraw2D.MolDraw2DSVG if kind == "svg" else rdMolDraw2D.MolDraw2DCairo
@@ -89,13 +109,30 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
         outline_pairs: bonds to mark in a second colour (:data:`OUTLINE_HEX`), e.g. the
             molecule's toxicophores; a bond in both sets is drawn in both colours, side by side.
 
-    2D coordinates are recomputed deterministically (same molecule -> same picture).
+    The 2D coordinates are the molecule's one depiction (:func:`depiction`: computed on the
+    whole molecule, hydrogens included, and kept when hydrogens are hidden), so every picture
+    of a molecule lines up.
     """
+    return _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
+                 outline_pairs, "svg")
+
+
+def draw_molecule_png(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (),
+                      scores=None, size: tuple[int, int] = (900, 700),
+                      hide_hydrogens: bool = False, atom_indices: bool = False,
+                      legend: str = "", outline_pairs: Sequence[tuple[int, int]] = ()) -> bytes:
+    """PNG of the picture :func:`draw_molecule_svg` draws (same coordinates and colours)."""
+    return _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
+                 outline_pairs, "png")
+
+
+def _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
+          outline_pairs, kind):
     pair_list = as_pair_list(highlight_pairs)
     shades = [_shade(a) for a in _intensities(pair_list, scores)]
     bond_indices(mol, pair_list)  # validates the pairs against the original numbering
 
-    m = Chem.Mol(mol)
+    m = Chem.Mol(depiction(mol))
     for atom in m.GetAtoms():
         atom.SetIntProp("gem_orig_idx", atom.GetIdx())
     if hide_hydrogens:
@@ -121,9 +158,8 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
     if atom_indices:
         for atom in m.GetAtoms():
             atom.SetProp("atomNote", str(atom.GetIntProp("gem_orig_idx")))
-    rdDepictor.Compute2DCoords(m)
 
-    drawer = molecule_drawer(size)
+    drawer = molecule_drawer(size, kind)
     outline = as_pair_list(outline_pairs)
     if outline:
         bond_indices(mol, outline)

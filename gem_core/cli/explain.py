@@ -1,8 +1,11 @@
 """Predict a SMILES with the Mutagenicity model and explain it.
 
 Builds the Mutagenicity-style graph of a SMILES (explicit hydrogens, Kekulé bond orders),
-predicts mutagen / nonmutagen with the target GNN and lists the K most important bonds as
-atom-index pairs (numbering of RDKit's Chem.AddHs(Chem.MolFromSmiles(SMILES))), best first.
+predicts mutagen / nonmutagen with the target GNN (the strong, bond-aware one unless --target
+says otherwise) and lists the K most important bonds, best first, with their atoms and
+toxicophore ("N6–O7 (aromatic nitro)"; atom indices are the numbering of RDKit's
+Chem.AddHs(Chem.MolFromSmiles(SMILES))), then reads the explanation in words. The JSON carries
+the target, the bonds as atom-index pairs and labels, the reading and the toxicophores touched.
 Bad input (empty, unparsable SMILES, unsupported elements, salts, too large molecules) prints
 the message the app shows and exits with status 2.
 
@@ -14,7 +17,19 @@ from __future__ import annotations
 import argparse
 
 from gem_core.explainers import METHODS
-from gem_core.cli.common import add_command, add_target_arg, progress_bar, write_json
+from gem_core.cli.common import add_command, progress_bar, write_json
+
+
+def add_molecule_target_arg(parser: argparse.ArgumentParser) -> None:
+    """``--target`` of the molecule commands: the target registry's molecule default unless
+    asked (``explain``, ``screen``)."""
+    from gem_core.data.config import TARGET_NAMES, molecule_default_target
+
+    default = molecule_default_target()
+    parser.add_argument("--target", default=default, choices=TARGET_NAMES,
+                        help=f"the Mutagenicity target model (default: {default}, the more "
+                             f"accurate one whose explanations find the toxicophores; 'paper': "
+                             f"the paper's architecture)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what if these bonds were gone: atom-index pairs (the numbering of the "
                         "output's bonds); prints the prediction and explanation of the edited "
                         "molecule beside the original and the change in loss")
-    add_target_arg(p)
+    add_molecule_target_arg(p)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -53,12 +68,11 @@ def run(args: argparse.Namespace) -> int:
                                 progress=progress, target=args.target)
     if not quiet:
         pred = result["prediction"]
-        print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f})")
-        bonds = result["explanation"]["bonds"]
-        scores = result["explanation"]["scores"]
-        print(f"{len(bonds)} explanation bond(s), best first ({args.method}):")
-        for (i, j), s in zip(bonds, scores):
-            print(f"  {i:>4d} - {j:<4d} {s:.4f}")
+        print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), "
+              f"{_model_words(result['target'])}")
+        _print_bonds(result, f"{len(result['explanation']['bonds'])} explanation bond(s), best "
+                             f"first ({args.method}):")
+        print(result["reading"]["text"])
     write_json(result, args.json)
     return 0
 
@@ -76,9 +90,28 @@ def _run_edited(args: argparse.Namespace, quiet: bool) -> int:
         print(f"without bond(s) {removed}: {after['label']} (p = {after['probability']:.3f}); "
               f"P(mutagen) {result['p_mutagen']['original']:.3f} -> "
               f"{result['p_mutagen']['edited']:.3f}; loss change {result['loss']['delta']:+.4f}")
-        bonds, scores = result["explanation"]["bonds"], result["explanation"]["scores"]
-        print(f"{len(bonds)} explanation bond(s) of the edited molecule, best first ({args.method}):")
-        for (i, j), s in zip(bonds, scores):
-            print(f"  {i:>4d} - {j:<4d} {s:.4f}")
+        if result["detached_atoms"]:
+            print(f"left detached, still in the graph the model reads: atom(s) "
+                  f"{', '.join(map(str, result['detached_atoms']))} (the app's What-if section "
+                  f"deletes them in one click)")
+        print(_model_words(result["target"]))
+        _print_bonds(result, f"{len(result['explanation']['bonds'])} explanation bond(s) of the "
+                             f"edited molecule, best first ({args.method}):")
     write_json(result, args.json)
     return 0
+
+
+def _model_words(target: str) -> str:
+    """Which model answered: ``model: Mutagenicity, strong target (stronger (bond-aware GINE))``."""
+    from gem_core.data.config import target_spec
+
+    return f"model: Mutagenicity, {target} target — {target_spec(target).title}"
+
+
+def _print_bonds(result: dict, head: str) -> None:
+    """Each explanation bond with its atoms and toxicophore, and its score."""
+    print(head)
+    labels = result["explanation"]["labels"]
+    width = max((len(x) for x in labels), default=0)
+    for label, s in zip(labels, result["explanation"]["scores"]):
+        print(f"  {label:<{width}}  {s:.4f}")

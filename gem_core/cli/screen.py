@@ -23,7 +23,8 @@ import argparse
 import sys
 
 from gem_core.explainers import BATCH_METHODS
-from gem_core.cli.common import add_command, add_target_arg, write_json
+from gem_core.cli.common import add_command, write_json
+from gem_core.cli.explain import add_molecule_target_arg
 
 # gem_core.service.screening.runner.DEFAULT_CHUNK_SIZE, repeated so that --help starts without
 # torch (tests/test_startup.py checks that they agree)
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="explanation bonds per molecule (default: 8)")
     p.add_argument("--method", default="gem", choices=BATCH_METHODS,
                    help="explainer (default: gem)")
-    add_target_arg(p)
+    add_molecule_target_arg(p)
     p.add_argument("--largest-fragment", action="store_true",
                    help="salts and mixtures: keep the largest fragment (default: reject them)")
     p.add_argument("--workers", type=_positive, default=None, metavar="N",
@@ -106,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items()))
     resumed = (f"; resumed: {result.chunks_resumed} of {result.chunks} chunks were already done"
                if result.chunks_resumed else "")
-    print(f"screened {s.rows} rows in {result.seconds:.1f} s ({result.molecules_per_second:.0f} "
-          f"molecules/s, {result.workers} worker(s), {result.backend}){resumed}", file=sys.stderr)
+    print(f"screened {s.rows} rows with the {result.target} Mutagenicity target in "
+          f"{result.seconds:.1f} s ({result.molecules_per_second:.0f} molecules/s, "
+          f"{result.workers} worker(s), {result.backend}){resumed}", file=sys.stderr)
     print(f"ok {s.ok} ({s.mutagens} predicted mutagen), rejected {sum(s.rejected.values())}"
           + (f" ({reasons})" if reasons else "") + f" -> {result.output}", file=sys.stderr)
     write_json(result.as_dict(), args.json)

@@ -9,8 +9,12 @@ This is the engine side of the app's Molecule page and of ``python -m gem_core e
 * :func:`explain_molecules` predicts and explains many molecules in one batch per method.
 * :func:`explain_smiles` is the one-molecule flow with the CLI's JSON shape::
 
-    {"smiles": ..., "prediction": {"label": "mutagen" | "nonmutagen", "probability": p},
-     "explanation": {"bonds": [[i, j], ...], "scores": [...]}}
+    {"smiles": ..., "target": "strong", "prediction": {"label": "mutagen" | "nonmutagen",
+     "probability": p}, "explanation": {"bonds": [[i, j], ...], "scores": [...], "labels":
+     ["N6=O7 (aromatic nitro)", ...]}, "reading": {"text", "facts"}, "toxicophores":
+     {"present": [...], "touched": [...]}}
+
+  The target is the registry's molecule default (:data:`MOLECULE_TARGET`) unless one is named.
 
   Bonds are atom-index pairs ``i < j`` numbered like ``Chem.AddHs(Chem.MolFromSmiles(smiles))``,
   best first, ``K`` of them (fewer when the molecule has fewer bonds); ``probability`` is the
@@ -30,8 +34,9 @@ import torch
 from torch import Tensor
 
 from gem_core.chemistry.convert import fragment_smarts
+from gem_core.chemistry.labels import bond_labels
 from gem_core.chemistry.smiles import MoleculeError, MoleculeInstance, smiles_to_instance
-from gem_core.data.config import check_k, get_spec
+from gem_core.data.config import check_k, get_spec, molecule_default_target
 from gem_core.data.datasets import MUTAGENICITY_CLASSES, DataUnavailableError
 from gem_core.data.ranking import ranked_pairs
 from gem_core.explainers import Explanation, check_method
@@ -40,10 +45,13 @@ from gem_core.service.session import ModelUnavailableError, Workbench, workbench
 from gem_core.service.session import forget_explainer as forget
 
 DATASET = "mutagenicity"
+#: the target a molecule is explained with where none is chosen (the target row marked
+#: ``molecule_default``: the more accurate one whose explanations find the toxicophores)
+MOLECULE_TARGET = molecule_default_target()
 CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = nonmutagen
 
 __all__ = [
-    "DATASET", "CLASS_NAMES", "ModelUnavailableError", "MoleculeExplanation",
+    "DATASET", "CLASS_NAMES", "MOLECULE_TARGET", "ModelUnavailableError", "MoleculeExplanation",
     "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
     "explain_smiles", "ranked_bonds", "default_k", "suggested_k",
 ]
@@ -63,7 +71,7 @@ def suggested_k(num_bonds: int) -> int:
 
 # ----------------------------------------------------------------------------- the model
 
-def target_checkpoint_available(target: str = "paper") -> bool:
+def target_checkpoint_available(target: str = MOLECULE_TARGET) -> bool:
     """Whether the Mutagenicity target loads from a checkpoint (no training needed)."""
     from gem_core.models.targets import cached_target_path, shipped_target_path
 
@@ -72,7 +80,7 @@ def target_checkpoint_available(target: str = "paper") -> bool:
 
 
 def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None,
-                   target: str = "paper") -> Workbench:
+                   target: str = MOLECULE_TARGET) -> Workbench:
     """The shared Mutagenicity :class:`~gem_core.service.session.Workbench` of ``device``, target loaded.
 
     The target comes from its checkpoint when there is one (no data needed); otherwise it is
@@ -209,12 +217,16 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
 
 
 def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", device: str = "auto",
-                   progress: Optional[ProgressFn] = None, target: str = "paper") -> dict[str, Any]:
+                   progress: Optional[ProgressFn] = None, target: str = MOLECULE_TARGET,
+                   read: bool = True) -> dict[str, Any]:
     """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
 
-    Returns ``{"smiles", "prediction": {"label", "probability"}, "explanation": {"bonds",
-    "scores"}}`` (see the module docstring). ``k`` defaults to the paper's default K for
-    Mutagenicity.
+    Returns ``{"smiles", "target", "prediction": {"label", "probability"}, "explanation":
+    {"bonds", "scores", "labels"}}`` (see the module docstring; ``labels`` are the bonds as a
+    chemist reads them, "N6–O7 (aromatic nitro)"), and with ``read`` the engine's reading
+    (``{"text", "facts"}``, :func:`gem_core.service.reading.read_explanation`) and the
+    ``toxicophores`` (``present``: classes in the molecule; ``touched``: those the explanation
+    touches, with its bonds in each). ``k`` defaults to the paper's default K for Mutagenicity.
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -224,20 +236,31 @@ def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", de
     method = check_method(method)
     k = default_k() if k is None else check_k(k)
     mol = smiles_to_instance(smiles)
+    model = molecule_model(device, target=target)
     result = explain_molecules([mol], [method], device=device, progress=progress,
-                               model=molecule_model(device, target=target))[0]
-    return result.to_json(method, k)
+                               model=model)[0]
+    out = result.to_json(method, k)
+    out = {"smiles": out["smiles"], "target": model.target_name, **out}
+    out["explanation"]["labels"] = bond_labels(mol.mol, out["explanation"]["bonds"])[0]
+    if read:
+        from gem_core.service.reading import read_explanation
+
+        reading = read_explanation(model, mol.instance, method, result.scores[method], k,
+                                   CLASS_NAMES, mol=mol.mol, edge="bond")
+        out["reading"] = {"text": reading.text, "facts": reading.facts}
+        out["toxicophores"] = reading.facts["toxicophores"]
+    return out
 
 
 def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k: Optional[int] = None,
                           method: str = "gem", device: str = "auto",
-                          target: str = "paper") -> dict[str, Any]:
+                          target: str = MOLECULE_TARGET) -> dict[str, Any]:
     """:func:`explain_smiles` on the molecule without ``remove_bonds`` (atom-index pairs in the
     ``explain`` numbering), beside the original: the CLI's ``explain --remove-bonds``.
 
     Returns the :func:`explain_smiles` shape for the edited molecule (bonds keep the original
-    numbering) plus ``removed_bonds``, ``original_prediction``, ``p_mutagen`` (original / edited)
-    and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
+    numbering) plus ``removed_bonds``, ``detached_atoms`` (cut off the molecule by the edit,
+    still in its graph), ``original_prediction``, ``p_mutagen`` (original / edited) and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
     bond the distillation's Δ of that bond).
 
     Raises:
@@ -260,6 +283,7 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
     bonds, scores = ranked_bonds(pairs, edited.scores[method][kept], k)
     return {
         "smiles": mol.input_smiles,
+        "target": model.target_name,
         "removed_bonds": [list(p) for p in edit.remove_pairs],
         "prediction": {"label": CLASS_NAMES[edited.label],
                        "probability": edited.probabilities[edited.label]},
@@ -268,7 +292,10 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
         "p_mutagen": {"original": original.probabilities[mutagen],
                       "edited": edited.probabilities[mutagen]},
         "loss": {"original": original.loss, "edited": edited.loss, "delta": edited.delta_loss},
-        "explanation": {"bonds": bonds, "scores": scores},
+        "explanation": {"bonds": bonds, "scores": scores,
+                        "labels": bond_labels(mol.mol, bonds)[0]},
+        # atoms the edit cuts off the molecule: still in the graph, still read by the model
+        "detached_atoms": [int(a) for a in edited.detached],
     }
 
 

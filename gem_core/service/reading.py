@@ -80,15 +80,17 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
                      f"lower K to see which {edge}s matter most.")
     else:
         a = facts["on_explanation"]
+        these = f"this one {edge}" if kept == 1 else f"these {kept} {edge}s"
         lines.append(
-            f"On these {kept} {edge}s alone it {'still ' if a['survives'] else ''}predicts "
+            f"On {these} alone it {'still ' if a['survives'] else ''}predicts "
             f"{a['label']} (p = {a['probability']:.3f})"
             + (": the explanation is enough for the prediction." if a["survives"]
                else ": the explanation alone does not carry the prediction."))
         w = facts["without_explanation"]
+        them, are = ("it", "it is") if kept == 1 else ("them", "they are")
         lines.append(
-            f"Without them it predicts {w['label']} (p = {w['probability']:.3f})"
-            + (": they are necessary for it." if w["changes"]
+            f"Without {them} it predicts {w['label']} (p = {w['probability']:.3f})"
+            + (f": {are} necessary for it." if w["changes"]
                else ": the rest of the graph still carries the prediction."))
 
     pairs = [tuple(p) for p in instance.pairs.t().tolist()]
@@ -122,8 +124,10 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
         t_mask = Explanation(DEFAULT_TEACHER, [teacher_scores], 0.0, [instance]).topk_mask(0, k)
         shared = int((mask & t_mask).sum())
         facts["teacher"] = {"method": DEFAULT_TEACHER, "shared": shared, "of": kept}
-        lines.append(f"The {title(DEFAULT_TEACHER).lower()} keeps {shared} of the same "
-                     f"{kept} {edge}s.")
+        teacher = title(DEFAULT_TEACHER).lower()
+        lines.append((f"The {teacher} keeps this {edge} too." if shared else
+                      f"The {teacher} does not keep this {edge}.") if kept == 1 else
+                     f"The {teacher} keeps {shared} of the same {kept} {edge}s.")
 
     if instance.motif_mask is not None and bool(instance.motif_mask.any()):
         motif = instance.motif_mask.bool()

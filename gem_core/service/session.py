@@ -24,7 +24,7 @@ from gem_core.data.datasets import DataUnavailableError, GemDataset, load_datase
 from gem_core.runtime.device import resolve_device
 from gem_core.explainers import (Explainer, ExplainerContext, Explanation, check_method,
                                  method_spec, title)
-from gem_core.data.instances import Instance, split_instances
+from gem_core.data.instances import Instance, dataset_instances, split_instances
 from gem_core.gem.settings import GemSettings
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
@@ -140,6 +140,20 @@ class Workbench:
             if split not in self._instances:
                 self._instances[split] = split_instances(self.dataset, split)
             return self._instances[split]
+
+    def browse_instances(self, split: str = "test") -> list[Instance]:
+        """Every instance a user may pick in a split, so that each class can be shown: the
+        explainer's instances first (:meth:`instances`, same positions), then, on node tasks,
+        the split's other nodes (the base / tree nodes the paper does not explain), by id."""
+        with self._lock:
+            key = f"browse:{split}"
+            if key not in self._instances:
+                ds = self.dataset
+                explained = set(ds.explain_split[split].tolist())
+                others = sorted(int(i) for i in ds.split[split].tolist() if int(i) not in explained)
+                extra = dataset_instances(ds, others) if ds.task == "node" else []
+                self._instances[key] = [*self.instances(split), *extra]
+            return self._instances[key]
 
     def predict_proba(self, instances: Sequence[Instance],
                       pair_masks: Optional[Sequence[Tensor]] = None) -> Tensor:

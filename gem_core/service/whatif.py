@@ -6,7 +6,9 @@ graph, the change in loss (for a single deleted edge exactly the distillation's 
 with ``label_source="predicted"``) and every explainer's new scores.
 
 Deleting edges keeps every node (as the distillation does); deleting a node removes it and its
-edges. Scores of an edited graph are reported per *original* pair (NaN for deleted pairs), so
+edges. An edit that cuts a part off (the NO₂ of a nitroarene whose C–N bond is deleted) leaves
+that part in the graph, where a graph-level model still reads it: each outcome names those
+``detached`` nodes, so a front-end can say so and offer to delete them too. Scores of an edited graph are reported per *original* pair (NaN for deleted pairs), so
 an explanation before and after an edit compare position by position.
 """
 from __future__ import annotations
@@ -22,7 +24,8 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.explainers import Explanation, check_method
 
-__all__ = ["Edit", "EditOutcome", "EditError", "evaluate_edits", "parse_pair_list"]
+__all__ = ["Edit", "EditOutcome", "EditError", "evaluate_edits", "parse_pair_list",
+           "detached_nodes"]
 
 
 class EditError(ValueError):
@@ -55,6 +58,8 @@ class EditOutcome:
         explanations: method -> its one-instance :class:`Explanation` of the edited graph
             (one score per *kept* pair, carrying the edited instance).
         error: why this edit cannot be evaluated (disconnected target, no edge left), or None.
+        detached: the nodes (original numbering) the edit cuts off from the main part of the
+            graph (:func:`detached_nodes`); still in the edited graph.
     """
 
     edit: Edit
@@ -64,6 +69,7 @@ class EditOutcome:
     delta_loss: float = math.nan
     explanations: dict[str, Explanation] = field(default_factory=dict)
     error: Optional[str] = None
+    detached: tuple[int, ...] = ()
 
     @property
     def scores(self) -> dict[str, Tensor]:
@@ -95,6 +101,44 @@ def parse_pair_list(text: str) -> list[tuple[int, int]]:
     if not out:
         raise EditError("No bond given: write atom-index pairs like 3-7,4-9.")
     return out
+
+
+def _outside_main_part(instance: Instance, kept: Tensor, alive: list[bool]) -> set[int]:
+    """Live nodes outside the main part of the graph of the ``kept`` pairs: the explained
+    node's connected component (node tasks), else the largest (ties: the lowest node)."""
+    parent = list(range(instance.num_nodes))
+
+    def root(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for u, v in instance.pairs[:, kept].t().tolist():
+        parent[root(u)] = root(v)
+    parts: dict[int, list[int]] = {}
+    for i in range(instance.num_nodes):
+        if alive[i]:
+            parts.setdefault(root(i), []).append(i)
+    if not parts:
+        return set()
+    t = instance.target
+    main = (root(int(t)) if t is not None and alive[int(t)]
+            else min(parts, key=lambda r: (-len(parts[r]), parts[r][0])))
+    return {i for r, members in parts.items() if r != main for i in members}
+
+
+def detached_nodes(instance: Instance, kept: Tensor, removed_nodes: Sequence[int] = ()
+                   ) -> tuple[int, ...]:
+    """The nodes an edit (``kept`` pairs, ``removed_nodes``) cuts off from the main part of the
+    graph (the explained node's part on node tasks, else the largest), in original numbering;
+    nodes already apart in the unedited graph do not count."""
+    alive = [True] * instance.num_nodes
+    for n in removed_nodes:
+        alive[int(n)] = False
+    before = _outside_main_part(instance, torch.ones(instance.num_pairs, dtype=torch.bool),
+                                [True] * instance.num_nodes)
+    return tuple(sorted(_outside_main_part(instance, kept.bool(), alive) - before))
 
 
 def _check(instance: Instance, edit: Edit, noun: str) -> None:
@@ -165,7 +209,8 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
     proba = model.predict_proba([inst for _, inst in live])
     label = int(proba[0].argmax())  # live[0] is the original graph
     base_loss = -math.log(max(float(proba[0, label]), 1e-300))
-    out = [EditOutcome(e, kept, error=err)
+    out = [EditOutcome(e, kept, error=err,
+                       detached=() if err else detached_nodes(instance, kept, e.remove_nodes))
            for e, (kept, _, err) in zip([Edit(), *edits], applied)]
     for (i, _), p in zip(live, proba):
         o = out[i]

@@ -48,9 +48,11 @@ def no_exception(at) -> None:
 
 
 def mutagenicity_target_available() -> bool:
+    """The Molecule page's default Mutagenicity target loads from a checkpoint."""
+    from gem_core.data.config import molecule_default_target
     from gem_core.models.targets import load_saved_target
 
-    return load_saved_target("mutagenicity") is not None
+    return load_saved_target("mutagenicity", molecule_default_target()) is not None
 
 
 @pytest.fixture

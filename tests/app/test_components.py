@@ -187,3 +187,28 @@ def test_how_it_works_default_instance_steps_replay_the_old_greedy_loop():
         assert s.dropped_with == (dropped if accepted else []) and torch.equal(s.mask, current)
         n += 1
     assert n == len(trace.steps) >= 2
+
+
+def test_the_picker_search_matches_whole_labels_only():
+    """Issue 27, item 8: "325" finds node 325's edges, never 3–25 or 31–258; "C4" the bonds of
+    C4, never those of C14 or C40; "4" the atom numbered 4; "N" every nitrogen; a group word
+    its bonds; several words must all match."""
+    from components.whatif_view import search
+
+    nodes = ["3", "25", "31", "258", "325 (the explained node)", "326"]
+    pairs = [(0, 1), (2, 3), (4, 5), (0, 4)]
+    edges = ["3–25", "31–258", "325–326", "3–325"]
+    assert search("325", pairs, nodes, edges) == ([2, 3], [4])
+    assert search("3", pairs, nodes, edges) == ([0, 3], [0])
+    assert search("3 325", pairs, nodes, edges) == ([3], [0, 4])
+    assert search("", pairs, nodes, edges) == ([0, 1, 2, 3], list(range(6)))
+    atoms = ["C4", "C14", "C40", "N5 (aromatic nitro)", "H41 (on C4)"]
+    bonds = [(0, 3), (1, 2), (2, 4), (0, 4), (1, 3)]
+    labels = ["C4–N5 (aromatic nitro)", "C14–C40", "C40–H41", "C4–H41", "C14–N5"]
+    assert search("C4", bonds, atoms, labels) == ([0, 3], [0])
+    assert search("c4", bonds, atoms, labels) == ([0, 3], [0])
+    assert search("4", bonds, atoms, labels) == ([0, 3], [0])
+    assert search("N", bonds, atoms, labels) == ([0, 4], [3])
+    assert search("nitro", bonds, atoms, labels) == ([0], [])
+    assert search("C4–N5", bonds, atoms, labels) == ([0], [0, 3])
+    assert search("Xe", bonds, atoms, labels) == ([], [])

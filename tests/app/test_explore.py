@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from gem_core.data.config import get_spec
 from gem_core.explainers import METHODS
 from gem_core.service.session import Workbench
@@ -177,6 +179,13 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
         no_exception(at)
         offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
         assert offer and f"this fit took {took:.0f} s" in offer[0]
+        # issue 27, item 9: on which machine, beside this one (a busy machine takes longer)
+        from state import device_label
+
+        machine = json.loads(results_path("ba_shapes").read_text())["machine"]
+        threads = machine["threads"]
+        assert f"s on a CPU with {threads} thread{'s' if threads != 1 else ''}" in offer[0]
+        assert f"here it runs on {device_label('auto')}" in offer[0]
         assert at.button(key="ex_fit_pgexplainer").label == "Fit PGExplainer now"
     finally:
         st.cache_resource.clear()
@@ -453,3 +462,34 @@ def test_the_app_hints_of_an_extra_dataset_come_from_its_row(monkeypatch):
     assert "explain an active call apart from an inactive one." in teaching.describe_gem(coarse)
     assert "a mutagen call differently from a non-mutagen one" in teaching.describe_gem(
         get_spec("mutagenicity"))
+
+
+@pytest.mark.parametrize("dataset", ["ba_shapes", "tree_cycles"])
+def test_every_class_can_be_picked_the_base_included(dataset):
+    """Issue 27, item 13: BA-shapes offers base, top, middle and bottom nodes, Tree-cycles tree
+    and cycle nodes; a base node comes from the test split's other nodes (the Workbench's
+    browse_instances, after the explainer's motif nodes) and is explained like the others."""
+    import re
+
+    from gem_core.service.session import workbench
+
+    wb = workbench(dataset, "cpu")
+    names = wb.dataset.class_names
+    at = make_app(methods=("random",), sb_dataset=dataset)
+    at.radio(key="ex_mode").set_value("Class").run()
+    no_exception(at)
+    box = at.selectbox(key=f"ex_class_{dataset}")
+    assert list(box.proto.options) == list(names)
+    box.set_value(0).run()
+    no_exception(at)
+    head = next(m for m in texts(at.markdown) if m.startswith("**Test instance #"))
+    assert f"true class **{names[0]}**" in head
+    pos = int(re.match(r"\*\*Test instance #(\d+)\*\*", head).group(1))
+    explained = len(wb.instances("test"))
+    assert pos >= explained  # not one of the explainer's motif nodes
+    inst = wb.browse_instances("test")[pos]
+    assert inst.y == 0 and wb.browse_instances("test")[:explained] == wb.instances("test")
+    p = wb.predict_proba([inst])[0]
+    assert f"p = {float(p.max()):.3f}" in head
+    assert any(c.startswith("Not a motif node") for c in texts(at.caption))
+    assert any(m.startswith("P(") or "Random" in m for m in texts(at.markdown))

@@ -55,9 +55,13 @@ def _table(at):
 
 
 def _expected(data: bytes, method: str = "random", k: int = 8, largest: bool = False):
+    """The engine's rows, with the Molecule page's default target (the molecule default)."""
+    from gem_core.data.config import molecule_default_target
+
     rows = list(iter_rows(io.BytesIO(data)))
     return explain_rows(rows, check_settings(ScreenSettings(
-        method=method, k=k, target="paper", device="auto", largest_fragment=largest)))
+        method=method, k=k, target=molecule_default_target(), device="auto",
+        largest_fragment=largest)))
 
 
 def _select(at, position: int):

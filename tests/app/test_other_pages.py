@@ -228,3 +228,36 @@ def test_every_page_renders_for_a_graph_dataset_without_errors():
         at.switch_page(page).run()
         no_exception(at)
         assert len(at.header) == 1
+
+
+def test_the_pipeline_names_the_device_it_runs_on():
+    """Issue 27, item 17: the Pipeline page names the device used ("CPU · 1 thread"), not the
+    sidebar's "auto"."""
+    from state import device_label
+
+    at = make_app(methods=("random",))
+    at.switch_page("views/pipeline.py").run()
+    no_exception(at)
+    intro = next(m for m in texts(at.markdown) if m.startswith("Runs Gem end to end"))
+    assert f"on **{device_label('auto')}**" in intro and "**auto**" not in intro
+
+
+def test_explore_reads_non_mutagen_as_a_chemist_writes_it():
+    """Issue 27, item 17: Explore's Mutagenicity says "non-mutagen" (as the Molecule page),
+    never the engine's token "nonmutagen"."""
+    from gem_core.service.session import workbench
+
+    wb = workbench("mutagenicity", "cpu")
+    try:
+        test = wb.instances("test")
+    except Exception as exc:  # no raw data on this machine
+        import pytest
+
+        pytest.skip(f"no Mutagenicity data: {exc}")
+    pos = next(p for p, inst in enumerate(test) if inst.y == 1)  # a non-mutagen
+    at = make_app(methods=("random",), sb_dataset="mutagenicity",
+                  ex_index_mutagenicity=pos)
+    no_exception(at)
+    shown = " ".join(texts(at.markdown) + texts(at.caption))
+    assert "true class **non-mutagen**" in shown
+    assert "nonmutagen" not in shown

@@ -114,6 +114,81 @@ def test_deleting_atoms_and_every_bond_gets_the_engines_message(needs_mutagenici
     assert not at2.error
 
 
+def test_the_bond_search_finds_whole_atom_labels_and_one_click_picks_one_bond(
+        needs_mutagenicity_model):
+    """Issue 27, item 8: "C4" finds the bonds of atom C4 only (not "Select 4 matches"), the
+    pickers offer no bulk selection and no fuzzy typing, and one pick deletes one bond."""
+    at = _molecule(methods=("random",))
+    mol = smiles_to_instance(NITROTOLUENE)
+    bonds = _widget(at.multiselect, "mol_whatif_edges_")
+    atoms = _widget(at.multiselect, "mol_whatif_nodes_")
+    for picker in (bonds, atoms):
+        assert not picker.proto.select_all  # no "Select all" / "Select N matches" entry
+        # typing there does no fuzzy matching ("325" matched 3–25 and 31–258)
+        assert picker.proto.filter_mode == picker.proto.DESCRIPTOR.fields_by_name[
+            "filter_mode"].enum_type.values_by_name["FILTER_MODE_NONE"].number
+    assert len(bonds.options) == mol.instance.num_pairs
+    _widget(at.text_input, "mol_whatif_find_").input("C4").run()
+    no_exception(at)
+    bonds = _widget(at.multiselect, "mol_whatif_edges_")
+    own = [j for j, p in enumerate(mol.pairs) if 4 in p]
+    from gem_core.chemistry.labels import bond_labels
+
+    edge_labels, node_labels = bond_labels(mol.mol, mol.pairs)
+    assert sorted(bonds.options) == sorted(edge_labels[j] for j in own), bonds.options
+    assert _widget(at.multiselect, "mol_whatif_nodes_").options == [node_labels[4]]
+    assert any("finds 3 bonds and 1 atom" in c for c in texts(at.caption)), texts(at.caption)
+    j = mol.pairs.index((4, 5))
+    bonds.set_value([j]).run()
+    no_exception(at)
+    assert _widget(at.multiselect, "mol_whatif_edges_").value == [j]
+    assert any("1 of 17 bonds deleted" in c for c in texts(at.caption))
+    # the search changes, the pick stays
+    _widget(at.text_input, "mol_whatif_find_").input("O6").run()
+    no_exception(at)
+    bonds = _widget(at.multiselect, "mol_whatif_edges_")
+    assert bonds.value == [j] and edge_labels[j] in bonds.options
+    assert set(bonds.options) == {edge_labels[j], *(edge_labels[i] for i, p in
+                                                     enumerate(mol.pairs) if 6 in p)}
+
+
+def test_a_cut_off_nitro_group_is_named_and_removed_in_one_click(needs_mutagenicity_model):
+    """Issue 27, item 4: deleting the C–N bond of 4-nitrotoluene leaves the NO₂ in the graph;
+    the page says so and "Remove the detached part" deletes N5, O6, O7 through the engine;
+    "Remove the aromatic nitro group" does the same from the start."""
+    from gem_core.service.molecules import molecule_model
+
+    at = _molecule(methods=("random",))
+    mol = smiles_to_instance(NITROTOLUENE)
+    model = molecule_model("cpu")
+    assert not [w for w in texts(at.warning) if "detached" in w]
+    j = mol.pairs.index((4, 5))
+    _widget(at.multiselect, "mol_whatif_edges_").set_value([j]).run()
+    no_exception(at)
+    cut = [w for w in texts(at.warning) if "detached fragment" in w]
+    assert len(cut) == 1 and "N5, O6, O7 (3 atoms)" in cut[0], texts(at.warning)
+    _widget(at.button, "mol_whatif_detached_").click().run()
+    no_exception(at)
+    assert _widget(at.multiselect, "mol_whatif_nodes_").value == [5, 6, 7]
+    assert not [w for w in texts(at.warning) if "detached fragment" in w]
+    original, (cut_off, gone) = evaluate_edits(
+        model, mol.instance, [Edit.of([(4, 5)]), Edit.of([(4, 5)], [5, 6, 7])])
+    assert cut_off.detached == (5, 6, 7) and gone.detached == ()
+    shown = _arrow_metrics(at)["P(mutagen)"]
+    assert shown == f"{original.probabilities[0]:.3f} → {gone.probabilities[0]:.3f}"
+    assert any("3 of 17 bonds deleted with 3 atoms" in c for c in texts(at.caption))
+    # the group in one click, from the unedited molecule
+    at = _molecule(methods=("random",))
+    group = _widget(at.button, "mol_whatif_group_5_6_7_")
+    assert group.label == "Remove the aromatic nitro group (N5, O6, O7)"
+    group.click().run()
+    no_exception(at)
+    assert _widget(at.multiselect, "mol_whatif_nodes_").value == [5, 6, 7]
+    _, (only,) = evaluate_edits(model, mol.instance, [Edit.of(nodes=[5, 6, 7])])
+    assert _arrow_metrics(at)["P(mutagen)"].endswith(f"{only.probabilities[0]:.3f}")
+    assert not [w for w in texts(at.warning) if "detached fragment" in w]
+
+
 def test_explanation_vs_random_bonds_side_by_side(needs_mutagenicity_model):
     from gem_core.service.molecules import explain_molecules, molecule_model
 
@@ -339,3 +414,22 @@ def test_topk_after_an_edit_skips_deleted_pairs_and_random_is_seeded():
     assert random_positions(20, 5, 3) == random_positions(20, 5, 3) != random_positions(20, 5, 4)
     assert len(set(random_positions(20, 5, 3))) == 5
     assert edit_token([3, 1], [2]) == "e1_3n2" and edit_token([], []) == "none"
+
+
+def test_a_cut_off_part_of_a_computation_graph_is_named(house):
+    """Issue 27, item 4 on a node task: an edge whose deletion cuts nodes off the explained
+    node's part is named, and the page says the node's prediction no longer sees them."""
+    wb, inst = house
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    _, outs = evaluate_edits(wb, inst, [Edit.of([p]) for p in pairs])
+    j, out = next(((j, o) for j, o in enumerate(outs) if o.error is None and o.detached),
+                  (None, None))
+    if j is None:
+        pytest.skip("no single edge of this computation graph cuts a part off")
+    at = make_app(methods=("random",))
+    _widget(at.multiselect, "ex_whatif_edges_").set_value([j]).run()
+    no_exception(at)
+    ids = inst.node_ids.tolist()
+    cut = [w for w in texts(at.warning) if "detached fragment" in w]
+    assert len(cut) == 1 and "no longer sees" in cut[0], texts(at.warning)
+    assert all(str(ids[i]) in cut[0] for i in out.detached)

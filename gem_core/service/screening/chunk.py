@@ -7,12 +7,13 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from gem_core.data.config import molecule_default_target
 from gem_core.service.screening.reader import InputRow
 
 __all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "screen_chunk", "parse_chunk", "parse_rows",
@@ -44,12 +45,13 @@ STATUS_REJECTED = "rejected"
 @dataclass(frozen=True)
 class ScreenSettings:
     """What a screen computes (everything that changes its rows): explainer ``method`` (a
-    batched one), ``k`` explanation bonds, the Mutagenicity ``target``, ``device``, and whether
-    salts keep their ``largest_fragment``."""
+    batched one), ``k`` explanation bonds, the Mutagenicity ``target`` (default: the molecule
+    default of the target registry), ``device``, and whether salts keep their
+    ``largest_fragment``."""
 
     method: str = "gem"
     k: int = 8
-    target: str = "paper"
+    target: str = field(default_factory=molecule_default_target)
     device: str = "cpu"
     largest_fragment: bool = False
 

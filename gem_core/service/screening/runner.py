@@ -37,7 +37,8 @@ RowsProgress = Callable[[int, Optional[int]], None]
 
 @dataclass
 class ScreenResult:
-    """What :func:`screen` did: the summary of the output, seconds, chunks resumed."""
+    """What :func:`screen` did: the summary of the output, seconds, chunks resumed, and the
+    Mutagenicity ``target`` model that answered."""
 
     output: Path
     summary: Summary
@@ -46,6 +47,7 @@ class ScreenResult:
     chunks_resumed: int
     workers: int
     backend: str
+    target: str = ""
 
     @property
     def molecules_per_second(self) -> float:
@@ -55,7 +57,7 @@ class ScreenResult:
         return {"output": str(self.output), **self.summary.as_dict(), "seconds": self.seconds,
                 "molecules_per_second": self.molecules_per_second, "chunks": self.chunks,
                 "chunks_resumed": self.chunks_resumed, "workers": self.workers,
-                "backend": self.backend}
+                "backend": self.backend, "target": self.target}
 
 
 def default_workers() -> int:
@@ -310,7 +312,7 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
                                                        "format": fmt, "chunks": num_chunks})
     store.remove()
     return ScreenResult(output, summary, time.perf_counter() - start, num_chunks, resumed,
-                        workers, backend.name)
+                        workers, backend.name, settings.target)
 
 
 def _prepend(first: InputRow, rest: Iterator[InputRow]) -> Iterator[InputRow]:
