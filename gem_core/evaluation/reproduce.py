@@ -18,6 +18,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from gem_core.evaluation import paper
+from gem_core.evaluation.faithfulness import (FINE_K, PROTOCOLS, necessity_at_k, stability,
+                                              sufficiency_at_k)
 from gem_core.data.config import DEFAULT_TARGET, get_spec, target_spec
 from gem_core.runtime.device import deterministic_algorithms
 from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
@@ -30,6 +32,8 @@ DEFAULT_METHODS = REPRODUCE_METHODS
 # few milliseconds: their first call also pays one-off costs (lazy kernels, allocations; 1.9 ms
 # per node against 0.1 warm on BA-shapes), so their time is the median of TIMING_REPEATS warm calls
 TIMING_REPEATS = 5
+#: the explainer seeds ``stability`` compares (GNNX-Bench: Jaccard of top-k sets across seeds)
+STABILITY_SEEDS = (0, 1, 2)
 
 
 def results_path(dataset: str, target: str = DEFAULT_TARGET) -> Path:
@@ -111,7 +115,8 @@ def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressF
 def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
                   limit: Optional[int] = None, write_assets: bool = True,
                   progress: Optional[ProgressFn] = None,
-                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET) -> dict[str, Any]:
+                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET,
+                  stability: bool = False) -> dict[str, Any]:
     """Run the whole pipeline for ``dataset`` and return the results JSON.
 
     Args:
@@ -128,15 +133,22 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
             explainers are reused by the app and later calls).
         target: which target model to explain (``paper`` or, where the dataset has one,
             ``strong``); the same JSON shape, in ``assets/results/<dataset>-<target>.json``.
+        stability: also measure the stability of every method with a seed, refitting it and
+            explaining the test split once per seed of :data:`STABILITY_SEEDS` (a few times
+            the cost of the run); without it their ``stability`` says it was not measured.
+
+    Every method also gets the field's faithfulness curves (GNNX-Bench, :mod:`.faithfulness`):
+    ``sufficiency_at_k`` / ``necessity_at_k`` on the fine K grid of the task, under both
+    protocols, overall and per predicted class, and ``stability``.
     """
     methods = [check_method(m) for m in methods]
     wb = bench if bench is not None else workbench(dataset, device, target)
     with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
-        return _reproduce(wb, methods, limit, write_assets, progress)
+        return _reproduce(wb, methods, limit, write_assets, progress, stability)
 
 
 def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_assets: bool,
-               progress: Optional[ProgressFn]) -> dict[str, Any]:
+               progress: Optional[ProgressFn], measure_stability: bool = False) -> dict[str, Any]:
     """The body of :func:`run_reproduce` on a resolved workbench."""
     spec = wb.spec
     start = time.perf_counter()
@@ -152,6 +164,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
 
     results: dict[str, Any] = {}
     scores: dict[str, list] = {}
+    predicted = wb.predict_proba(test).argmax(-1)  # on the whole instances, for the field's curves
     n = len(methods)
     for i, method in enumerate(methods):
         lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
@@ -171,6 +184,11 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         scores[method] = explained.scores
         if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
             results[method]["distill_seconds"] = float(exp.distill_seconds_)
+        report(progress, lo + 0.9 * (hi - lo), f"{title(method)}: sufficiency and necessity")
+        results[method].update(field_curves(wb.black_box, test, explained.scores, spec.task,
+                                            predicted))
+        results[method]["stability"] = method_stability(wb, method, test, exp, explained.scores,
+                                                        measure_stability)
     m = target.metrics
     out = {
         "dataset": spec.name,
@@ -180,6 +198,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         "distillation": distillation,
         "methods": results,
         "k_grid": list(spec.k_grid),
+        "faithfulness_k": list(FINE_K[spec.task]),
         "log_odds_k": spec.default_k,
         "test_instances": len(test),
         "seconds": time.perf_counter() - start,
@@ -192,6 +211,59 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         save_json(out, results_path(spec.name, wb.target_name))
     report(progress, 1.0, "done")
     return out
+
+
+def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any]:
+    """``sufficiency_at_k`` and ``necessity_at_k`` on the task's fine K grid under every
+    protocol, with their per-class forms (predicted class on the whole instance)."""
+    out: dict[str, Any] = {}
+    for name, metric in (("sufficiency_at_k", sufficiency_at_k), ("necessity_at_k", necessity_at_k)):
+        curves = {p: metric(black_box, (test, scores), FINE_K[task], p, predicted=predicted).to_dict()
+                  for p in PROTOCOLS}
+        out[name] = {p: c["at_k"] for p, c in curves.items()}
+        out[f"{name}_per_class"] = {p: c["per_class"] for p, c in curves.items()}
+    return out
+
+
+def _seed_of(explainer) -> Optional[int]:
+    """The seed an explainer was built with (its ``seed``, or its settings' ``seed``), None when
+    it has none (no randomness)."""
+    for owner in (explainer, getattr(explainer, "settings", None)):
+        seed = getattr(owner, "seed", None)
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed
+    return None
+
+
+def method_stability(wb: Workbench, method: str, test, held, scores,
+                     measure: bool) -> dict[str, Any]:
+    """Stability of ``method`` at the dataset's smallest K across :data:`STABILITY_SEEDS`.
+
+    A method without a seed is deterministic (1.0). One with a seed is rebuilt with each seed
+    (``held``'s own seed reuses ``scores``), fitted on the training split where it learns, and
+    explains ``test`` -- only when ``measure``; otherwise the entry says it was not measured.
+    """
+    k = min(wb.spec.k_grid)
+    seeds = list(STABILITY_SEEDS)
+    own = _seed_of(held)
+    if own is None:
+        return {"value": 1.0, "seeds": seeds, "deterministic": True, "k": k, "measured": True}
+    if not measure:
+        return {"value": None, "seeds": seeds, "deterministic": False, "k": k, "measured": False,
+                "note": "not measured: run reproduce with --stability (one refit per seed)"}
+    tic = time.perf_counter()
+    row = method_spec(method)
+    runs = []
+    for seed in seeds:
+        if seed == own:
+            runs.append(list(scores))
+            continue
+        exp = row.create(wb.context, seed=seed)
+        if row.needs_fit:
+            exp.fit(wb.instances("train"), wb.instances("val"))
+        runs.append(list(exp.explain(test).scores))
+    return {"value": stability(runs, k), "seeds": seeds, "deterministic": False, "k": k,
+            "measured": True, "seconds": time.perf_counter() - tic}
 
 
 def _machine(device: torch.device) -> dict[str, Any]:
