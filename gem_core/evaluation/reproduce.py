@@ -363,6 +363,7 @@ def format_tables(result: dict[str, Any]) -> str:
         rnd = tox.get(f"random_recall_at_{k}")
         lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
                      f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
+    lines += _faithfulness_table(result)
     t = result["target"]
     theirs = paper.TARGET_ACCURACY.get(ds)
     lines += ["", f"{'' if plain else target + ' '}target GNN test accuracy "
@@ -374,3 +375,29 @@ def format_tables(result: dict[str, Any]) -> str:
 
 def _pct(value: Optional[float]) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated") -> list[str]:
+    """Sufficiency and necessity (%) at GNNX-Bench's K values under ``protocol``, with their
+    published figure in parentheses where there is one (their GCN, not our target), and
+    stability; empty for results written before these metrics existed."""
+    methods = {m: r for m, r in result["methods"].items() if r.get("sufficiency_at_k")}
+    if not methods:
+        return []
+    ds = result["dataset"]
+    fine = {str(k) for k in result.get("faithfulness_k", [])}
+    cols = [("sufficiency", str(k)) for k in paper.GNNX_BENCH_SUFFICIENCY_K if str(k) in fine]
+    cols += [("necessity", str(k)) for k in paper.GNNX_BENCH_NECESSITY_K if str(k) in fine]
+    head = "".join(f"{('suf@' if m == 'sufficiency' else 'nec@') + k:>13}" for m, k in cols)
+    lines = ["", f"faithfulness (%), GNNX-Bench's sufficiency / necessity ({protocol}) — ours "
+                 f"({paper.GNNX_BENCH_MODEL}, a different model); stability: top-K Jaccard "
+                 f"across seeds", f"{'method':<{W}}{head}{'stability':>11}"]
+    for method, res in methods.items():
+        cells = ""
+        for metric, k in cols:
+            ours = (res.get(f"{metric}_at_k") or {}).get(protocol, {}).get(k)
+            theirs = paper.gnnx_bench(ds, method, metric, int(k))
+            cells += f"{_pct(ours) + ('' if theirs is None else f' ({100 * theirs:.0f})'):>13}"
+        value = (res.get("stability") or {}).get("value")
+        lines.append(f"{title(method):<{W}}{cells}{'–' if value is None else f'{value:.2f}':>11}")
+    return lines
