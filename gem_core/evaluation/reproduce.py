@@ -217,9 +217,10 @@ def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any
     """``sufficiency_at_k`` and ``necessity_at_k`` on the task's fine K grid under every
     protocol, with their per-class forms (predicted class on the whole instance)."""
     out: dict[str, Any] = {}
-    for name, metric in (("sufficiency_at_k", sufficiency_at_k), ("necessity_at_k", necessity_at_k)):
-        curves = {p: metric(black_box, (test, scores), FINE_K[task], p, predicted=predicted).to_dict()
-                  for p in PROTOCOLS}
+    metrics = (("sufficiency_at_k", sufficiency_at_k), ("necessity_at_k", necessity_at_k))
+    for name, metric in metrics:
+        curves = {p: metric(black_box, (test, scores), FINE_K[task], p,
+                            predicted=predicted).to_dict() for p in PROTOCOLS}
         out[name] = {p: c["at_k"] for p, c in curves.items()}
         out[f"{name}_per_class"] = {p: c["per_class"] for p, c in curves.items()}
     return out
