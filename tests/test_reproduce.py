@@ -123,3 +123,41 @@ def test_recorded_target_summary_reads_the_shipped_results_or_says_none(monkeypa
                                 "toxicophores": {"methods": {"gem": {"auc": 0.7}}}}))
     assert reproduce.recorded_target_summary("mutagenicity") == {"test_accuracy": 0.8,
                                                                 "toxicophore_auc": 0.7}
+
+
+def _check_curves(res, ks):
+    for name in ("sufficiency_at_k", "necessity_at_k"):
+        assert set(res[name]) == {"keep_nodes", "drop_isolated"}
+        for protocol, curve in res[name].items():
+            assert list(curve) == ks and all(0.0 <= v <= 1.0 for v in curve.values())
+            per_class = res[f"{name}_per_class"][protocol]
+            assert per_class and all(list(c) == ks and all(0.0 <= v <= 1.0 for v in c.values())
+                                     for c in per_class.values())
+
+
+def test_cli_reproduce_json_has_the_fields_faithfulness_metrics(tmp_path):
+    path = tmp_path / "r.json"
+    assert main(["reproduce", "--dataset", "ba_shapes", "--methods", "random,distilled_predicted",
+                 "--limit", "4", "--stability", "--no-progress", "--device", "cpu",
+                 "--json", str(path)]) == 0
+    data = json.loads(path.read_text())
+    ks = [str(k) for k in range(1, 11)]  # node task: the fine grid 1..10
+    assert data["faithfulness_k"] == list(range(1, 11))
+    for method in ("random", "distilled_predicted"):
+        res = data["methods"][method]
+        _check_curves(res, ks)
+        stab = res["stability"]
+        assert stab["seeds"] == [0, 1, 2] and stab["measured"] and 0.0 <= stab["value"] <= 1.0
+    assert data["methods"]["distilled_predicted"]["stability"]["deterministic"] is True
+    assert data["methods"]["distilled_predicted"]["stability"]["value"] == 1.0
+    assert data["methods"]["random"]["stability"]["deterministic"] is False
+    assert data["methods"]["random"]["stability"]["value"] < 1.0  # other seeds, other top-5
+
+
+def test_stability_of_a_seeded_method_is_opt_in_and_says_so(ba_bench):
+    out = run_reproduce("ba_shapes", device="cpu", methods=["random"], limit=3, bench=ba_bench,
+                        write_assets=False)
+    stab = out["methods"]["random"]["stability"]
+    assert stab["value"] is None and not stab["measured"] and "--stability" in stab["note"]
+    _check_curves(out["methods"]["random"], [str(k) for k in range(1, 11)])
+    assert "sufficiency" in format_tables(out)

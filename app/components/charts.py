@@ -73,6 +73,33 @@ def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Option
     return fig
 
 
+def sufficiency_sweep(result: Mapping[str, Any], methods: Sequence[str],
+                      protocol: str = "drop_isolated") -> Optional[go.Figure]:
+    """GNNX-Bench's sufficiency against K per method (ours solid), their published points for
+    their own GCN dotted and open (a different model); None when the results lack the curves."""
+    ds = result["dataset"]
+    fig = go.Figure()
+    for m in methods:
+        row = (((result.get("methods", {}).get(m)) or {}).get("sufficiency_at_k") or {}).get(protocol)
+        if row:
+            ks, vals = _sorted_k(row)
+            fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                     name=f"{_title(m)} (ours)", line=dict(color=_color(m), width=3)))
+    if not fig.data:
+        return None
+    for m in methods:
+        ref = (paper.GNNX_BENCH_SUFFICIENCY.get(ds) or {}).get(m)
+        if ref:
+            ks, vals = _sorted_k(ref)
+            fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
+                                     name=f"{_title(m)} ({paper.GNNX_BENCH_MODEL})",
+                                     line=dict(color=_color(m), dash="dot", width=2),
+                                     marker=dict(symbol="circle-open", size=9)))
+    fig.update_layout(title=f"Sufficiency vs K ({protocol.replace('_', ' ')})",
+                      xaxis_title="K (edges kept)", yaxis_title="sufficiency (%)", **_LAYOUT)
+    return fig
+
+
 def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
     """The log-odds difference per method, one box each (no method hides behind another).
 

@@ -118,6 +118,13 @@ def _show(result: dict[str, Any], sel) -> None:
                     "whether the model says on the explanation alone what it says on the whole "
                     "instance.")
         st.plotly_chart(fig, key="bm_agreement", theme=None)
+    fig = charts.sufficiency_sweep(result, methods)
+    if fig is not None:
+        st.markdown("**The field's yardstick (GNNX-Bench):** sufficiency is the share of "
+                    "instances whose prediction on the top-K edges alone (nodes left without an "
+                    "edge dropped) equals the prediction on the whole instance. Dotted points are "
+                    "GNNX-Bench's published figures for *their* GCN, not this target.")
+        st.plotly_chart(fig, key="bm_sufficiency", theme=None)
     tox = result.get("toxicophores")
     if tox:
         _toxicophore_table(tox, methods)

@@ -2,7 +2,8 @@
 
 Runs (or loads from the cache) the whole pipeline for one or all datasets and prints the
 explanation accuracy per K of every method measured by default (Gem and the baselines), each
-cell "ours (paper)", then timings. Full runs also write assets/results/<dataset>.json.
+cell "ours (paper)", then timings, then the field's sufficiency / necessity (GNNX-Bench; their
+published numbers are for their own GCN, not our target). Full runs also write assets/results/<dataset>.json.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_arg(p)
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate on the first N test instances only (quick check; not saved to assets)")
+    p.add_argument("--stability", action="store_true",
+                   help="also measure each seeded method's stability (Jaccard of its top-K across "
+                        "seeds 0, 1, 2): refits and re-explains it once per seed, a few times the "
+                        "run's cost; without it their JSON 'stability' says 'not measured' "
+                        "(methods without a seed always get 1.0)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         with progress_bar(args, f"reproduce {name}") as progress:
             result = run_reproduce(name, device=args.device, methods=methods, limit=args.limit,
-                                   progress=progress, target=args.target)
+                                   progress=progress, target=args.target,
+                                   stability=args.stability)
         print(format_tables(result))
         print()
         outputs[result["dataset"]] = result

@@ -18,6 +18,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from gem_core.evaluation import paper
+from gem_core.evaluation.faithfulness import (FINE_K, PROTOCOLS, necessity_at_k, stability,
+                                              sufficiency_at_k)
 from gem_core.data.config import DEFAULT_TARGET, get_spec, target_spec
 from gem_core.runtime.device import deterministic_algorithms
 from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
@@ -30,6 +32,8 @@ DEFAULT_METHODS = REPRODUCE_METHODS
 # few milliseconds: their first call also pays one-off costs (lazy kernels, allocations; 1.9 ms
 # per node against 0.1 warm on BA-shapes), so their time is the median of TIMING_REPEATS warm calls
 TIMING_REPEATS = 5
+#: the explainer seeds ``stability`` compares (GNNX-Bench: Jaccard of top-k sets across seeds)
+STABILITY_SEEDS = (0, 1, 2)
 
 
 def results_path(dataset: str, target: str = DEFAULT_TARGET) -> Path:
@@ -111,7 +115,8 @@ def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressF
 def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
                   limit: Optional[int] = None, write_assets: bool = True,
                   progress: Optional[ProgressFn] = None,
-                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET) -> dict[str, Any]:
+                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET,
+                  stability: bool = False) -> dict[str, Any]:
     """Run the whole pipeline for ``dataset`` and return the results JSON.
 
     Args:
@@ -128,15 +133,22 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
             explainers are reused by the app and later calls).
         target: which target model to explain (``paper`` or, where the dataset has one,
             ``strong``); the same JSON shape, in ``assets/results/<dataset>-<target>.json``.
+        stability: also measure the stability of every method with a seed, refitting it and
+            explaining the test split once per seed of :data:`STABILITY_SEEDS` (a few times
+            the cost of the run); without it their ``stability`` says it was not measured.
+
+    Every method also gets the field's faithfulness curves (GNNX-Bench, :mod:`.faithfulness`):
+    ``sufficiency_at_k`` / ``necessity_at_k`` on the fine K grid of the task, under both
+    protocols, overall and per predicted class, and ``stability``.
     """
     methods = [check_method(m) for m in methods]
     wb = bench if bench is not None else workbench(dataset, device, target)
     with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
-        return _reproduce(wb, methods, limit, write_assets, progress)
+        return _reproduce(wb, methods, limit, write_assets, progress, stability)
 
 
 def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_assets: bool,
-               progress: Optional[ProgressFn]) -> dict[str, Any]:
+               progress: Optional[ProgressFn], measure_stability: bool = False) -> dict[str, Any]:
     """The body of :func:`run_reproduce` on a resolved workbench."""
     spec = wb.spec
     start = time.perf_counter()
@@ -153,6 +165,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
     results: dict[str, Any] = {}
     scores: dict[str, list] = {}
     subsampled: dict[str, tuple[list, list]] = {}
+    predicted = wb.predict_proba(test).argmax(-1)  # on the whole instances, for the field's curves
     n = len(methods)
     for i, method in enumerate(methods):
         lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
@@ -179,6 +192,13 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
             results[method]["distill_seconds"] = float(exp.distill_seconds_)
         if hasattr(exp, "search_summary_"):  # searches per instance (SubgraphX): how far it got
             results[method]["search"] = dict(exp.search_summary_)
+        report(progress, lo + 0.9 * (hi - lo), f"{title(method)}: sufficiency and necessity")
+        on_test = len(insts) == len(test)
+        classes = predicted if on_test else wb.predict_proba(insts).argmax(-1)
+        results[method].update(field_curves(wb.black_box, insts, explained.scores, spec.task,
+                                            classes))
+        results[method]["stability"] = method_stability(wb, method, insts, exp, explained.scores,
+                                                        measure_stability)
     m = target.metrics
     out = {
         "dataset": spec.name,
@@ -188,6 +208,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         "distillation": distillation,
         "methods": results,
         "k_grid": list(spec.k_grid),
+        "faithfulness_k": list(FINE_K[spec.task]),
         "log_odds_k": spec.default_k,
         "test_instances": len(test),
         "seconds": time.perf_counter() - start,
@@ -214,6 +235,60 @@ def seeded_subsample(test: list, limit: Optional[int], seed: int = 0) -> list:
         return test
     keep = torch.randperm(len(test), generator=torch.Generator().manual_seed(seed))[:int(limit)]
     return [test[i] for i in sorted(keep.tolist())]
+
+
+def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any]:
+    """``sufficiency_at_k`` and ``necessity_at_k`` on the task's fine K grid under every
+    protocol, with their per-class forms (predicted class on the whole instance)."""
+    out: dict[str, Any] = {}
+    metrics = (("sufficiency_at_k", sufficiency_at_k), ("necessity_at_k", necessity_at_k))
+    for name, metric in metrics:
+        curves = {p: metric(black_box, (test, scores), FINE_K[task], p,
+                            predicted=predicted).to_dict() for p in PROTOCOLS}
+        out[name] = {p: c["at_k"] for p, c in curves.items()}
+        out[f"{name}_per_class"] = {p: c["per_class"] for p, c in curves.items()}
+    return out
+
+
+def _seed_of(explainer) -> Optional[int]:
+    """The seed an explainer was built with (its ``seed``, or its settings' ``seed``), None when
+    it has none (no randomness)."""
+    for owner in (explainer, getattr(explainer, "settings", None)):
+        seed = getattr(owner, "seed", None)
+        if isinstance(seed, int) and not isinstance(seed, bool):
+            return seed
+    return None
+
+
+def method_stability(wb: Workbench, method: str, test, held, scores,
+                     measure: bool) -> dict[str, Any]:
+    """Stability of ``method`` at the dataset's smallest K across :data:`STABILITY_SEEDS`.
+
+    A method without a seed is deterministic (1.0). One with a seed is rebuilt with each seed
+    (``held``'s own seed reuses ``scores``), fitted on the training split where it learns, and
+    explains ``test`` -- only when ``measure``; otherwise the entry says it was not measured.
+    """
+    k = min(wb.spec.k_grid)
+    seeds = list(STABILITY_SEEDS)
+    own = _seed_of(held)
+    if own is None:
+        return {"value": 1.0, "seeds": seeds, "deterministic": True, "k": k, "measured": True}
+    if not measure:
+        return {"value": None, "seeds": seeds, "deterministic": False, "k": k, "measured": False,
+                "note": "not measured: run reproduce with --stability (one refit per seed)"}
+    tic = time.perf_counter()
+    row = method_spec(method)
+    runs = []
+    for seed in seeds:
+        if seed == own:
+            runs.append(list(scores))
+            continue
+        exp = row.create(wb.context, seed=seed)
+        if row.needs_fit:
+            exp.fit(wb.instances("train"), wb.instances("val"))
+        runs.append(list(exp.explain(test).scores))
+    return {"value": stability(runs, k), "seeds": seeds, "deterministic": False, "k": k,
+            "measured": True, "seconds": time.perf_counter() - tic}
 
 
 def _machine(device: torch.device) -> dict[str, Any]:
@@ -315,6 +390,7 @@ def format_tables(result: dict[str, Any]) -> str:
         rnd = tox.get(f"random_recall_at_{k}")
         lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
                      f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
+    lines += _faithfulness_table(result)
     t = result["target"]
     theirs = paper.TARGET_ACCURACY.get(ds)
     lines += ["", f"{'' if plain else target + ' '}target GNN test accuracy "
@@ -326,3 +402,29 @@ def format_tables(result: dict[str, Any]) -> str:
 
 def _pct(value: Optional[float]) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
+
+
+def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated") -> list[str]:
+    """Sufficiency and necessity (%) at GNNX-Bench's K values under ``protocol``, with their
+    published figure in parentheses where there is one (their GCN, not our target), and
+    stability; empty for results written before these metrics existed."""
+    methods = {m: r for m, r in result["methods"].items() if r.get("sufficiency_at_k")}
+    if not methods:
+        return []
+    ds = result["dataset"]
+    fine = {str(k) for k in result.get("faithfulness_k", [])}
+    cols = [("sufficiency", str(k)) for k in paper.GNNX_BENCH_SUFFICIENCY_K if str(k) in fine]
+    cols += [("necessity", str(k)) for k in paper.GNNX_BENCH_NECESSITY_K if str(k) in fine]
+    head = "".join(f"{('suf@' if m == 'sufficiency' else 'nec@') + k:>13}" for m, k in cols)
+    lines = ["", f"faithfulness (%), GNNX-Bench's sufficiency / necessity ({protocol}) — ours "
+                 f"({paper.GNNX_BENCH_MODEL}, a different model); stability: top-K Jaccard "
+                 f"across seeds", f"{'method':<{W}}{head}{'stability':>11}"]
+    for method, res in methods.items():
+        cells = ""
+        for metric, k in cols:
+            ours = (res.get(f"{metric}_at_k") or {}).get(protocol, {}).get(k)
+            theirs = paper.gnnx_bench(ds, method, metric, int(k))
+            cells += f"{_pct(ours) + ('' if theirs is None else f' ({100 * theirs:.0f})'):>13}"
+        value = (res.get("stability") or {}).get("value")
+        lines.append(f"{title(method):<{W}}{cells}{'–' if value is None else f'{value:.2f}':>11}")
+    return lines

@@ -118,6 +118,22 @@ def test_charts_use_method_colours():
     assert len(charts.log_odds_histogram(result, ["gem", "random"]).data) == 2
 
 
+def test_sufficiency_chart_puts_gnnx_bench_points_beside_ours():
+    from components import charts
+    from theme import METHOD_COLORS
+
+    curve = {"keep_nodes": {"5": 0.5}, "drop_isolated": {"5": 0.6, "10": 0.7}}
+    result = {"dataset": "mutagenicity", "methods": {"gem": {"sufficiency_at_k": curve},
+                                                     "distilled": {"accuracy_at_k": {}}}}
+    fig = charts.sufficiency_sweep(result, ["gem", "distilled"])
+    ours = [t for t in fig.data if t.name.endswith("(ours)")]
+    theirs = [t for t in fig.data if "GNNX-Bench" in t.name]
+    assert [t.name for t in ours] == ["Gem (ours)"] and list(ours[0].y) == [60.0, 70.0]
+    assert len(theirs) == 1 and list(theirs[0].x) == [5, 10, 15, 20, 25]
+    assert theirs[0].line.dash == "dot" and theirs[0].line.color == METHOD_COLORS["gem"]
+    assert charts.sufficiency_sweep({"dataset": "ba_shapes", "methods": {"gem": {}}}, ["gem"]) is None
+
+
 @pytest.mark.parametrize("ms, shown", [(0.036, "0.036 ms"), (0.0004, "0.0004 ms"), (6.43, "6.4 ms"),
                                        (404.9, "405 ms"), (999.7, "1.0 s"), (28204.2, "28.2 s")])
 def test_explain_times_read_at_every_size(ms, shown):
