@@ -20,9 +20,9 @@ import streamlit as st
 import torch
 
 from gem_core.api import (DATASETS, DatasetSpec, DEFAULT_TARGET, METHODS, Workbench,
-                          configure_threads, get_spec, method_spec, molecule_default_target,
-                          molecule_spec, recorded_fit_seconds, resolve_device, target_names,
-                          target_spec, workbench)
+                          choose_device, configure_threads, get_spec, method_spec,
+                          molecule_default_target, molecule_spec, recorded_fit_seconds,
+                          resolve_device, target_names, target_spec, workbench)
 from components import graph_pyvis, graph_view
 from teaching import Trace, greedy_trace
 from theme import method_title
@@ -143,8 +143,12 @@ def device_label(device: str) -> str:
     except ValueError as exc:
         return str(exc)
     if dev.type == "cuda":
-        return f"CUDA · {torch.cuda.get_device_name(dev)}"
-    return f"CPU · {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
+        label = f"CUDA · {torch.cuda.get_device_name(dev)}"
+    else:
+        label = f"CPU · {torch.get_num_threads()} thread{'s' if torch.get_num_threads() > 1 else ''}"
+    if device in (None, "auto"):  # say why auto chose it
+        label += f" (auto: {choose_device('interactive').reason})"
+    return label
 
 
 def sidebar(page: str = "") -> Selection:

@@ -94,6 +94,7 @@ _EXPORTS: dict[str, str] = {
     "paper": "gem_core.evaluation",
     # Runtime: devices, threads, paths
     "configure_threads": "gem_core.runtime.device",
+    "choose_device": "gem_core.runtime.device_choice",
     "resolve_device": "gem_core.runtime.device",
     "PROJECT_ROOT": "gem_core.runtime.store",
 }
@@ -146,4 +147,5 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
                                                run_reproduce)
     from gem_core.evaluation import paper
     from gem_core.runtime.device import configure_threads, resolve_device
+    from gem_core.runtime.device_choice import choose_device
     from gem_core.runtime.store import PROJECT_ROOT

@@ -19,10 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gem_core.data.datasets import load_dataset
     from gem_core.models.targets import get_target, shipped_target_path
+    from gem_core.runtime.device import resolve_device
 
     ds = load_dataset(args.dataset)
     with progress_bar(args, f"train {ds.name}") as progress:
-        target = get_target(ds, retrain=True, device=args.device, progress=progress,
+        target = get_target(ds, retrain=True, device=resolve_device(args.device, "fit"),
+                            progress=progress,
                             name=args.target)
     m = target.metrics
     print(f"{ds.spec.title}: train {m.train_accuracy:.1%}  val {m.val_accuracy:.1%}  "

@@ -1,4 +1,5 @@
-"""Device and thread selection: CUDA when present, a configurable CPU thread count otherwise."""
+"""Device and thread selection: ``auto`` is the device measured faster for the workload
+(:mod:`gem_core.runtime.device_choice`), and a configurable CPU thread count."""
 from __future__ import annotations
 
 import os
@@ -8,10 +9,15 @@ from typing import Iterator
 import torch
 
 
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"``/None → CUDA if available else CPU; ``"cuda"`` without a GPU is a clear error."""
+def resolve_device(device: str | torch.device | None = "auto",
+                   workload: str = "interactive") -> torch.device:
+    """``"auto"``/None → the device measured faster for ``workload`` on this machine (CPU without
+    CUDA; see :func:`~gem_core.runtime.device_choice.choose_device`); ``"cuda"`` without a GPU is a
+    clear error; an explicit device is used as given."""
     if device is None or str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        from gem_core.runtime.device_choice import choose_device
+
+        return torch.device(choose_device(workload).device)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("CUDA was requested but no CUDA device is available; use 'cpu' or 'auto'.")

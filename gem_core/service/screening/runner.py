@@ -79,7 +79,7 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
         raise ValueError(f"{method!r} explains one molecule at a time; a screen needs a batched "
                          f"method: {', '.join(BATCH_METHODS)}.")
     check_k(settings.k)
-    device = resolve_device(settings.device).type
+    device = resolve_device(settings.device, "screen").type
     return ScreenSettings(method=method, k=int(settings.k), target=settings.target, device=device,
                           largest_fragment=bool(settings.largest_fragment))
 
