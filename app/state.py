@@ -70,7 +70,7 @@ def device_options() -> list[str]:
     return opts
 
 
-DEVICE_TITLES = {"auto": "auto (CUDA when present)", "cpu": "CPU", "cuda": "CUDA"}
+DEVICE_TITLES = {"auto": "auto (the faster one, measured)", "cpu": "CPU", "cuda": "CUDA"}
 
 
 def _target_selector(spec: DatasetSpec, key: str, default: str = DEFAULT_TARGET) -> str:

@@ -65,7 +65,9 @@ def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> N
 
 def add_runtime_args(parser: Any) -> None:
     """``--device``, ``--threads`` and ``--no-progress``."""
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda")
+    parser.add_argument("--device", default="auto",
+                        help="auto (the device measured faster for this work; the CPU without "
+                             "CUDA), cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

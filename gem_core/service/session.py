@@ -43,7 +43,7 @@ class Workbench:
 
     Args:
         dataset: dataset name (``ba_shapes``, ``tree_cycles``, ``mutagenicity``, ``nci1``).
-        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        device: ``auto`` (the device measured faster, per workload), ``cpu`` or ``cuda``.
         target: which target model: ``paper`` (the paper's architecture) or, where the dataset has
             one, ``strong`` (bond-aware). Everything fitted for one target is kept apart from the
             other's (cache keys hold the target checkpoint's digest).
