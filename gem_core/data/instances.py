@@ -4,7 +4,8 @@ An :class:`Instance` is the L-hop subgraph around a target node (node tasks) or 
 (graph tasks). Its edges are kept as undirected *pairs* ``(u, v)`` with ``u < v``; the directed
 ``edge_index`` a GNN consumes is built from them, both directions, so an explanation is always
 symmetric and every K counts undirected edges. Everything downstream works on lists of
-instances and on :class:`InstanceBatch` and never asks "node or graph?" again.
+instances and on their packings (:mod:`gem_core.data.packed`: :class:`PackedGraphs`, and the
+:class:`InstanceBatch` a target reads) and never asks "node or graph?" again.
 """
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from torch_geometric.data import Data
 from torch_geometric.utils import k_hop_subgraph
 
 from gem_core.data.datasets import GemDataset
+from gem_core.data.packed import InstanceBatch, PackedGraphs, directed_edges
+
+__all__ = ["Instance", "InstanceBatch", "to_pairs", "node_instance", "graph_instance",
+           "dataset_instances", "split_instances", "collate"]
 
 
 @dataclass
@@ -61,8 +66,7 @@ class Instance:
 
     def edge_index(self, pair_mask: Optional[Tensor] = None) -> Tensor:
         """Directed ``[2, 2P']`` edge index of the kept pairs, both directions."""
-        pairs = self.pairs if pair_mask is None else self.pairs[:, pair_mask]
-        return torch.cat([pairs, pairs.flip(0)], dim=1)
+        return directed_edges(self.pairs if pair_mask is None else self.pairs[:, pair_mask])
 
     def subgraph(self, pair_mask: Tensor) -> "Instance":
         """The same instance with only the pairs in ``pair_mask`` (all nodes and features kept)."""
@@ -134,71 +138,24 @@ def split_instances(ds: GemDataset, split: str) -> list[Instance]:
     return dataset_instances(ds, ds.explain_split[split])
 
 
-@dataclass
-class InstanceBatch:
-    """Many instances as one disconnected graph, ready for one forward pass.
-
-    Attributes:
-        x: stacked node features.
-        edge_index: directed edges (both directions of every kept pair), offset per instance.
-        batch: instance id of every node.
-        target_index: global position of each instance's target node (node tasks) or None.
-        num_instances: number of instances.
-        edge_attr: features of every directed edge, aligned with ``edge_index`` (bond types),
-            when the batch was built with them (for targets that read them), else None.
-    """
-
-    x: Tensor
-    edge_index: Tensor
-    batch: Tensor
-    target_index: Optional[Tensor]
-    num_instances: int
-    edge_attr: Optional[Tensor] = None
-
-    def to(self, device: Union[str, torch.device]) -> "InstanceBatch":
-        return InstanceBatch(
-            self.x.to(device), self.edge_index.to(device), self.batch.to(device),
-            None if self.target_index is None else self.target_index.to(device),
-            self.num_instances, None if self.edge_attr is None else self.edge_attr.to(device))
-
-
 def collate(instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]] = None,
             device: Union[str, torch.device, None] = None,
             edge_attr: Optional[bool] = None) -> InstanceBatch:
     """Batch instances (optionally keeping only the pairs in ``pair_masks``) into one graph.
 
     ``edge_attr``: carry the instances' edge features (both directions of every kept pair, like
-    ``edge_index``); default: when every instance has them.
+    ``edge_index``); default: when every instance has them. The batch is
+    :meth:`PackedGraphs.forward_batch <gem_core.data.packed.PackedGraphs.forward_batch>` of the
+    packed instances.
     """
-    if len(instances) == 0:
-        raise ValueError("cannot batch an empty list of instances")
-    tasks = {inst.task for inst in instances}
-    if len(tasks) != 1:
-        raise ValueError("cannot batch node and graph instances together")
-    sizes = torch.tensor([inst.num_nodes for inst in instances])
-    offsets = torch.cumsum(sizes, 0) - sizes
-    x = torch.cat([inst.x for inst in instances], dim=0)
-    batch = torch.repeat_interleave(torch.arange(len(instances)), sizes)
-    if pair_masks is None:
-        kept = [inst.pairs for inst in instances]
-    else:
+    packed = PackedGraphs.from_instances(instances, edge_attr=edge_attr)
+    mask = None
+    if pair_masks is not None:
         if len(pair_masks) != len(instances):
             raise ValueError("need one pair mask per instance")
-        kept = [inst.pairs[:, m.bool()] for inst, m in zip(instances, pair_masks)]
-    counts = torch.tensor([p.size(1) for p in kept])
-    pairs = torch.cat(kept, dim=1) + torch.repeat_interleave(offsets, counts)
-    edge_index = torch.cat([pairs, pairs.flip(0)], dim=1)
-    target_index = None
-    if tasks == {"node"}:
-        target_index = offsets + torch.tensor([inst.target for inst in instances])
-    attr = None
-    if edge_attr is None:
-        edge_attr = all(inst.edge_attr is not None for inst in instances)
-    if edge_attr:
-        parts = [inst.edge_attr if pair_masks is None else inst.edge_attr[m.bool()]
-                 for inst, m in zip(instances, pair_masks or [None] * len(instances))]
-        attr = torch.cat([(p if p.dim() == 2 else p.reshape(-1, 1)).float() for p in parts],
-                         dim=0)
-        attr = torch.cat([attr, attr], dim=0)
-    out = InstanceBatch(x, edge_index, batch, target_index, len(instances), attr)
-    return out.to(device) if device is not None else out
+        for i, (inst, m) in enumerate(zip(instances, pair_masks)):
+            if m.numel() != inst.num_pairs:
+                raise ValueError(f"instance {i}: a pair mask of {m.numel()} entries for "
+                                 f"{inst.num_pairs} pairs")
+        mask = torch.cat([m.reshape(-1).bool() for m in pair_masks])
+    return packed.forward_batch(mask, device=device)

@@ -39,7 +39,8 @@ from torch import Tensor
 
 from gem_core.data.instances import Instance
 from gem_core.gem.inputs import DEGREE_BUCKETS, PreparedInstances, label_columns
-from gem_core.gem.labeling import PackedGraphs, WLLabeler, pack
+from gem_core.data.packed import PackedGraphs
+from gem_core.gem.labeling import WLLabeler, pack
 from gem_core.gem.network import GemNet
 from gem_core.gem.settings import AUTOENCODER_FIELDS, GemSettings
 from gem_core.gem.training import check_weights, forward_pass, train_network
@@ -189,12 +190,11 @@ class GemAutoEncoder:
             return []
         prep = instances if isinstance(instances, PreparedInstances) else self.prepare(instances)
         self.model_.eval()
-        counts = prep.packed.pair_counts().tolist()
         if prep.packed.num_nodes <= self.max_nodes_per_pass:
             scores = self._forward(prep).cpu()
         else:
             scores = torch.cat([self._forward(part).cpu() for part in self._chunks(prep)])
-        return list(torch.split(scores, counts))
+        return prep.packed.split_pairs(scores)
 
     def _chunks(self, prep: PreparedInstances) -> list[PreparedInstances]:
         sizes = prep.packed.node_counts().tolist()

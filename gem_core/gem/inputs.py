@@ -14,8 +14,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from gem_core.gem.labeling import (PackedGraphs, WLLabeler, hop_columns, hop_distances, select,
-                                   select_nodes)
+from gem_core.data.packed import PackedGraphs
+from gem_core.gem.labeling import WLLabeler, hop_columns, hop_distances
 
 DEGREE_BUCKETS = 12  # degree one-hot: 0 … 7 exactly, then 8-15, 16-31, 32-63, 64+
 
@@ -78,4 +78,5 @@ class PreparedInstances:
 
     def subset(self, index: Tensor) -> "PreparedInstances":
         """The prepared inputs of instances ``index`` (vectorised gather, no re-labelling)."""
-        return PreparedInstances(select(self.packed, index), self.cols[select_nodes(self.packed, index)])
+        return PreparedInstances(self.packed.select(index),
+                                 self.cols[self.packed.node_positions(index)])

@@ -19,16 +19,16 @@ Gem's explainer does not see the target model; it sees the structure of an insta
   same accuracy@K within noise; a ring-edge proxy target favoured 3 slightly (MSE 0.018 vs
   0.020); 2 is the middle ground (labelling 434 test molecules: ≈ 3 ms).
 
-Everything works on a :class:`PackedGraphs`, many instances concatenated into one disconnected
-graph, and is vectorised over all of them at once (no Python loop per node or per graph): BFS is
-``num_hops`` scatter passes, WL is a 64-bit hash (splitmix64) with a scatter-sum per round.
+Everything works on a :class:`~gem_core.data.packed.PackedGraphs`, many instances concatenated
+into one disconnected graph, and is vectorised over all of them at once (no Python loop per node
+or per graph): BFS is ``num_hops`` scatter passes, WL is a 64-bit hash (splitmix64) with a
+scatter-sum per round.
 Hashes are pure functions of the colours, so the colour of a node never depends on which other
 instances it was packed with, and the vocabulary carries over to new instances.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -36,12 +36,11 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
-from gem_core.gem.distill.segments import segment_ptr
+from gem_core.data.packed import PackedGraphs, directed_edges, directed_rows
 
 __all__ = [
-    "PackedGraphs", "pack", "select", "select_nodes", "select_pairs", "ranges",
-    "hop_distances", "hop_labels", "hop_columns", "hop_one_hot", "wl_colors", "WLLabeler",
-    "UNREACHABLE",
+    "PackedGraphs", "pack", "select", "hop_distances", "hop_labels", "hop_columns", "hop_one_hot",
+    "wl_colors", "WLLabeler", "UNREACHABLE",
 ]
 
 UNREACHABLE = -1  # hop_distances() value for nodes beyond num_hops (or in another component)
@@ -49,146 +48,16 @@ UNREACHABLE = -1  # hop_distances() value for nodes beyond num_hops (or in anoth
 
 # ----------------------------------------------------------------------------- packing
 
-@dataclass
-class PackedGraphs:
-    """Instances concatenated into one disconnected graph (pairs offset per instance).
-
-    Attributes:
-        x: stacked original node features ``[N, d]``.
-        pairs: undirected pairs ``[2, P]`` (u < v) with global node positions.
-        node_ptr: ``[B + 1]`` start of each instance's nodes (CSR-style pointer).
-        pair_ptr: ``[B + 1]`` start of each instance's pairs.
-        targets: ``[B]`` global position of each instance's target node, or None (graph task).
-        edge_attr: per-pair features ``[P, a]`` (bond types) when every instance has them.
-    """
-
-    x: Tensor
-    pairs: Tensor
-    node_ptr: Tensor
-    pair_ptr: Tensor
-    targets: Optional[Tensor]
-    edge_attr: Optional[Tensor] = None
-
-    def edge_labels(self) -> Optional[Tensor]:
-        """The edge type of every pair (argmax of ``edge_attr``), or None without edge features."""
-        if self.edge_attr is None:
-            return None
-        if self.edge_attr.numel() == 0:
-            return torch.zeros(self.num_pairs, dtype=torch.long)
-        return self.edge_attr.argmax(dim=1)
-
-    @property
-    def num_instances(self) -> int:
-        return int(self.node_ptr.numel()) - 1
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.node_ptr[-1])
-
-    @property
-    def num_pairs(self) -> int:
-        return int(self.pair_ptr[-1])
-
-    @property
-    def task(self) -> str:
-        return "graph" if self.targets is None else "node"
-
-    def node_counts(self) -> Tensor:
-        return self.node_ptr[1:] - self.node_ptr[:-1]
-
-    def pair_counts(self) -> Tensor:
-        return self.pair_ptr[1:] - self.pair_ptr[:-1]
-
-    def edge_index(self) -> Tensor:
-        """Directed edges, both directions of every pair ``[2, 2P]``."""
-        return torch.cat([self.pairs, self.pairs.flip(0)], dim=1)
-
-
 def pack(instances: Sequence[Instance]) -> PackedGraphs:
-    """Concatenate instances (all node task or all graph task) into one :class:`PackedGraphs`."""
-    if len(instances) == 0:
-        raise ValueError("cannot pack an empty list of instances")
-    xs, ps, es, n_list, p_list, t_list = [], [], [], [], [], []
-    for inst in instances:
-        x, pr = inst.x, inst.pairs
-        if pr.dim() != 2 or pr.size(0) != 2:
-            pr = pr.reshape(2, -1)
-        xs.append(x)
-        ps.append(pr)
-        es.append(inst.edge_attr)
-        n_list.append(x.size(0))
-        p_list.append(pr.size(1))
-        t_list.append(inst.target)
-    graph_flags = [t is None for t in t_list]
-    if any(graph_flags) and not all(graph_flags):
-        raise ValueError("cannot pack node-task and graph-task instances together")
-    widths = {x.size(1) for x in xs}
-    if len(widths) != 1:
-        raise ValueError(f"instances have different feature widths: {sorted(widths)}")
-    n_counts = torch.tensor(n_list, dtype=torch.long)
-    p_counts = torch.tensor(p_list, dtype=torch.long)
-    node_ptr, pair_ptr = segment_ptr(n_counts), segment_ptr(p_counts)
-    x = torch.cat(xs, dim=0)
-    if x.dtype != torch.float32:
-        x = x.float()
-    pairs = torch.cat(ps, dim=1)
-    if pairs.dtype != torch.long:
-        pairs = pairs.long()
-    if pairs.numel():
-        pairs = pairs + torch.repeat_interleave(node_ptr[:-1], p_counts)
-    targets = None
-    if t_list[0] is not None:
-        local = torch.tensor(t_list, dtype=torch.long)
-        if bool(((local < 0) | (local >= n_counts)).any()):
-            raise ValueError("an instance's target position lies outside its nodes")
-        targets = node_ptr[:-1] + local
-    edge_attr = None
-    if all(e is not None for e in es):
-        edge_attr = torch.cat([(e if e.dim() == 2 else e.reshape(-1, 1)).float() for e in es],
-                              dim=0)
-    return PackedGraphs(x, pairs, node_ptr, pair_ptr, targets, edge_attr)
-
-
-def ranges(starts: Tensor, counts: Tensor) -> Tensor:
-    """Concatenation of ``arange(s, s + c)`` for every (start, count), vectorised."""
-    total = int(counts.sum())
-    if total == 0:
-        return torch.zeros(0, dtype=torch.long)
-    offsets = segment_ptr(counts)[:-1]
-    return torch.arange(total) + torch.repeat_interleave(starts - offsets, counts)
+    """Instances (all node task or all graph task) as one :class:`PackedGraphs` with float32 node
+    features, what the labels and Gem's network read (edge features when every instance has
+    them)."""
+    return PackedGraphs.from_instances(instances).float_features()
 
 
 def select(packed: PackedGraphs, index: Tensor) -> PackedGraphs:
-    """The packed sub-collection of instances ``index`` (in that order), vectorised.
-
-    Equals ``pack([instances[i] for i in index])`` without touching the instances again. Use
-    :func:`select_nodes` / :func:`select_pairs` to gather per-node / per-pair extras.
-    """
-    index = index.long()
-    n_counts = packed.node_counts()[index]
-    p_counts = packed.pair_counts()[index]
-    node_ptr, pair_ptr = segment_ptr(n_counts), segment_ptr(p_counts)
-    nodes = ranges(packed.node_ptr[:-1][index], n_counts)
-    pair_idx = ranges(packed.pair_ptr[:-1][index], p_counts)
-    shift = torch.repeat_interleave(node_ptr[:-1] - packed.node_ptr[:-1][index], p_counts)
-    pairs = packed.pairs[:, pair_idx] + shift
-    targets = None
-    if packed.targets is not None:
-        targets = packed.targets[index] - packed.node_ptr[:-1][index] + node_ptr[:-1]
-    edge_attr = None if packed.edge_attr is None else packed.edge_attr[pair_idx]
-    return PackedGraphs(packed.x[nodes], pairs, node_ptr, pair_ptr, targets, edge_attr)
-
-
-def select_nodes(packed: PackedGraphs, index: Tensor) -> Tensor:
-    """Global node positions of instances ``index`` (matching :func:`select`)."""
-    index = index.long()
-    return ranges(packed.node_ptr[:-1][index], packed.node_counts()[index])
-
-
-def select_pairs(packed: PackedGraphs, index: Tensor) -> Tensor:
-    """Global pair positions of instances ``index`` (matching :func:`select`)."""
-    index = index.long()
-    return ranges(packed.pair_ptr[:-1][index], packed.pair_counts()[index])
+    """The packed sub-collection of instances ``index`` (:meth:`PackedGraphs.select`)."""
+    return packed.select(index)
 
 
 # ----------------------------------------------------------------------------- hop distances
@@ -215,8 +84,7 @@ def hop_distances(pairs: Tensor, num_nodes: int, targets: Tensor, num_hops: int)
     dist[targets] = 0
     frontier = torch.zeros(num_nodes, dtype=torch.bool)
     frontier[targets] = True
-    src = torch.cat([pairs[0], pairs[1]])
-    dst = torch.cat([pairs[1], pairs[0]])
+    src, dst = directed_edges(pairs)
     for hop in range(1, num_hops + 1):
         hit = frontier[src]
         if not bool(hit.any()):
@@ -234,7 +102,7 @@ def hop_labels(instances: Sequence[Instance], num_hops: int = 3) -> list[Tensor]
     if packed.targets is None:
         raise ValueError("hop labels need node-task instances (with a target node)")
     dist = hop_distances(packed.pairs, packed.num_nodes, packed.targets, num_hops)
-    return list(torch.split(dist, packed.node_counts().tolist()))
+    return packed.split_nodes(dist)
 
 
 def hop_columns(dist: Tensor, num_hops: int) -> Tensor:
@@ -291,13 +159,11 @@ def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int,
     base = x.argmax(dim=1) if x.size(1) > 0 else torch.zeros(n, dtype=torch.long)
     color = _mix(base.numpy().astype(np.uint64) ^ _SALT)
     out[:, 0] = color
-    p = pairs.numpy()
-    src = np.concatenate([p[0], p[1]])
-    dst = np.concatenate([p[1], p[0]])
+    src, dst = directed_edges(pairs).numpy()
     edge_salt = None
     if edge_labels is not None:
-        lab = edge_labels.reshape(-1).numpy().astype(np.uint64)
-        edge_salt = _mix(np.concatenate([lab, lab]) ^ _U(97))
+        lab = directed_rows(edge_labels.reshape(-1)).numpy().astype(np.uint64)
+        edge_salt = _mix(lab ^ _U(97))
     for t in range(1, num_rounds + 1):
         msg = _mix(color)[src]
         if edge_salt is not None:
@@ -404,8 +270,7 @@ class WLLabeler:
     def transform(self, instances: Sequence[Instance]) -> list[Tensor]:
         """Per instance, its nodes' label columns ``[n, num_rounds]``."""
         packed = pack(instances)
-        cols = self.columns(packed)
-        return list(torch.split(cols, packed.node_counts().tolist()))
+        return packed.split_nodes(self.columns(packed))
 
     def one_hot(self, instances: Sequence[Instance]) -> list[Tensor]:
         """Per instance, the dense multi-hot label matrix ``[n, num_columns_]`` (one 1 per round)."""

@@ -19,7 +19,6 @@ from torch import Tensor
 
 from gem_core.data.instances import Instance
 from gem_core.gem.inputs import PreparedInstances, node_inputs
-from gem_core.gem.labeling import select_pairs
 from gem_core.gem.network import GemNet, normalized_adjacency
 from gem_core.runtime.progress import ProgressFn, report
 
@@ -101,7 +100,7 @@ def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
         total, count = 0.0, 0
         for start in range(0, n, batch_size):
             idx = perm[start:start + batch_size]
-            pair_idx = select_pairs(train.packed, idx)
+            pair_idx = train.packed.pair_positions(idx)
             if pair_idx.numel() == 0:
                 continue
             part = train.subset(idx)

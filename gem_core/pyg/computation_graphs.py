@@ -3,10 +3,10 @@
 Node level: the ``num_hops``-hop subgraph of every explained (or training) node, cut for all
 nodes at once by a multi-source BFS (:func:`node_computation_graphs`); graph level: every graph
 of a batch (:func:`graph_computation_graphs`). Both give a :class:`ComputationGraphs`, which
-holds the instances flat (what Gem's auto-encoder reads in one pass) and, for every stacked pair,
-its id among the user's distinct undirected pairs, so scores can be written back to
-``edge_index``. :func:`node_fit_instances` and :func:`graph_fit_instances` check what a user gives
-``fit`` and cut the training instances.
+holds the instances packed (a :class:`~gem_core.data.packed.PackedGraphs`, what Gem's
+auto-encoder reads in one pass) and, for every stacked pair, its id among the user's distinct
+undirected pairs, so scores can be written back to ``edge_index``. :func:`node_fit_instances`
+and :func:`graph_fit_instances` check what a user gives ``fit`` and cut the training instances.
 """
 from __future__ import annotations
 
@@ -21,24 +21,28 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from gem_core.data.instances import Instance
-from gem_core.gem.distill import np_segment_arange, segment_ptr
-from gem_core.gem.labeling import PackedGraphs
+from gem_core.data.packed import PackedGraphs, np_segment_arange
 
 DENSE_LOOKUP_LIMIT = 4_000_000  # (explained nodes × graph nodes) up to which lookups use a table
 
 
 class ComputationGraphs:
-    """Many computation graphs cut out of one user graph, stored flat, with the way back to its edges.
+    """Many computation graphs cut out of one user graph, packed, with the way back to its edges.
 
     Instance ``i`` owns nodes ``node_ptr[i]:node_ptr[i+1]`` and pairs ``pair_ptr[i]:pair_ptr[i+1]``
-    of the flat tensors; nodes are in increasing id of the user's graph, pairs sorted (the order
-    of :func:`gem_core.data.instances.node_instance` / ``to_pairs``).
+    of the packed tensors; nodes are in increasing id of the user's graph, pairs sorted (the
+    order of :func:`gem_core.data.instances.node_instance` / ``to_pairs``).
 
-    Attributes:
+    Args:
         x: node features of all instances, stacked ``[Nn, d]`` (CPU).
         local_pairs: pairs ``[2, Q]`` in each instance's own node numbering (``u < v``).
-        node_ptr, pair_ptr: segment pointers ``[B + 1]``.
+        node_counts, pair_counts: ``[B]`` nodes and pairs of every instance.
         targets: position of each instance's target node in its own numbering, or None (graphs).
+
+    Attributes:
+        graphs: the computation graphs packed (:class:`~gem_core.data.packed.PackedGraphs`, the
+            user's feature dtype); ``x``, ``node_ptr``, ``pair_ptr`` are its tensors.
+        local_pairs, targets: as given.
         node_ids: node id in the user's graph of every stacked node ``[Nn]``.
         pair_ids: id of every stacked pair among the user's distinct pairs ``[Q]``.
         edge_pair: pair id of every directed edge of the user's ``edge_index`` (-1: self-loop).
@@ -48,11 +52,11 @@ class ComputationGraphs:
         structure: the :class:`GraphStructure` of the user's graph, when built.
     """
 
-    def __init__(self, x: Tensor, local_pairs: Tensor, node_ptr: Tensor, pair_ptr: Tensor,
+    def __init__(self, x: Tensor, local_pairs: Tensor, node_counts: Tensor, pair_counts: Tensor,
                  targets: Optional[Tensor], node_ids: Tensor, pair_ids: Tensor, edge_pair: Tensor,
                  num_pairs: int, labels: Optional[Sequence[int]], indices: Sequence[int]):
-        self.x, self.local_pairs = x, local_pairs
-        self.node_ptr, self.pair_ptr, self.targets = node_ptr, pair_ptr, targets
+        self.graphs = PackedGraphs.from_segments(x, local_pairs, node_counts, pair_counts, targets)
+        self.local_pairs, self.targets = local_pairs, targets
         self.node_ids, self.pair_ids, self.edge_pair = node_ids, pair_ids, edge_pair
         self.num_pairs = int(num_pairs)
         self.labels = [-1] * len(indices) if labels is None else [int(v) for v in labels]
@@ -62,34 +66,43 @@ class ComputationGraphs:
         self._instances: Optional[list[Instance]] = None
 
     def __len__(self) -> int:
-        return int(self.node_ptr.numel()) - 1
+        return self.graphs.num_instances
+
+    @property
+    def x(self) -> Tensor:
+        return self.graphs.x
+
+    @property
+    def node_ptr(self) -> Tensor:
+        return self.graphs.node_ptr
+
+    @property
+    def pair_ptr(self) -> Tensor:
+        return self.graphs.pair_ptr
 
     @property
     def pair_owner(self) -> Tensor:
         """Instance of every stacked pair ``[Q]``."""
-        return torch.repeat_interleave(torch.arange(len(self)), self.pair_ptr[1:] - self.pair_ptr[:-1])
+        return self.graphs.pair_owner()
 
     @property
     def instances(self) -> list[Instance]:
         """One engine :class:`~gem_core.data.instances.Instance` per computation graph."""
         if self._instances is None:
-            out = []
-            nptr, pptr = self.node_ptr.tolist(), self.pair_ptr.tolist()
-            for i in range(len(self)):
-                out.append(Instance(
-                    x=self.x[nptr[i]:nptr[i + 1]], pairs=self.local_pairs[:, pptr[i]:pptr[i + 1]],
-                    y=self.labels[i], target=None if self.targets is None else int(self.targets[i]),
-                    index=self.indices[i],
-                    node_ids=self.node_ids[nptr[i]:nptr[i + 1]] if self.targets is not None else None))
-            self._instances = out
+            g = self.graphs
+            node_task = self.targets is not None
+            xs, pairs = g.split_nodes(g.x), g.split_pairs(self.local_pairs, dim=1)
+            ids = g.split_nodes(self.node_ids) if node_task else [None] * len(self)
+            targets = self.targets.tolist() if node_task else [None] * len(self)
+            self._instances = [
+                Instance(x=x, pairs=p, y=y, target=t, index=index, node_ids=n)
+                for x, p, y, t, index, n in zip(xs, pairs, self.labels, targets, self.indices, ids)]
         return self._instances
 
     def packed(self) -> PackedGraphs:
-        """All computation graphs as one disconnected graph (what Gem's auto-encoder reads)."""
-        shift = torch.repeat_interleave(self.node_ptr[:-1], self.pair_ptr[1:] - self.pair_ptr[:-1])
-        targets = None if self.targets is None else self.node_ptr[:-1] + self.targets
-        return PackedGraphs(self.x.float(), self.local_pairs + shift, self.node_ptr, self.pair_ptr,
-                            targets)
+        """All computation graphs as one disconnected graph with float32 features (what Gem's
+        auto-encoder reads)."""
+        return self.graphs.float_features()
 
 
 def _global_pairs(edge_index: Tensor, num_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -193,8 +206,8 @@ def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int],
     cols_t = torch.from_numpy(cols)
     x_sub = x.detach()[cols_t.to(x.device)].cpu()
     out = ComputationGraphs(
-        x_sub, torch.from_numpy(local), torch.from_numpy(row_ptr),
-        segment_ptr(torch.from_numpy(pair_counts)),
+        x_sub, torch.from_numpy(local), torch.from_numpy(np.diff(row_ptr)),
+        torch.from_numpy(pair_counts),
         torch.from_numpy(target_pos), cols_t, torch.from_numpy(cand), st.edge_pair,
         st.num_pairs, labels, nodes_np.tolist())
     out.hops = torch.from_numpy(hops)
@@ -227,8 +240,8 @@ def graph_computation_graphs(x: Tensor, edge_index: Tensor, batch: Optional[Tens
     order_t = torch.from_numpy(node_order)
     x_sorted = x.detach()[order_t.to(x.device)].cpu()
     return ComputationGraphs(
-        x_sorted, torch.from_numpy(local), segment_ptr(torch.from_numpy(node_counts)),
-        segment_ptr(torch.from_numpy(pair_counts)), None, order_t,
+        x_sorted, torch.from_numpy(local), torch.from_numpy(node_counts),
+        torch.from_numpy(pair_counts), None, order_t,
         torch.from_numpy(pair_order), torch.from_numpy(edge_pair), int(lo.size), labels,
         list(range(num_graphs)) if indices is None else indices)
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.gem.distill import segment_arange
+from gem_core.data.packed import segment_arange
 from gem_core.pyg.computation_graphs import ComputationGraphs
 
 MIN_SCORE = 1e-30   # smallest in-graph score, so a thresholded mask keeps every selected edge

@@ -11,8 +11,9 @@ For every instance (a computation graph):
 Modules, each importing at run time only those above it:
 
 - ``conventions``: label sources, the loss, the tie tolerance and the ordering key;
-- ``segments``: arithmetic on flat tensors holding one segment per instance;
-- ``layout``: instances flattened into one layout, the batches built from it, chunk sizes;
+- ``segments``: per-instance stable sorts and segment gathers on flat tensors (segment pointers
+  and the packing itself: :mod:`gem_core.data.packed`);
+- ``layout``: the instances' packing with their labels, chunk sizes;
 - ``components``: the connectivity rule for many instances at once;
 - ``delta``: the Δ phase; ``greedy``: the greedy phase;
 - ``walk``: the remaining pairs of many instances during a top-K walk, trial copies;
@@ -33,7 +34,6 @@ from gem_core.gem.distill.engine import distill
 from gem_core.gem.distill.layout import CPU_MAX_EDGES, CUDA_MAX_EDGES
 from gem_core.gem.distill.result import (DISTILL_KIND, DISTILL_VERSION, Distillation,
                                          InstanceDistillation)
-from gem_core.gem.distill.segments import np_segment_arange, segment_arange, segment_ptr
 from gem_core.gem.distill.topk import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
                                        check_topk_policy)
 
@@ -42,5 +42,5 @@ __all__ = [
     "distillation_path", "topk_accuracy", "cross_entropy", "order_key", "check_label_source",
     "TIE_TOL", "TOPK_POLICIES", "DEFAULT_TOPK_POLICY", "ACCURACY_TOPK_POLICY", "check_topk_policy",
     "LabelSource", "LABEL_SOURCES", "DISTILL_KIND", "DISTILL_VERSION", "CPU_MAX_EDGES",
-    "CUDA_MAX_EDGES", "segment_arange", "np_segment_arange", "segment_ptr",
+    "CUDA_MAX_EDGES",
 ]

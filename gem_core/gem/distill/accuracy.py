@@ -12,7 +12,7 @@ from torch import Tensor
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.models.targets import uses_edge_attr
-from gem_core.gem.distill.layout import _build_from, _edge_budget, _Layout, _PrefixBatcher
+from gem_core.gem.distill.layout import _edge_budget, _Layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
@@ -38,8 +38,8 @@ def topk_accuracy(instances: Sequence[Instance], masks: Sequence[Tensor], black_
     while start < layout.size:
         base = ends[start - 1] if start > 0 else 0
         stop = max(int(np.searchsorted(ends, base + max_edges_per_forward, side="right")), start + 1)
-        part = _build_from(layout, torch.arange(start, stop))
-        logits = black_box(_PrefixBatcher(part, dev)(stop - start))
+        part = layout.select(torch.arange(start, stop))
+        logits = black_box(part.packed.forward_batch(interleaved=True, device=dev))
         correct += int((logits.argmax(-1).cpu() == part.labels).sum())
         start = stop
     return correct / layout.size

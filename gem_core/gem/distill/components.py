@@ -14,7 +14,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from gem_core.gem.distill.layout import _Layout
+from gem_core.data.packed import PackedGraphs
 
 
 def _component_labels(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
@@ -55,17 +55,15 @@ def _chosen_labels(labels: np.ndarray, node_ptr: np.ndarray, m: int,
 class _Components:
     """Connectivity rule for many instances at once (block-diagonal graph, one scipy call).
 
-    Works on a prefix of a layout: instances ``[0, m)``, their nodes and pairs.
+    Works on a prefix of packed graphs: instances ``[0, m)``, their nodes and pairs.
     """
 
-    def __init__(self, layout: _Layout):
-        self.u = layout.pairs[0].numpy()
-        self.v = layout.pairs[1].numpy()
-        self.owner = layout.pair_owner.numpy()
-        self.node_ptr = layout.node_ptr.numpy()
-        self.targets = None
-        if layout.is_node_task:
-            self.targets = (layout.node_ptr[:-1] + layout.targets).numpy()
+    def __init__(self, packed: PackedGraphs):
+        self.u = packed.pairs[0].numpy()
+        self.v = packed.pairs[1].numpy()
+        self.owner = packed.pair_owner().numpy()
+        self.node_ptr = packed.node_ptr.numpy()
+        self.targets = None if packed.targets is None else packed.targets.numpy()
 
     def apply(self, mask: np.ndarray, m: int) -> np.ndarray:
         """Keep only pairs of the selected component of each of the first ``m`` instances.

@@ -15,10 +15,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.data.instances import InstanceBatch
+from gem_core.data.packed import InstanceBatch, segment_arange
 from gem_core.runtime.progress import ProgressFn, report
-from gem_core.gem.distill.layout import _Layout, _subsets_batch
-from gem_core.gem.distill.segments import segment_arange
+from gem_core.gem.distill.layout import _Layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
@@ -61,4 +60,4 @@ def _copies_batch(layout: _Layout, inst: Tensor, removed: Tensor) -> InstanceBat
     keep = pair_local != removed[pair_copy]
     pair_copy, pair_local = pair_copy[keep], pair_local[keep]
     flat = layout.pair_ptr[:-1][inst[pair_copy]] + pair_local
-    return _subsets_batch(layout, inst, flat, pair_copy)
+    return layout.packed.copies_batch(inst, flat, pair_copy)

@@ -19,7 +19,7 @@ from torch import Tensor
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.gem.distill.components import _Components
 from gem_core.gem.distill.conventions import cross_entropy, order_key
-from gem_core.gem.distill.layout import _Layout, _PrefixBatcher, _build_from
+from gem_core.gem.distill.layout import _Layout
 from gem_core.gem.distill.segments import _gather_segments, _segment_order
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,8 +60,8 @@ def _greedy_chunk(sub: _Layout, order_local: Tensor, labels: Tensor, full_loss: 
     kept = np.ones(int(sub.pair_ptr[-1]), dtype=bool)
     weights = np.zeros(kept.shape[0], dtype=np.float64)
     loss = full_loss.numpy().astype(np.float64).copy()
-    comps = _Components(sub) if connected else None
-    make_batch = _PrefixBatcher(sub, device)
+    comps = _Components(sub.packed) if connected else None
+    make_batch = sub.packed.prefix_batches(device)
     labels_dev = labels.to(device)
     done_work, total_work = 0, int(counts.sum())
     for t in range(steps):
@@ -104,7 +104,7 @@ def _greedy(layout: _Layout, delta: Tensor, labels: Tensor, full_loss: Tensor,
     total = max(int(layout.num_pairs.sum()), 1)
     done = 0
     for ids in chunks:
-        sub = _build_from(layout, ids)
+        sub = layout.select(ids)
         work = int(layout.num_pairs[ids].sum())
         part = scaled(progress, done / total, (done + work) / total)
         k, w, l = _greedy_chunk(sub, _gather_segments(order_local, layout.pair_ptr, ids),

@@ -17,10 +17,10 @@ from torch import Tensor
 
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
+from gem_core.data.packed import np_segment_arange
 from gem_core.models.targets import uses_edge_attr
 from gem_core.gem.distill.conventions import cross_entropy, order_key
-from gem_core.gem.distill.layout import _edge_budget, _Layout, _subsets_batch
-from gem_core.gem.distill.segments import np_segment_arange
+from gem_core.gem.distill.layout import _edge_budget, _Layout
 from gem_core.gem.distill.walk import _pair_owner, _Walk
 from gem_core.gem.distill.fields import DistillationFields
 
@@ -64,7 +64,8 @@ def _subset_losses(layout: _Layout, inst: np.ndarray, flat: np.ndarray, copy_of:
         base = ends[start - 1] if start > 0 else 0
         stop = max(int(np.searchsorted(ends, base + max_edges, side="right")), start + 1)
         lo, hi = int(pptr[start]), int(pptr[stop])
-        batch = _subsets_batch(layout, inst_t[start:stop], flat_t[lo:hi], copy_t[lo:hi] - start)
+        batch = layout.packed.copies_batch(inst_t[start:stop], flat_t[lo:hi],
+                                           copy_t[lo:hi] - start)
         logits = black_box(batch if device.type == "cpu" else batch.to(device))
         out.append(cross_entropy(logits, labels[inst_t[start:stop]]).cpu())
         start = stop

@@ -14,7 +14,7 @@ from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
 from gem_core.gem.distill.conventions import TIE_TOL
 from gem_core.gem.distill.refine import _refine_flat
-from gem_core.gem.distill.segments import segment_arange, segment_ptr
+from gem_core.data.packed import segment_arange, segment_ptr
 from gem_core.gem.distill.topk import DEFAULT_TOPK_POLICY, _fill_flat, _topk_flat, check_topk_policy
 from gem_core.gem.distill.walk import _pair_owner
 

@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from gem_core.gem.distill.conventions import order_key
-from gem_core.gem.distill.segments import _np_segment_order, segment_arange, segment_ptr
+from gem_core.data.packed import segment_arange, segment_ptr
+from gem_core.gem.distill.segments import _np_segment_order
 from gem_core.gem.distill.walk import _pair_owner, _Walk
 from gem_core.gem.distill.fields import DistillationFields
 

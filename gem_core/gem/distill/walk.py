@@ -12,7 +12,8 @@ from torch import Tensor
 
 from gem_core.gem.distill.components import _chosen_labels, _component_labels
 from gem_core.gem.distill.conventions import order_key
-from gem_core.gem.distill.segments import _np_segment_order, np_segment_arange, segment_ptr
+from gem_core.data.packed import np_segment_arange, segment_ptr
+from gem_core.gem.distill.segments import _np_segment_order
 from gem_core.gem.distill.fields import DistillationFields
 
 
