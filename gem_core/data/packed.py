@@ -338,6 +338,18 @@ class PackedGraphs:
         return InstanceBatch(self.x[self.node_positions(inst)], directed_edges(pairs), batch,
                              targets, n_copies, attr)
 
+    def blocked_order(self) -> Tensor:
+        """The directed edges laid out instance by instance, each block as that instance alone
+        gives them (its pairs, then the same pairs reversed: what PyG sees when it explains one
+        instance), as positions into the default order of :func:`directed_edges` over all pairs
+        (all forward, then all reversed). Instance ``i``'s block is ``2 * pair_ptr[i]`` to
+        ``2 * pair_ptr[i + 1]``; apply the same positions to per-edge rows."""
+        counts = self.pair_counts()
+        owner = torch.repeat_interleave(torch.arange(self.num_instances), 2 * counts)
+        local = segment_arange(2 * counts)
+        size, base = counts[owner], self.pair_ptr[:-1][owner]
+        return torch.where(local < size, base + local, self.num_pairs + base + local - size)
+
     def prefix_batches(self, device: Device, edge_attr: Optional[bool] = None) -> "PrefixBatches":
         """Batches of the first ``m`` instances with a subset of their pairs, prepared once on
         ``device`` (:class:`PrefixBatches`)."""

@@ -6,8 +6,9 @@ of them: the graphs are disjoint, so an instance's output depends on its own mas
 and a sum of per-instance objectives has, for each mask entry, exactly the gradient that
 instance's objective alone gives.
 
-Nodes, the ``batch`` vector and the global target positions come from
-:func:`gem_core.data.instances.collate`. The directed edges are laid out *instance by instance*,
+Nodes, the ``batch`` vector and the global target positions come from the engine's one packed
+type, :class:`gem_core.data.packed.PackedGraphs`; its ``blocked_order`` lays the directed edges
+out *instance by instance*,
 each in the order PyG sees when it explains the instance alone (``instance.edge_index()``:
 its pairs, then the same pairs reversed). So instance ``i``'s mask is the contiguous slice
 ``edge_ptr[i]:edge_ptr[i + 1]`` of the packed mask, every node aggregates its messages in the
@@ -22,8 +23,9 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from gem_core.data.instances import Instance, collate
-from gem_core.explainers._pyg import directed_edge_attr, graph_kwargs, node_kwargs
+from gem_core.data.instances import Instance
+from gem_core.data.packed import PackedGraphs, directed_edges, directed_rows
+from gem_core.explainers._pyg import graph_kwargs, node_kwargs
 
 
 @dataclass
@@ -110,23 +112,25 @@ def release_masks(model: nn.Module) -> None:
 
 def pack(instances: list[Instance], takes_edge_attr: bool,
          device: torch.device) -> PackedInstances:
-    """Pack ``instances`` (all of one task level) into one :class:`PackedInstances`."""
-    batch = collate(instances, edge_attr=False)
-    sizes = torch.tensor([inst.num_nodes for inst in instances])
-    offsets = torch.cumsum(sizes, 0) - sizes
-    edges = [inst.edge_index() + int(off) for inst, off in zip(instances, offsets)]
-    counts = torch.tensor([e.size(1) for e in edges])
-    edge_index = torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.long)
+    """Pack ``instances`` (all of one task level) into one :class:`PackedInstances`: the
+    engine's packed graphs, with the directed edges in their instance-blocked order."""
+    if takes_edge_attr and any(inst.edge_attr is None for inst in instances):
+        raise ValueError("this target reads edge features (bond types); the instance has none")
+    packed = PackedGraphs.from_instances(instances, edge_attr=takes_edge_attr)
+    batch = packed.forward_batch(edge_attr=False)
+    order = packed.blocked_order()
+    edge_index = directed_edges(packed.pairs)[:, order]
     attr = None
     if takes_edge_attr:
-        attr = torch.cat([directed_edge_attr(inst, True) for inst in instances], dim=0)
-    ptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
-    owner = torch.repeat_interleave(torch.arange(len(instances)), counts)
+        attr = directed_rows(packed.edge_attr.float())[order]
+        attr = attr.reshape(-1, *instances[0].edge_attr.shape[1:])  # the instances' own shape
+    counts = 2 * packed.pair_counts()
     return PackedInstances(
         x=batch.x.to(device), edge_index=edge_index.to(device),
         edge_attr=None if attr is None else attr.to(device), batch=batch.batch.to(device),
         target_index=None if batch.target_index is None else batch.target_index.to(device),
-        edge_ptr=ptr.to(device), num_nodes=sizes.to(device), edge_owner=owner.to(device))
+        edge_ptr=(2 * packed.pair_ptr).to(device), num_nodes=packed.node_counts().to(device),
+        edge_owner=torch.repeat_interleave(torch.arange(len(instances)), counts).to(device))
 
 
 def chunks(instances: list[Instance], max_nodes: int) -> list[list[int]]:
