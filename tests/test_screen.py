@@ -148,18 +148,23 @@ def test_ray_path_equals_the_local_path(tmp_path):
     assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
 
 
+def _start_screen(tmp_path, src, args: list[str]):
+    """A real ``screen`` process writing ``run.parquet`` (its chunks in ``run.parquet.parts``)."""
+    out = tmp_path / "run.parquet"
+    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "gem_core", "screen", str(src), "--out",
+                             str(out), *args], cwd=PROJECT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out, tmp_path / "run.parquet.parts", proc
+
+
 def test_kill_9_then_resume_gives_the_uninterrupted_output(tmp_path):
     src = _nci_rows(tmp_path, 2000)
     reference = tmp_path / "ref.parquet"
     args = ["--chunk-size", "20", "--workers", "1", "--no-progress"]
     assert _run_cli("screen", str(src), "--out", str(reference), *args).returncode == 0
 
-    out = tmp_path / "run.parquet"
-    parts = tmp_path / "run.parquet.parts"
-    env = {**os.environ, "GEM_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gem_core", "screen", str(src), "--out",
-                             str(out), *args], cwd=PROJECT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out, parts, proc = _start_screen(tmp_path, src, args)
     deadline = time.time() + 300
     while len(list(parts.glob("chunk-*.parquet"))) < 5 and time.time() < deadline:
         assert proc.poll() is None, "the run ended before it could be killed"
@@ -183,12 +188,7 @@ def test_workers_end_with_a_killed_screen_and_the_run_resumes(tmp_path):
     psutil = pytest.importorskip("psutil")
     src = _nci_rows(tmp_path, 400)
     args = ["--chunk-size", "20", "--workers", "2", "--device", "cpu", "--no-progress"]
-    out = tmp_path / "run.parquet"
-    parts = tmp_path / "run.parquet.parts"
-    env = {**os.environ, "GEM_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "gem_core", "screen", str(src), "--out",
-                             str(out), *args], cwd=PROJECT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out, parts, proc = _start_screen(tmp_path, src, args)
     parent = psutil.Process(proc.pid)
     seen: dict[int, "psutil.Process"] = {}  # every descendant ever seen (Process guards pid reuse)
     deadline = time.time() + 300
