@@ -322,10 +322,17 @@ class PackedGraphs:
         return out if device is None else out.to(device)
 
     def copies_batch(self, inst: Tensor, pair_index: Tensor, pair_copy: Tensor, *,
-                     edge_attr: Optional[bool] = None) -> InstanceBatch:
+                     edge_attr: Optional[bool] = None,
+                     drop_isolated: bool = False) -> InstanceBatch:
         """One forward batch of copies: copy ``c`` is instance ``inst[c]`` (all its nodes)
         keeping its pairs ``pair_index[pair_copy == c]`` (global pair positions), in that order.
-        Directed edges blocked."""
+        Directed edges blocked.
+
+        ``drop_isolated``: each copy keeps only the nodes its pairs touch, and its target (the
+        ``drop_isolated`` protocol, :mod:`gem_core.data.protocol`); a copy without any pair
+        keeps all its nodes. Nodes keep their instance's order."""
+        if drop_isolated:
+            return self._dropped_copies_batch(inst, pair_index, pair_copy, edge_attr)
         n_copies = int(inst.numel())
         nodes = self.node_counts()[inst]
         node_ptr = segment_ptr(nodes)
@@ -337,6 +344,34 @@ class PackedGraphs:
         batch = torch.repeat_interleave(torch.arange(n_copies), nodes)
         return InstanceBatch(self.x[self.node_positions(inst)], directed_edges(pairs), batch,
                              targets, n_copies, attr)
+
+    def _dropped_copies_batch(self, inst: Tensor, pair_index: Tensor, pair_copy: Tensor,
+                              edge_attr: Optional[bool]) -> InstanceBatch:
+        """:meth:`copies_batch` under ``drop_isolated``: the kept nodes of every copy found with
+        one ``unique`` over (copy, packed node) keys, no Python loop over copies."""
+        n_copies = int(inst.numel())
+        total = max(self.num_nodes, 1)
+        ends = self.pairs[:, pair_index]  # packed node positions of each kept pair's ends
+        keys = [pair_copy * total + ends[0], pair_copy * total + ends[1]]
+        if self.targets is not None:
+            keys.append(torch.arange(n_copies) * total + self.targets[inst])
+        has_pair = torch.zeros(n_copies, dtype=torch.bool)
+        has_pair[pair_copy] = True
+        empty = torch.nonzero(~has_pair).view(-1)
+        if empty.numel():  # a copy without any pair keeps all its nodes
+            counts = self.node_counts()[inst[empty]]
+            nodes = self.node_positions(inst[empty])
+            keys.append(torch.repeat_interleave(empty, counts) * total + nodes)
+        uniq, inverse = torch.unique(torch.cat(keys), return_inverse=True)
+        m = int(pair_copy.numel())
+        pairs = torch.stack([inverse[:m], inverse[m:2 * m]])
+        targets = None
+        if self.targets is not None:
+            targets = inverse[2 * m:2 * m + n_copies]
+        attr = self._batch_attr(edge_attr)
+        attr = None if attr is None else directed_rows(attr[pair_index])
+        return InstanceBatch(self.x[uniq % total], directed_edges(pairs), uniq // total, targets,
+                             n_copies, attr)
 
     def blocked_order(self) -> Tensor:
         """The directed edges laid out instance by instance, each block as that instance alone

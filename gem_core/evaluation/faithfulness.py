@@ -8,11 +8,10 @@ necessity@k and stability of edge explanations, measured with the target as a bl
   score, so with tied scores theirs keeps more edges; ours is at most as generous.
 * **Necessity@k** (:func:`necessity_at_k`): delete the top-k pairs (keep the rest): the share of
   instances whose predicted class changes.
-* **Protocol** (:class:`Protocol`): ``keep_nodes`` keeps every node and its features, only edges
-  are deleted (like :func:`~gem_core.data.ranking.explanation_subgraph`); ``drop_isolated``
-  (GNNX-Bench) drops the nodes left without an edge before the forward pass. A node task's
-  target node is never dropped; a graph-task instance left without any edge keeps its nodes (an
-  empty graph has no prediction), so on it both protocols agree.
+* **Protocol** (:class:`~gem_core.data.protocol.Protocol`, shared with the distillation):
+  ``keep_nodes`` keeps every node and its features, only edges are deleted; ``drop_isolated``
+  (GNNX-Bench) drops the nodes left without an edge before the forward pass (a node task's target
+  stays; a graph-task instance left without any edge keeps its nodes).
 * **Per class**: every figure also per class predicted on the whole instance (a majority class
   would hide the other: REFERENCE §9); classes with no instance are left out.
 * **Stability** (:func:`stability`): mean Jaccard similarity of the top-k pair sets of the same
@@ -27,7 +26,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Optional, Union
 
 import torch
@@ -35,6 +33,7 @@ from torch import Tensor
 
 from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
+from gem_core.data.protocol import PROTOCOLS, Protocol, check_protocol, drop_isolated
 from gem_core.data.ranking import as_scores, check_score_length, topk_mask
 from gem_core.models.predict import predict_proba
 
@@ -42,27 +41,6 @@ from gem_core.models.predict import predict_proba
 DEFAULT_BATCH_SIZE = 1024
 #: the fine K grid of the field's curves, per task level (GNNX-Bench plots graph tasks to 25)
 FINE_K = {"graph": tuple(range(1, 26)), "node": tuple(range(1, 11))}
-
-
-class Protocol(str, Enum):
-    """What happens to the nodes of deleted edges (see the module docstring)."""
-
-    KEEP_NODES = "keep_nodes"
-    DROP_ISOLATED = "drop_isolated"
-
-
-PROTOCOLS: tuple[str, ...] = tuple(p.value for p in Protocol)
-
-
-def check_protocol(protocol: Union[str, Protocol]) -> Protocol:
-    """``protocol`` as a :class:`Protocol` (strings accepted); a clear ValueError otherwise."""
-    if isinstance(protocol, Protocol):
-        return protocol
-    key = str(protocol).strip().lower()
-    for p in Protocol:
-        if p.value == key:
-            return p
-    raise ValueError(f"Unknown protocol {protocol!r}. Choose one of: {', '.join(PROTOCOLS)}.")
 
 
 @dataclass
@@ -84,26 +62,6 @@ def _kdict(d: dict[int, float]) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- subgraphs
-
-def drop_isolated(instance: Instance) -> Instance:
-    """``instance`` without the nodes no pair touches (the target node always stays; a graph-task
-    instance with no pair left keeps its nodes). Node features, ids and the target are relabelled."""
-    n = instance.num_nodes
-    keep = torch.zeros(n, dtype=torch.bool)
-    keep[instance.pairs.reshape(-1)] = True
-    if instance.target is not None:
-        keep[int(instance.target)] = True
-    if bool(keep.all()) or not bool(keep.any()):
-        return instance
-    new_id = torch.full((n,), -1, dtype=torch.long)
-    new_id[keep] = torch.arange(int(keep.sum()))
-    return Instance(
-        x=instance.x[keep], pairs=new_id[instance.pairs], y=instance.y,
-        target=None if instance.target is None else int(new_id[int(instance.target)]),
-        edge_attr=instance.edge_attr, dataset=instance.dataset, index=instance.index,
-        node_ids=None if instance.node_ids is None else instance.node_ids[keep],
-        motif_mask=instance.motif_mask)
-
 
 def _unpack(explanation: Any) -> tuple[list[Instance], list[Tensor]]:
     """(instances, scores) of an ``Explanation`` carrying its instances or of a pair."""

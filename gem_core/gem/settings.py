@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any, Union
 
 from gem_core.data.config import DatasetSpec, check_k, target_config
+from gem_core.data.protocol import PROTOCOLS
 from gem_core.gem.distill import LABEL_SOURCES, TOPK_POLICIES
 
 
@@ -46,11 +47,15 @@ class TargetKind(_Choice):
 
 
 #: the top-K rule of the distilled masks behind ``graded`` targets: one member per rule of the
-#: distillation (:data:`gem_core.gem.distill.TOPK_POLICIES`: nosplit, exact, paper, refine)
+#: distillation (:data:`gem_core.gem.distill.TOPK_POLICIES`: nosplit, exact, paper, refine,
+#: sufficient)
 TopKPolicy = _Choice("TopKPolicy", [(p, p) for p in TOPK_POLICIES], module=__name__)
 #: the label Gem's training distillations are computed against: one member per label source of
 #: the distillation (:data:`gem_core.gem.distill.LABEL_SOURCES`: true, predicted)
 LabelSource = _Choice("LabelSource", [(s, s) for s in LABEL_SOURCES], module=__name__)
+#: the evaluation protocol the ``sufficient`` top-K rule judges its copies by: one member per
+#: protocol of :mod:`gem_core.data.protocol` (keep_nodes, drop_isolated)
+EvalProtocol = _Choice("EvalProtocol", [(p, p) for p in PROTOCOLS], module=__name__)
 
 
 class Decoder(_Choice):
@@ -61,11 +66,12 @@ class Decoder(_Choice):
 
 
 _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
-                                      "label_source": LabelSource, "decoder": Decoder}
+                                      "label_source": LabelSource, "decoder": Decoder,
+                                      "protocol": EvalProtocol}
 _BOOLS = ("condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors")
-_NON_NEGATIVE = ("kl_weight", "weight_decay")
+_NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
 
 #: the auto-encoder's hyperparameters (keyword arguments of
 #: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
@@ -87,7 +93,13 @@ class GemSettings:
             ``mix`` (the average of both) or ``graded+add``.
         topk_policy: top-K rule of the distilled masks ``graded`` targets are built from: the
             literal Appendix C rule (``paper``), the loss-driven ``refine``, ``nosplit`` or
-            ``exact``.
+            ``exact``, or ``sufficient`` (grow each explanation by the pair that best keeps the
+            label, judged under :attr:`protocol`).
+        protocol: the evaluation protocol Gem is taught for (``keep_nodes``: deleted edges
+            leave their nodes; ``drop_isolated``: nodes left without an edge are dropped, as
+            GNNX-Bench judges); read by the ``sufficient`` rule.
+        necessity_weight: the ``sufficient`` rule's weight λ of necessity: a candidate pair's
+            loss is ``CE(f(S), y) − λ · log(1 − p_y(f(G \\ S)))`` (0: sufficiency alone).
         target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
             dataset's K grid).
         label_source: distil against the ``true`` label (the paper) or the target's
@@ -117,6 +129,8 @@ class GemSettings:
     target_kind: Union[TargetKind, str] = TargetKind.graded
     topk_policy: Union[TopKPolicy, str] = TopKPolicy.paper
     target_ks: tuple[int, ...] = ()
+    protocol: Union[EvalProtocol, str] = EvalProtocol("keep_nodes")
+    necessity_weight: float = 0.0
     label_source: Union[LabelSource, str] = LabelSource.true
     condition_on_prediction: bool = False
     lr: float = 0.01
@@ -212,6 +226,10 @@ class GemSettings:
             parts["condition_on_prediction"] = True
         if self.target_ks:
             parts["target_ks"] = list(self.target_ks)
+        if self.protocol != EvalProtocol("keep_nodes"):
+            parts["protocol"] = self.protocol.value
+        if self.necessity_weight:
+            parts["necessity_weight"] = float(self.necessity_weight)
         return parts
 
 

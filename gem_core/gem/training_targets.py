@@ -110,8 +110,10 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
     if kind == "weights":
         return dist.normalized_weights()
     ks = settings.budgets(k_grid)
+    # "refine" and "sufficient" need the instances and the black box; "sufficient" the protocol
     grid = dist.topk_grid(ks, settings.topk_policy.value, instances=instances,
-                          black_box=black_box)  # "refine" needs the instances and the black box
+                          black_box=black_box, protocol=settings.protocol.value,
+                          necessity_weight=settings.necessity_weight)
     masks = [grid[k] for k in ks]
     graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]
     if kind == "graded":

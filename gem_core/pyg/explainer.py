@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -124,8 +125,16 @@ class GemExplainer(ExplainerAlgorithm):
                  target_kind: Optional[str] = None, lr: Optional[float] = None,
                  hidden: Sequence[int] = (32, 32, 16), batch_size: int = 32, patience: int = 30,
                  val_fraction: float = 0.1, seed: int = 0,
-                 device: Union[str, torch.device, None] = None):
+                 device: Union[str, torch.device, None] = None, *,
+                 topk_policy: Optional[str] = None, protocol: str = "keep_nodes",
+                 condition_on_prediction: Optional[bool] = None,
+                 target_ks: Optional[Sequence[int]] = None, necessity_weight: float = 0.0):
         super().__init__()
+        self.necessity_weight = necessity_weight
+        self.topk_policy = topk_policy
+        self.protocol = protocol
+        self.condition_on_prediction = condition_on_prediction
+        self.target_ks = None if target_ks is None else tuple(target_ks)
         self.epochs = int(epochs)
         self.k_grid = _k_grid(k)
         self.k = k
@@ -289,9 +298,17 @@ class GemExplainer(ExplainerAlgorithm):
         not given, the level's defaults (target kind ``mix`` / ``graded``, lr 0.003 / 0.01);
         distilled against the labels for ``phenomenon`` explanations, the model's prediction
         otherwise."""
+        graph = level == "graph"
         return GemSettings(
-            target_kind=self.target_kind or ("mix" if level == "node" else "graded"),
-            topk_policy=DEFAULT_TOPK_POLICY, label_source="true" if phenomenon else "predicted",
+            target_kind=self.target_kind or ("graded" if graph else "mix"),
+            topk_policy=self.topk_policy or ("sufficient" if graph else DEFAULT_TOPK_POLICY),
+            protocol=self.protocol,
+            condition_on_prediction=(graph and not phenomenon
+                                     if self.condition_on_prediction is None
+                                     else self.condition_on_prediction),
+            target_ks=self.target_ks if self.target_ks is not None else (),
+            necessity_weight=self.necessity_weight,
+            label_source="true" if phenomenon else "predicted",
             lr=self._lr(level), hidden=self.hidden, batch_size=self.batch_size,
             max_epochs=self.epochs, patience=self.patience, num_hops=max(hops, 1),
             seed=self.seed)
@@ -342,7 +359,7 @@ class GemExplainer(ExplainerAlgorithm):
         else:
             graphs = graph_computation_graphs(x, edge_index, kwargs.get("batch"))
             keep = None if index is None else as_node_list(index, len(graphs))
-        scores = self._scores(graphs)
+        scores = self._scores(graphs, model, kwargs)
         edge_mask, per_node = edge_masks(graphs, scores, keep, x.device,
                                                per_node=level == "node" and len(graphs) > 1)
         out = Explanation(edge_mask=edge_mask)
@@ -361,11 +378,15 @@ class GemExplainer(ExplainerAlgorithm):
         self.__dict__["_structure_cache"] = (edge_index, edge_index._version, structure)
         return structure
 
-    def _scores(self, graphs: ComputationGraphs) -> Tensor:
-        """Gem's score of every stacked pair, all computation graphs in one forward pass."""
+    def _scores(self, graphs: ComputationGraphs, model: Optional[nn.Module] = None,
+                model_kwargs: Optional[dict[str, Any]] = None) -> Tensor:
+        """Gem's score of every stacked pair, all computation graphs in one forward pass (plus,
+        under ``condition_on_prediction``, one batched forward of ``model`` for its classes)."""
         if len(graphs) == 0 or graphs.local_pairs.size(1) == 0:
             return torch.zeros(graphs.local_pairs.size(1))
         packed = graphs.packed()
+        if self.settings_.condition_on_prediction:
+            packed = self._with_predicted_class(packed, model, model_kwargs or {})
         gem = self.gem_
         gem._check_compatible(packed)
         # the packed input side of gem.explain(instances), built without per-instance objects;
@@ -376,6 +397,26 @@ class GemExplainer(ExplainerAlgorithm):
             columns = gem._label_columns(packed)
         prepared = PreparedInstances(packed, columns)
         return torch.cat(list(gem.explain(prepared))).float()
+
+
+    def _with_predicted_class(self, packed, model: Optional[nn.Module],
+                              model_kwargs: dict[str, Any]):
+        """``packed`` with the model's predicted class (one-hot) appended to every node, as
+        Gem read it at fit time (``condition_on_prediction``)."""
+        if model is None:
+            raise ValueError("this Gem reads the model's prediction (condition_on_prediction): "
+                             "explain through the Explainer, which passes the model")
+        kwargs = {k: v for k, v in model_kwargs.items() if not isinstance(v, Tensor)}
+        black_box = PyGBlackBox(model, self.task_level_, self.model_config.mode,
+                                self.model_config.return_type, packed.x.device, kwargs)
+        was_training = model.training
+        model.eval()
+        try:
+            predicted = black_box(packed.forward_batch()).argmax(-1).cpu()
+        finally:
+            model.train(was_training)
+        onehot = torch.eye(self.num_classes_)[predicted][packed.node_owner()]
+        return replace(packed, x=torch.cat([packed.x.float(), onehot.to(packed.x.device)], 1))
 
 
 def _accepts_batch(model: nn.Module) -> bool:

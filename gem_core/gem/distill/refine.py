@@ -51,9 +51,10 @@ def _check_refine_inputs(dist: DistillationFields, instances: Optional[Sequence[
 
 def _subset_losses(layout: _Layout, inst: np.ndarray, flat: np.ndarray, copy_of: np.ndarray,
                    labels: Tensor, black_box: "BlackBox", device: torch.device,
-                   max_edges: int) -> np.ndarray:
+                   max_edges: int, drop_isolated: bool = False) -> np.ndarray:
     """Loss of copy ``c`` = instance ``inst[c]`` keeping its layout pairs ``flat[copy_of == c]``
-    (``copy_of`` non-decreasing), in forward passes of at most ``max_edges`` directed edges."""
+    (``copy_of`` non-decreasing), in forward passes of at most ``max_edges`` directed edges;
+    ``drop_isolated``: each copy without the nodes its pairs leave isolated."""
     n = inst.shape[0]
     sizes = np.bincount(copy_of, minlength=n)
     ends = np.cumsum(2 * sizes)
@@ -65,7 +66,7 @@ def _subset_losses(layout: _Layout, inst: np.ndarray, flat: np.ndarray, copy_of:
         stop = max(int(np.searchsorted(ends, base + max_edges, side="right")), start + 1)
         lo, hi = int(pptr[start]), int(pptr[stop])
         batch = layout.packed.copies_batch(inst_t[start:stop], flat_t[lo:hi],
-                                           copy_t[lo:hi] - start)
+                                           copy_t[lo:hi] - start, drop_isolated=drop_isolated)
         logits = black_box(batch if device.type == "cpu" else batch.to(device))
         out.append(cross_entropy(logits, labels[inst_t[start:stop]]).cpu())
         start = stop

@@ -14,6 +14,7 @@ from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
 from gem_core.gem.distill.conventions import TIE_TOL
 from gem_core.gem.distill.refine import _refine_flat
+from gem_core.gem.distill.sufficient import _sufficient_flat
 from gem_core.data.packed import segment_arange, segment_ptr
 from gem_core.gem.distill.topk import DEFAULT_TOPK_POLICY, _fill_flat, _topk_flat, check_topk_policy
 from gem_core.gem.distill.walk import _pair_owner
@@ -161,7 +162,8 @@ class Distillation:
     def topk(self, k: int, policy: str = DEFAULT_TOPK_POLICY, fill: bool = False, *,
              instances: Optional[Sequence[Instance]] = None, black_box: Optional["BlackBox"] = None,
              device: Union[str, torch.device, None] = "cpu",
-             max_edges_per_forward: Optional[int] = None) -> list[Tensor]:
+             max_edges_per_forward: Optional[int] = None,
+             protocol: str = "keep_nodes", necessity_weight: float = 0.0) -> list[Tensor]:
         """Top-K pair masks (bool ``[P]`` per instance); no forward pass except for ``"refine"``.
 
         Starts from the pairs kept by the greedy phase; an instance with at most ``k`` of them
@@ -189,6 +191,10 @@ class Distillation:
           connectivity rule; ties: lower index) while that lowers the loss by more than
           ``tol``. Both sequences do not depend on ``k``; :meth:`topk_grid` runs them once for
           many K. Costs about (pairs − k) batched steps of (pairs) copies per instance.
+        - ``"sufficient"``: loss-driven growth from nothing under ``protocol``
+          (:mod:`.sufficient`): add, one at a time, the pair whose addition gives the lowest
+          loss against the label, judged with the nodes the protocol keeps; the first ``k``
+          pairs added. Ignores the greedy phase; nested over K.
 
         Without the connectivity rule all policies are the same: drop the lowest-weight pairs
         beyond ``k``. The result never has more than ``k`` pairs.
@@ -196,9 +202,14 @@ class Distillation:
         Args:
             k: the edge budget.
             policy: one of :data:`TOPK_POLICIES`.
-            instances, black_box, device, max_edges_per_forward: for ``"refine"`` only: the
+            instances, black_box, device, max_edges_per_forward: for ``"refine"`` and
+                ``"sufficient"`` only: the
                 distillation's instances (in its order), the target and where / in what
                 chunks (directed edges per forward) to evaluate it.
+            protocol: ``"sufficient"`` only: ``keep_nodes`` or ``drop_isolated``
+                (:mod:`gem_core.data.protocol`), the node rule of its copies.
+            necessity_weight: ``"sufficient"`` only: weight λ of the complement's term (a
+                candidate is also judged by how little its removal leaves of the prediction).
             fill: afterwards, top explanations with fewer than ``k`` pairs up with the highest-Δ
                 missing pairs (with the connectivity rule: only pairs touching the explanation or
                 the target, one at a time). Off by default: it lowers distillation accuracy.
@@ -207,24 +218,32 @@ class Distillation:
         """
         check_k(k)
         check_topk_policy(policy)
-        if policy == "refine":
+        if policy in ("refine", "sufficient"):
             return self.topk_grid([k], policy, fill, instances=instances, black_box=black_box,
-                                  device=device, max_edges_per_forward=max_edges_per_forward)[k]
+                                  device=device, max_edges_per_forward=max_edges_per_forward,
+                                  protocol=protocol, necessity_weight=necessity_weight)[k]
         return self._split(_topk_flat(self, k, policy, bool(fill)))
 
     def topk_grid(self, ks: Sequence[int], policy: str = DEFAULT_TOPK_POLICY, fill: bool = False,
                   *, instances: Optional[Sequence[Instance]] = None,
                   black_box: Optional["BlackBox"] = None,
                   device: Union[str, torch.device, None] = "cpu",
-                  max_edges_per_forward: Optional[int] = None) -> dict[int, list[Tensor]]:
+                  max_edges_per_forward: Optional[int] = None,
+                  protocol: str = "keep_nodes",
+                  necessity_weight: float = 0.0) -> dict[int, list[Tensor]]:
         """:meth:`topk` for every K of ``ks`` (``{k: masks}``); ``"refine"`` does one descent
-        for all of them (its result at each K is the same as :meth:`topk` at that K)."""
+        and ``"sufficient"`` one growth for all of them (the result at each K is the same as
+        :meth:`topk` at that K)."""
         for k in ks:
             check_k(k)
         check_topk_policy(policy)
-        if policy != "refine":
+        if policy == "sufficient":
+            flat = _sufficient_flat(self, instances, black_box, ks, protocol, device,
+                                    max_edges_per_forward, necessity_weight)
+        elif policy == "refine":
+            flat = _refine_flat(self, instances, black_box, ks, device, max_edges_per_forward)
+        else:
             return {int(k): self.topk(k, policy, fill) for k in ks}
-        flat = _refine_flat(self, instances, black_box, ks, device, max_edges_per_forward)
         owner = _pair_owner(self)
         return {k: self._split(_fill_flat(self, m, owner, k) if fill else m)
                 for k, m in flat.items()}

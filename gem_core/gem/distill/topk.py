@@ -24,7 +24,7 @@ from gem_core.gem.distill.fields import DistillationFields
 
 
 
-TOPK_POLICIES: tuple[str, ...] = ("nosplit", "exact", "paper", "refine")
+TOPK_POLICIES: tuple[str, ...] = ("nosplit", "exact", "paper", "refine", "sufficient")
 # The default of Distillation.topk: the best forward-free policy on Mutagenicity (train, val and
 # test splits); "paper" is Appendix C taken literally. See Distillation.topk.
 DEFAULT_TOPK_POLICY = "nosplit"

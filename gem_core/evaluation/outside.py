@@ -1,0 +1,334 @@
+"""Outside models: target GNNs this project never tuned Gem for, and the PyG adapter judged on them
+by the field's yardstick.
+
+Gem is model-agnostic in its interface (only the target's outputs are read); this module checks
+that it is in fact. It trains small graph classifiers of common recipes on Mutagenicity — a
+3-layer GCN with max pooling (GNNX-Bench's, Kosan et al. ICLR 2024: hidden 20), a 3-layer GIN
+(sum pooling) and a 3-layer GraphSAGE (mean pooling) — with plain PyG layers, on the dataset's own
+80/10/10 split, then fits :class:`gem_core.pyg.GemExplainer` through PyG's ``Explainer`` on the
+training graphs and scores it, GNNExplainer (PyG's objective, batched) and random edge scores
+with sufficiency@k and necessity@k (:mod:`.faithfulness`) under a protocol, overall and per
+predicted class. Trained models are cached in the store (seeded, so the same command gives the
+same models). ``python -m gem_core bench outside`` is the command.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gem_core.data.instances import Instance
+from gem_core.data.protocol import check_protocol
+from gem_core.runtime.progress import ProgressFn, report
+
+#: the sufficiency grid of graph tasks (GNNX-Bench's curve) and the necessity grid
+SUFFICIENCY_K = tuple(range(5, 26))
+NECESSITY_K = tuple(range(2, 11))
+OUTSIDE_KIND = "gem-outside-model"
+
+
+class _PooledGNN(nn.Module):
+    """Three message-passing layers with ReLU, a global pooling and a linear head: logits."""
+
+    def __init__(self, convs: Sequence[nn.Module], pool: Callable, hidden: int, classes: int):
+        super().__init__()
+        self.convs = nn.ModuleList(convs)
+        self.pool = pool
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None) -> Tensor:
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        h = x.float()
+        for conv in self.convs:
+            h = conv(h, edge_index).relu()
+        return self.head(self.pool(h, batch))
+
+
+def _gcn_max(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import GCNConv, global_max_pool
+
+    h = 20
+    return _PooledGNN([GCNConv(features, h), GCNConv(h, h), GCNConv(h, h)], global_max_pool,
+                      h, classes)
+
+
+def _gin(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import GINConv, global_add_pool
+
+    h = 32
+
+    def mlp(a: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(a, h), nn.ReLU(), nn.Linear(h, h))
+
+    return _PooledGNN([GINConv(mlp(features)), GINConv(mlp(h)), GINConv(mlp(h))],
+                      global_add_pool, h, classes)
+
+
+def _sage(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import SAGEConv, global_mean_pool
+
+    h = 32
+    return _PooledGNN([SAGEConv(features, h), SAGEConv(h, h), SAGEConv(h, h)],
+                      global_mean_pool, h, classes)
+
+
+@dataclass(frozen=True)
+class OutsideModel:
+    """A recipe of an outside target: how to build it, in words and in code."""
+
+    name: str
+    title: str
+    build: Callable[[int, int], nn.Module]
+
+
+OUTSIDE_MODELS: dict[str, OutsideModel] = {m.name: m for m in (
+    OutsideModel("gcn_max", "3-layer GCN, hidden 20, max pooling (GNNX-Bench's recipe)", _gcn_max),
+    OutsideModel("gin", "3-layer GIN, hidden 32, sum pooling", _gin),
+    OutsideModel("sage", "3-layer GraphSAGE, hidden 32, mean pooling", _sage),
+)}
+
+
+def check_outside_model(name: str) -> OutsideModel:
+    key = str(name).strip().lower()
+    if key not in OUTSIDE_MODELS:
+        raise ValueError(f"Unknown outside model {name!r}. Choose one of: "
+                         f"{', '.join(OUTSIDE_MODELS)}.")
+    return OUTSIDE_MODELS[key]
+
+
+# ----------------------------------------------------------------------------- training
+
+def train_outside_model(name: str, graphs: Sequence[Any], split, seed: int = 0,
+                        epochs: int = 150, lr: float = 0.005, batch_size: int = 64,
+                        progress: Optional[ProgressFn] = None) -> tuple[nn.Module, dict[str, float]]:
+    """Train the recipe ``name`` on the ``split.train`` graphs (Adam, cross-entropy), keeping the
+    epoch of best validation accuracy; returns the model (eval mode, CPU) and its accuracies."""
+    from torch_geometric.loader import DataLoader
+
+    recipe = check_outside_model(name)
+    torch.manual_seed(seed)
+    classes = int(max(int(g.y.view(-1)[0]) for g in graphs)) + 1
+    model = recipe.build(int(graphs[0].x.size(1)), classes)
+    train = [graphs[i] for i in split.train.tolist()]
+    gen = torch.Generator().manual_seed(seed)
+    loader = DataLoader(train, batch_size=batch_size, shuffle=True, generator=gen)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    best, best_state = -1.0, None
+    for epoch in range(epochs):
+        model.train()
+        for b in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1)).backward()
+            opt.step()
+        acc = accuracy(model, [graphs[i] for i in split.val.tolist()])
+        if acc > best:
+            best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
+        report(progress, (epoch + 1) / epochs, f"{name}: epoch {epoch + 1}, val {acc:.3f}")
+    model.load_state_dict(best_state)
+    model.eval()
+    scores = {part: accuracy(model, [graphs[i] for i in getattr(split, part).tolist()])
+              for part in ("train", "val", "test")}
+    return model, scores
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, graphs: Sequence[Any]) -> float:
+    from torch_geometric.data import Batch
+
+    model.eval()
+    b = Batch.from_data_list(list(graphs))
+    return float((model(b.x, b.edge_index, b.batch).argmax(-1) == b.y.view(-1)).float().mean())
+
+
+def outside_model(name: str, dataset, seed: int = 0, refresh: bool = False,
+                  progress: Optional[ProgressFn] = None) -> tuple[nn.Module, dict[str, float]]:
+    """The recipe ``name`` trained on ``dataset`` (a graph-task ``GemDataset``), from the store
+    when it was trained before with the same recipe, dataset and seed."""
+    from gem_core.runtime.store import cache_dir, cached, config_key
+
+    recipe = check_outside_model(name)
+    key = config_key(model=recipe.name, dataset=dataset.spec.name, seed=int(seed), version=1)
+    path = cache_dir() / "outside_models" / f"{recipe.name}-{key}.pt"
+
+    def build() -> dict[str, Any]:
+        model, acc = train_outside_model(recipe.name, dataset.graphs, dataset.split, seed,
+                                         progress=progress)
+        return {"kind": OUTSIDE_KIND, "state": model.state_dict(), "accuracy": acc}
+
+    state = cached(path, build, OUTSIDE_KIND, refresh=refresh)
+    classes = len(dataset.class_names)
+    model = recipe.build(int(dataset.graphs[0].x.size(1)), classes)
+    model.load_state_dict(state["state"])
+    model.eval()
+    return model, dict(state["accuracy"])
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+@dataclass
+class OutsideResult:
+    """One method on one outside model under one protocol."""
+
+    method: str
+    sufficiency: dict[int, float]
+    necessity: dict[int, float]
+    sufficiency_per_class: dict[int, dict[int, float]]
+    necessity_per_class: dict[int, dict[int, float]]
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean_sufficiency(self) -> float:
+        return sum(self.sufficiency.values()) / len(self.sufficiency)
+
+    @property
+    def mean_necessity(self) -> float:
+        return sum(self.necessity.values()) / len(self.necessity)
+
+    def to_dict(self) -> dict[str, Any]:
+        def kd(d: dict[int, float]) -> dict[str, float]:
+            return {str(k): round(float(v), 4) for k, v in sorted(d.items())}
+
+        return {"method": self.method, "mean_sufficiency": round(self.mean_sufficiency, 4),
+                "mean_necessity": round(self.mean_necessity, 4),
+                "sufficiency_at_k": kd(self.sufficiency), "necessity_at_k": kd(self.necessity),
+                "sufficiency_per_class": {str(c): kd(v) for c, v in
+                                          sorted(self.sufficiency_per_class.items())},
+                "necessity_per_class": {str(c): kd(v) for c, v in
+                                        sorted(self.necessity_per_class.items())},
+                "seconds": round(self.seconds, 3), **self.extra}
+
+
+def gem_scores(model: nn.Module, train_graphs: Sequence[Any], graphs: Sequence[Any],
+               **options: Any) -> tuple[list[Tensor], Any]:
+    """Fit :class:`gem_core.pyg.GemExplainer` through PyG's ``Explainer`` on ``train_graphs``
+    (graph level, the model's own predictions) and explain ``graphs`` in one call; returns the
+    pair scores per graph (in :func:`instances_of` order) and the fitted algorithm."""
+    from torch_geometric.data import Batch
+    from torch_geometric.explain import Explainer
+
+    from gem_core.pyg import GemExplainer
+
+    explainer = Explainer(
+        model=model, algorithm=GemExplainer(**options), explanation_type="model",
+        edge_mask_type="object",
+        model_config=dict(mode="multiclass_classification", task_level="graph",
+                          return_type="raw"))
+    explainer.algorithm.fit(model, list(train_graphs))
+    b = Batch.from_data_list(list(graphs))
+    mask = explainer(b.x, b.edge_index, batch=b.batch).edge_mask
+    return pair_scores(b.x.size(0), b.edge_index, mask, b.ptr), explainer.algorithm
+
+
+def instances_of(graphs: Sequence[Any]) -> list[Instance]:
+    """The graphs as engine instances (undirected pairs, u < v, in ``to_pairs`` order)."""
+    from gem_core.data.instances import graph_instance
+
+    return [graph_instance(g, i) for i, g in enumerate(graphs)]
+
+
+def pair_scores(num_nodes: int, edge_index: Tensor, edge_mask: Tensor, ptr: Tensor) -> list[Tensor]:
+    """A directed edge mask of a batch read back per graph and undirected pair (u < v), in the
+    order :func:`instances_of` gives the pairs: the maximum over the pair's directions."""
+    from torch_geometric.utils import coalesce
+
+    u, v = edge_index
+    lo, hi = torch.minimum(u, v), torch.maximum(u, v)
+    keep = lo != hi
+    pairs, values = coalesce(torch.stack([lo[keep], hi[keep]]), edge_mask[keep].float(),
+                             num_nodes, reduce="max")
+    graph_of = torch.bucketize(pairs[0], ptr[1:], right=True)
+    counts = torch.bincount(graph_of, minlength=len(ptr) - 1)
+    return list(torch.split(values, counts.tolist()))
+
+
+def evaluate(black_box, instances: list[Instance], scores: list[Tensor], method: str,
+             protocol: str, seconds: float, predicted: Optional[Tensor] = None,
+             **extra: Any) -> OutsideResult:
+    """Sufficiency@k (k = 5..25) and necessity@k (k = 2..10) of ``scores`` under ``protocol``."""
+    from gem_core.evaluation.faithfulness import necessity_at_k, sufficiency_at_k
+
+    protocol = check_protocol(protocol)
+    suf = sufficiency_at_k(black_box, (instances, scores), SUFFICIENCY_K, protocol,
+                           predicted=predicted)
+    nec = necessity_at_k(black_box, (instances, scores), NECESSITY_K, protocol,
+                         predicted=predicted)
+    return OutsideResult(method, suf.at_k, nec.at_k, suf.per_class, nec.per_class, seconds,
+                         dict(extra))
+
+
+def baseline_scores(method: str, model: nn.Module, instances: list[Instance],
+                    seed: int = 0) -> list[Tensor]:
+    """Scores of a baseline of the registry's kind on an outside model: ``random`` or
+    ``gnnexplainer`` (PyG's objective, batched)."""
+    if method == "random":
+        from gem_core.explainers.random_scores import RandomExplainer
+
+        return list(RandomExplainer(seed=seed, task="graph").explain(instances))
+    if method == "gnnexplainer":
+        from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
+
+        torch.manual_seed(seed)
+        return list(GNNExplainerBaseline(model, "graph").explain(instances))
+    raise ValueError(f"no outside baseline {method!r} (random, gnnexplainer)")
+
+
+def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isolated",),
+                methods: Sequence[str] = ("gem", "random", "gnnexplainer"), split: str = "test",
+                gem_options: Optional[dict[str, Any]] = None, seed: int = 0,
+                limit: Optional[int] = None,
+                progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+    """Every method on the outside model ``model_name`` under every protocol, on ``split``.
+
+    Gem is fitted on the training graphs (once per protocol it is taught for: the
+    ``protocol`` option follows the judging protocol unless ``gem_options`` fixes it).
+    """
+    from gem_core.models.targets import GNNBlackBox
+
+    model, acc = outside_model(model_name, dataset, seed=seed, progress=progress)
+    idx = getattr(dataset.split, split).tolist()
+    if limit is not None:
+        idx = idx[:int(limit)]
+    graphs = [dataset.graphs[i] for i in idx]
+    train = [dataset.graphs[i] for i in dataset.split.train.tolist()]
+    instances = instances_of(graphs)
+    black_box = GNNBlackBox(model, "graph", len(dataset.class_names), device="cpu")
+    from gem_core.models.predict import predict_proba
+
+    predicted = predict_proba(black_box, instances).argmax(-1)
+    out: dict[str, Any] = {"model": model_name, "title": OUTSIDE_MODELS[model_name].title,
+                           "accuracy": acc, "split": split, "instances": len(instances),
+                           "predicted_share": {str(c): round(float((predicted == c).float().mean()), 4)
+                                               for c in range(len(dataset.class_names))},
+                           "protocols": {}}
+    baseline_cache: dict[str, tuple[list[Tensor], float]] = {}
+    for protocol in protocols:
+        rows = []
+        for method in methods:
+            report(progress, 0.0, f"{model_name} / {protocol}: {method}")
+            if method == "gem":
+                options = {"epochs": 300, "k": SUFFICIENCY_K, "seed": seed,
+                           "protocol": protocol, **(gem_options or {})}
+                t0 = time.perf_counter()
+                scores, algo = gem_scores(model, train, graphs, **options)
+                seconds = time.perf_counter() - t0
+                extra = {"fit_seconds": round(algo.fit_seconds_, 2),
+                         "options": {k: (list(v) if isinstance(v, tuple) else v)
+                                     for k, v in options.items()}}
+            else:
+                if method not in baseline_cache:
+                    t0 = time.perf_counter()
+                    baseline_cache[method] = (baseline_scores(method, model, instances, seed),
+                                              time.perf_counter() - t0)
+                scores, seconds = baseline_cache[method]
+                extra = {}
+            rows.append(evaluate(black_box, instances, scores, method, protocol, seconds,
+                                 predicted, **extra).to_dict())
+        out["protocols"][protocol] = rows
+    return out
