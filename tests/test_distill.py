@@ -19,7 +19,8 @@ from gem_core.models.targets import GNNBlackBox, GraphGCN, NodeGCN
 FEATURES, CLASSES = 4, 3
 KS = (1, 2, 3, 5, 40)
 # the policies that need no forward pass ("refine" has its own tests)
-STATIC_POLICIES = tuple(p for p in TOPK_POLICIES if p != "refine")
+# the rules without forward passes (refine and sufficient run the target)
+STATIC_POLICIES = tuple(p for p in TOPK_POLICIES if p not in ("refine", "sufficient"))
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -418,7 +419,7 @@ def test_topk_policy_validation_and_edge_cases():
     gen = torch.Generator().manual_seed(0)
     lonely, small = _instance([], 3, "graph", gen), _instance([(0, 1), (1, 2)], 3, "graph", gen)
     dist = distill([lonely, small], bb, connected=True, device="cpu")
-    for policy in TOPK_POLICIES:
+    for policy in STATIC_POLICIES + ("refine",):  # the greedy-based rules
         for fill in (False, True):
             masks = dist.topk(5, policy=policy, fill=fill, instances=[lonely, small], black_box=bb)
             assert masks[0].numel() == 0  # zero pairs

@@ -189,4 +189,6 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
                                          fromlist=["register"]).register(sub)),
     ("startup", lambda sub: __import__("gem_core.cli.bench_startup",
                                        fromlist=["register"]).register(sub)),
+    ("outside", lambda sub: __import__("gem_core.cli.bench_outside",
+                                       fromlist=["register"]).register(sub)),
 )

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # gem_core.gem.distill.TOPK_POLICIES / ACCURACY_TOPK_POLICY, repeated so the CLI starts without torch
 # (a test checks that they agree)
-POLICIES = ("nosplit", "exact", "paper", "refine")
+POLICIES = ("nosplit", "exact", "paper", "refine", "sufficient")
 DEFAULT_POLICY = "refine"
 
 

@@ -329,8 +329,8 @@ class PackedGraphs:
         Directed edges blocked.
 
         ``drop_isolated``: each copy keeps only the nodes its pairs touch, and its target (the
-        ``drop_isolated`` protocol, :mod:`gem_core.data.protocol`); a copy without any pair
-        keeps all its nodes. Nodes keep their instance's order."""
+        ``drop_isolated`` protocol, :mod:`gem_core.data.protocol`); a graph-task copy without
+        any pair keeps all its nodes. Nodes keep their instance's order."""
         if drop_isolated:
             return self._dropped_copies_batch(inst, pair_index, pair_copy, edge_attr)
         n_copies = int(inst.numel())
@@ -358,7 +358,7 @@ class PackedGraphs:
         has_pair = torch.zeros(n_copies, dtype=torch.bool)
         has_pair[pair_copy] = True
         empty = torch.nonzero(~has_pair).view(-1)
-        if empty.numel():  # a copy without any pair keeps all its nodes
+        if empty.numel() and self.targets is None:  # a graph copy without pairs keeps its nodes
             counts = self.node_counts()[inst[empty]]
             nodes = self.node_positions(inst[empty])
             keys.append(torch.repeat_interleave(empty, counts) * total + nodes)

@@ -263,20 +263,32 @@ def evaluate(black_box, instances: list[Instance], scores: list[Tensor], method:
                          dict(extra))
 
 
+def _random_scores(model: nn.Module, instances: list[Instance], seed: int) -> list[Tensor]:
+    from gem_core.explainers.random_scores import RandomExplainer
+
+    return list(RandomExplainer(seed=seed, task="graph").explain(instances))
+
+
+def _gnnexplainer_scores(model: nn.Module, instances: list[Instance], seed: int) -> list[Tensor]:
+    from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
+
+    torch.manual_seed(seed)
+    return list(GNNExplainerBaseline(model, "graph").explain(instances))
+
+
+#: the baselines run beside Gem on an outside model: random edge scores and GNNExplainer (PyG's
+#: objective, batched), each ``(model, instances, seed) -> scores``
+OUTSIDE_BASELINES: dict[str, Callable[[nn.Module, list[Instance], int], list[Tensor]]] = {
+    "random": _random_scores, "gnnexplainer": _gnnexplainer_scores}
+OUTSIDE_METHODS = ("gem", *OUTSIDE_BASELINES)
+
+
 def baseline_scores(method: str, model: nn.Module, instances: list[Instance],
                     seed: int = 0) -> list[Tensor]:
-    """Scores of a baseline of the registry's kind on an outside model: ``random`` or
-    ``gnnexplainer`` (PyG's objective, batched)."""
-    if method == "random":
-        from gem_core.explainers.random_scores import RandomExplainer
-
-        return list(RandomExplainer(seed=seed, task="graph").explain(instances))
-    if method == "gnnexplainer":
-        from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
-
-        torch.manual_seed(seed)
-        return list(GNNExplainerBaseline(model, "graph").explain(instances))
-    raise ValueError(f"no outside baseline {method!r} (random, gnnexplainer)")
+    """Scores of the baseline ``method`` (a key of :data:`OUTSIDE_BASELINES`)."""
+    if method not in OUTSIDE_BASELINES:
+        raise ValueError(f"no outside baseline {method!r} ({', '.join(OUTSIDE_BASELINES)})")
+    return OUTSIDE_BASELINES[method](model, instances, seed)
 
 
 def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isolated",),
@@ -291,6 +303,10 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
     """
     from gem_core.models.targets import GNNBlackBox
 
+    unknown = [m for m in methods if m not in OUTSIDE_METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {', '.join(map(repr, unknown))} for outside models "
+                         f"(known: {', '.join(OUTSIDE_METHODS)})")
     model, acc = outside_model(model_name, dataset, seed=seed, progress=progress)
     idx = getattr(dataset.split, split).tolist()
     if limit is not None:
@@ -312,7 +328,7 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
         rows = []
         for method in methods:
             report(progress, 0.0, f"{model_name} / {protocol}: {method}")
-            if method == "gem":
+            if method not in OUTSIDE_BASELINES:  # Gem, through the PyG adapter
                 options = {"epochs": 300, "k": SUFFICIENCY_K, "seed": seed,
                            "protocol": protocol, **(gem_options or {})}
                 t0 = time.perf_counter()

@@ -64,7 +64,7 @@ def _sufficient_flat(dist: DistillationFields, instances: Optional[Sequence[Inst
 def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
                   black_box: "BlackBox", device: torch.device, max_edges: int,
                   necessity_weight: float = 0.0) -> np.ndarray:
-    """The step at which each flat pair joins its instance's explanation (a large value for
+    r"""The step at which each flat pair joins its instance's explanation (a large value for
     pairs never added: those beyond ``kmax``). With ``necessity_weight`` λ > 0 a candidate's
     loss also rewards a complement (the instance without the explanation) that no longer
     predicts the label: ``CE(f(S), y) − λ · log(1 − p_y(f(G \ S)))``."""

@@ -1,0 +1,77 @@
+"""Check what the PyG adapter assumes of a node-level model: that its prediction for a node depends
+only on the node's ``num_hops``-hop computation graph.
+
+The adapter counts the model's ``MessagePassing`` modules to get ``num_hops``. A model that applies
+one layer several times (shared weights, ``for _ in range(3): x = conv(x, edge_index)``) has one
+such module but a 3-hop receptive field, so Gem would distil subgraphs whose predictions differ
+from the whole graph's. :func:`check_receptive_field` runs the model on a few training nodes'
+cut computation graphs and on the whole graph, and refuses (a ``ValueError`` naming the smallest
+``num_hops`` that does reproduce the outputs, when one up to ``hops + 4`` does) when they differ.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+#: nodes checked (evenly spaced over the training nodes) and the tolerance on the class
+#: probabilities: not exact equality, because a normalised layer (GCN's 1/sqrt(deg u · deg v))
+#: sees the degree of a boundary node shrink in the cut, which moves the outputs slightly (about
+#: 1e-3) without changing what the model depends on; a missed hop moves them far more
+CHECKED_NODES = 5
+PROB_TOL = 0.02
+
+
+def _outputs(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[Tensor, Tensor]:
+    """(logits on the nodes' ``hops``-hop computation graphs, logits on the whole graph)."""
+    from gem_core.data.instances import collate
+    from gem_core.pyg.computation_graphs import node_computation_graphs
+
+    graphs = node_computation_graphs(data.x, data.edge_index, list(nodes), hops)
+    cut = black_box(collate(graphs.instances)).cpu()
+    with torch.no_grad():
+        full = black_box.model(data.x, data.edge_index, **black_box.kwargs)
+    from gem_core.pyg.black_box import _logits
+
+    full = _logits(full[torch.as_tensor(list(nodes), device=full.device)],
+                   black_box.mode, black_box.return_type).cpu()
+    return cut, full
+
+
+def _reproduces(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[bool, float]:
+    cut, full = _outputs(black_box, data, nodes, hops)
+    if not cut.numel():
+        return True, 0.0
+    gap = float((cut.softmax(-1) - full.softmax(-1)).abs().max())
+    same_class = bool((cut.argmax(-1) == full.argmax(-1)).all())
+    return same_class and gap <= PROB_TOL, gap
+
+
+def check_receptive_field(black_box, data: Any, nodes: Sequence[int], hops: int,
+                          counted: bool) -> None:
+    """Raise a ``ValueError`` when the model's outputs on a few of ``nodes`` differ between their
+    ``hops``-hop computation graphs and the whole graph (``counted``: ``hops`` was counted from
+    the model's modules, not given)."""
+    nodes = list(nodes)
+    if not nodes:
+        return
+    step = max(len(nodes) // CHECKED_NODES, 1)
+    sample = nodes[::step][:CHECKED_NODES]
+    ok, gap = _reproduces(black_box, data, sample, hops)
+    if ok:
+        return
+    better = next((h for h in range(hops + 1, hops + 5)
+                   if _reproduces(black_box, data, sample, h)[0]), None)
+    source = (f"counted {hops} MessagePassing module{'s' * (hops != 1)} in the model"
+              if counted else f"num_hops={hops} was given")
+    hint = (f"its outputs match on {better}-hop computation graphs: pass "
+            f"GemExplainer(num_hops={better})" if better is not None else
+            f"no cut up to {hops + 4} hops reproduces them (does the model read more than the "
+            f"graph's structure, e.g. global state or random noise in eval mode?)")
+    raise ValueError(
+        f"the model's outputs on the {hops}-hop computation graphs of nodes {sample} differ "
+        f"from its outputs on the whole graph (largest difference of a class probability {gap:.3g}): Gem {source}, but "
+        f"the model's prediction depends on more (a layer applied several times, with shared "
+        f"weights, counts once); {hint}.")
