@@ -9,6 +9,7 @@ from typing import Optional
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Batch, Data
 from torch_geometric.explain import Explainer, Explanation
@@ -249,7 +250,8 @@ def test_hops_are_counted_from_the_model_or_given(house, train_nodes):
     explainer.algorithm.fit(model, house, index=train_nodes)
     assert explainer.algorithm.num_hops_ == 2
     override = node_explainer(model, epochs=2, num_hops=1)
-    override.algorithm.fit(model, house, index=train_nodes)
+    with pytest.warns(UserWarning, match="differ from its outputs on the whole graph"):
+        override.algorithm.fit(model, house, index=train_nodes)  # given: warned, then used
     assert override.algorithm.num_hops_ == 1
     node = 5
     mask = override(house.x, house.edge_index, index=node).edge_mask
@@ -680,3 +682,86 @@ def test_directed_graphs_are_flagged(house):
     data = Data(x=house.x, edge_index=one_way, y=house.y)
     with pytest.warns(UserWarning, match="not symmetric"):
         node_explainer(model, epochs=1).algorithm.fit(model, data, index=[0, 1, 2])
+
+
+class SharedWeights(nn.Module):
+    """One GraphConv applied three times: one MessagePassing module, a 3-hop receptive field."""
+
+    def __init__(self, features: int, classes: int):
+        super().__init__()
+        from torch_geometric.nn import GraphConv
+
+        self.lin = nn.Linear(features, 16)
+        self.conv = GraphConv(16, 16)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x, edge_index):
+        h = self.lin(x)
+        for _ in range(3):
+            h = self.conv(h, edge_index).relu()
+        return self.head(h)
+
+
+def test_a_model_applying_one_layer_several_times_is_refused_with_the_hops_to_pass(house,
+                                                                                  train_nodes):
+    torch.manual_seed(0)
+    model = SharedWeights(house.num_features, int(house.y.max()) + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.02)
+    for _ in range(60):  # a trained model: its outputs depend on its whole receptive field
+        opt.zero_grad()
+        F.cross_entropy(model(house.x, house.edge_index), house.y).backward()
+        opt.step()
+    model.eval()
+    assert count_hops(model) == 1
+    with pytest.raises(ValueError, match=r"counted 1 MessagePassing module .* pass "
+                                         r"GemExplainer\(num_hops=[23]\)"):
+        node_explainer(model, epochs=2).algorithm.fit(model, house, index=train_nodes)
+    explainer = node_explainer(model, epochs=2, num_hops=3)
+    explainer.algorithm.fit(model, house, index=train_nodes)  # the true receptive field fits
+    assert explainer.algorithm.num_hops_ == 3
+
+
+# ----------------------------------------------------------------------------- one Gem: options
+
+def test_adapter_options_are_the_engine_settings_of_the_same_names():
+    algo = GemExplainer(k=(5, 10), topk_policy="refine", protocol="drop_isolated",
+                        condition_on_prediction=False, target_ks=(2, 4), necessity_weight=0.5)
+    s = algo.gem_settings("graph", 3, phenomenon=False)
+    assert (s.topk_policy, s.protocol, s.condition_on_prediction, s.target_ks,
+            s.necessity_weight) == ("refine", "drop_isolated", False, (2, 4), 0.5)
+    # the defaults picked on validation: graph level grows sufficient explanations of the
+    # predicted class over every budget up to the largest K; node level is unchanged
+    graph = GemExplainer(k=(5, 10)).gem_settings("graph", 3, phenomenon=False)
+    assert (graph.topk_policy, graph.condition_on_prediction, graph.target_ks,
+            graph.necessity_weight, graph.protocol) == (
+        "sufficient", True, tuple(range(1, 11)), 1.0, "keep_nodes")
+    assert GemExplainer().connects("graph") is False and GemExplainer().connects("node") is True
+    node = GemExplainer(k=6).gem_settings("node", 3, phenomenon=False)
+    assert (node.topk_policy, node.target_kind, node.condition_on_prediction,
+            node.necessity_weight) == ("nosplit", "mix", False, 0.0)
+    assert GemExplainer().gem_settings("graph", 3, phenomenon=True).condition_on_prediction is False
+    with pytest.raises(ValueError, match="GemSettings.protocol: 'all' is not one of"):
+        GemExplainer(protocol="all")
+    with pytest.raises(ValueError, match="GemSettings.topk_policy"):
+        GemExplainer(topk_policy="best")
+
+
+def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():
+    """With the graph-level defaults Gem reads the model's predicted class (one-hot, beside the
+    features) at fit and explain time, and is taught for the protocol it is given."""
+    torch.manual_seed(3)
+    graphs = graph_list(24)
+    model = GraphNet("gin", 3, 2).eval()
+    fitted = {}
+    for protocol in ("keep_nodes", "drop_isolated"):
+        explainer = graph_explainer(model, k=(1, 2, 3), protocol=protocol, epochs=20)
+        explainer.algorithm.fit(model, graphs)
+        assert explainer.algorithm.settings_.condition_on_prediction
+        assert explainer.algorithm.settings_.protocol == protocol
+        fitted[protocol] = explainer
+    g = graphs[5]
+    batch = torch.zeros(g.num_nodes, dtype=torch.long)
+    explanation = fitted["drop_isolated"](g.x, g.edge_index, batch=batch)
+    check_explanation(explanation, None, MaskType.object)
+    gems = [fitted[p].algorithm.gem_ for p in fitted]
+    assert gems[0].in_features_ == gems[1].in_features_ == 3 + 2  # features + one-hot class

@@ -6,10 +6,13 @@ one layer several times (shared weights, ``for _ in range(3): x = conv(x, edge_i
 such module but a 3-hop receptive field, so Gem would distil subgraphs whose predictions differ
 from the whole graph's. :func:`check_receptive_field` runs the model on a few training nodes'
 cut computation graphs and on the whole graph, and refuses (a ``ValueError`` naming the smallest
-``num_hops`` that does reproduce the outputs, when one up to ``hops + 4`` does) when they differ.
+``num_hops`` that does reproduce the outputs, when one up to ``hops + 4`` does) when they differ
+and ``num_hops`` was counted; when the user gave ``num_hops``, it is their choice: a warning says
+the same and the fit goes on.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,12 +54,14 @@ def _reproduces(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[
 
 def check_receptive_field(black_box, data: Any, nodes: Sequence[int], hops: int,
                           counted: bool) -> None:
-    """Raise a ``ValueError`` when the model's outputs on a few of ``nodes`` differ between their
-    ``hops``-hop computation graphs and the whole graph (``counted``: ``hops`` was counted from
-    the model's modules, not given)."""
+    """Raise a ``ValueError`` (``counted``: ``hops`` was counted from the model's modules) or
+    warn (``hops`` was given) when the model's outputs on a few of ``nodes`` differ between
+    their ``hops``-hop computation graphs and the whole graph."""
+    from torch_geometric.utils import is_undirected
+
     nodes = list(nodes)
-    if not nodes:
-        return
+    if not nodes or not is_undirected(data.edge_index, num_nodes=int(data.x.size(0))):
+        return  # a directed graph is flagged already (warn_if_directed): Gem reads it undirected
     step = max(len(nodes) // CHECKED_NODES, 1)
     sample = nodes[::step][:CHECKED_NODES]
     ok, gap = _reproduces(black_box, data, sample, hops)
@@ -70,8 +75,12 @@ def check_receptive_field(black_box, data: Any, nodes: Sequence[int], hops: int,
             f"GemExplainer(num_hops={better})" if better is not None else
             f"no cut up to {hops + 4} hops reproduces them (does the model read more than the "
             f"graph's structure, e.g. global state or random noise in eval mode?)")
-    raise ValueError(
+    message = (
         f"the model's outputs on the {hops}-hop computation graphs of nodes {sample} differ "
         f"from its outputs on the whole graph (largest difference of a class probability {gap:.3g}): Gem {source}, but "
         f"the model's prediction depends on more (a layer applied several times, with shared "
         f"weights, counts once); {hint}.")
+    if not counted:
+        warnings.warn(message, UserWarning, stacklevel=3)
+        return
+    raise ValueError(message)
