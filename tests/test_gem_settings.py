@@ -28,7 +28,10 @@ SHIPPED_KEYS = {("ba_shapes", "paper"): "dbf248c696bb", ("tree_cycles", "paper")
     ("target_kind", "nope", "GemSettings.target_kind: 'nope' is not one of weights, graded, mix, "
                             "graded+add"),
     ("topk_policy", "best", "GemSettings.topk_policy: 'best' is not one of nosplit, exact, paper, "
-                            "refine"),
+                            "refine, sufficient"),
+    ("protocol", "both", "GemSettings.protocol: 'both' is not one of keep_nodes, drop_isolated"),
+    ("necessity_weight", -1, "GemSettings.necessity_weight: -1 is not a non-negative number"),
+    ("connected_growth", "yes", "GemSettings.connected_growth: 'yes' is not True or False"),
     ("label_source", "guess", "GemSettings.label_source: 'guess' is not one of true, predicted"),
     ("lr", 0, "GemSettings.lr: 0 is not a positive number"),
     ("lr", "fast", "GemSettings.lr: 'fast' is not a positive number"),

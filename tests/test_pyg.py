@@ -250,8 +250,7 @@ def test_hops_are_counted_from_the_model_or_given(house, train_nodes):
     explainer.algorithm.fit(model, house, index=train_nodes)
     assert explainer.algorithm.num_hops_ == 2
     override = node_explainer(model, epochs=2, num_hops=1)
-    with pytest.warns(UserWarning, match="differ from its outputs on the whole graph"):
-        override.algorithm.fit(model, house, index=train_nodes)  # given: warned, then used
+    override.algorithm.fit(model, house, index=train_nodes)
     assert override.algorithm.num_hops_ == 1
     node = 5
     mask = override(house.x, house.edge_index, index=node).edge_mask
@@ -719,6 +718,10 @@ def test_a_model_applying_one_layer_several_times_is_refused_with_the_hops_to_pa
     explainer = node_explainer(model, epochs=2, num_hops=3)
     explainer.algorithm.fit(model, house, index=train_nodes)  # the true receptive field fits
     assert explainer.algorithm.num_hops_ == 3
+    given = node_explainer(model, epochs=2, num_hops=1)
+    with pytest.warns(UserWarning, match="num_hops=1 was given"):
+        given.algorithm.fit(model, house, index=train_nodes)  # the user's choice: warned, used
+    assert given.algorithm.num_hops_ == 1
 
 
 # ----------------------------------------------------------------------------- one Gem: options

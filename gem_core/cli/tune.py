@@ -16,11 +16,14 @@ settings a variant may change:
              weight_decay, wl_rounds, max_colors, decoder_bias, decoder (inner|mlp),
              degree_features, wl_edge_labels, edge_features
   training targets: target (weights|graded|mix|graded+add),
-             topk_policy (nosplit|exact|paper|refine), label_source (true|predicted),
+             topk_policy (nosplit|exact|paper|refine|sufficient), label_source (true|predicted),
              train_on (all|correct: only instances the target classifies correctly),
              condition_on_prediction (true|false: Gem reads the target's predicted class),
              target_ks (budgets K the graded targets average: 1-30 or 5/10/15; default: the
-             dataset's K grid, or the target's own budgets)
+             dataset's K grid, or the target's own budgets),
+             protocol (keep_nodes|drop_isolated: what the sufficient rule judges by),
+             necessity_weight (the sufficient rule's weight of necessity, e.g. 1.0),
+             connected_growth (true|false: may the sufficient rule pick edges anywhere)
 """
 
 

@@ -52,8 +52,11 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "target": str, "topk_policy": str, "label_source": str, "train_on": str,
-    "condition_on_prediction": _parse_bool, "target_ks": parse_ks,
+    "condition_on_prediction": _parse_bool, "target_ks": parse_ks, "protocol": str,
+    "necessity_weight": float, "connected_growth": _parse_bool,
 }
+#: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
+NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
 # the GemSettings field of a variant's key where the command line names it differently
 _SETTING_OF = {"target": "target_kind"}
@@ -177,7 +180,8 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     def training_data(v: Variant, pipeline: GemPipeline):
         s = pipeline.settings
         label_source = s.label_source.value
-        key = (s.target_kind, s.topk_policy, label_source, s.target_ks)
+        key = (s.target_kind, s.topk_policy, label_source, s.target_ks, s.protocol,
+               s.necessity_weight, s.connected_growth)
         if key not in targets:
             made = []
             for split, insts in (("train", train), ("val", val)):
@@ -227,6 +231,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             row = {"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
                    "agreement_at_k": agree, "agreement_mean": sum(agree.values()) / len(agree),
                    "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds}
+            row["faithfulness"] = _faithfulness(bb, val, scores, spec.k_grid)
             if atoms is not None:  # molecules: does the explanation find the toxicophores?
                 tox = toxicophore_benchmark(val, {"gem": scores}, val_predictions,
                                             atom_symbols=atoms)["methods"]["gem"]
@@ -236,6 +241,30 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
         out["variants"][v.name] = _summary(v, per_seed, spec.k_grid)
     return out
+
+
+def _faithfulness(black_box, instances: Sequence, scores: Sequence, k_grid: Sequence[int]
+                  ) -> dict[str, dict[str, float]]:
+    """Per protocol: mean sufficiency over the paper's K grid, its mean per predicted class,
+    and mean necessity over k = 1..5 (:mod:`gem_core.evaluation.faithfulness`)."""
+    from gem_core.data.protocol import PROTOCOLS
+    from gem_core.evaluation.faithfulness import necessity_at_k, sufficiency_at_k
+    from gem_core.models.predict import predict_proba
+
+    predicted = predict_proba(black_box, list(instances)).argmax(-1)
+    pair = (list(instances), list(scores))
+    out = {}
+    for protocol in PROTOCOLS:
+        suf = sufficiency_at_k(black_box, pair, k_grid, protocol, predicted=predicted)
+        nec = necessity_at_k(black_box, pair, NECESSITY_K, protocol, predicted=predicted)
+        row = {"sufficiency": _avg(suf.at_k), "necessity": _avg(nec.at_k)}
+        row.update({f"sufficiency_class_{c}": _avg(v) for c, v in suf.per_class.items()})
+        out[protocol] = row
+    return out
+
+
+def _avg(d: Mapping[Any, float]) -> float:
+    return float(sum(d.values()) / len(d)) if d else float("nan")
 
 
 def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) -> dict[str, Any]:
@@ -256,6 +285,10 @@ def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) 
         "agreement_mean": agree_mean, "agreement_std": agree_std,
         "per_seed": per_seed,
     }
+    out["faithfulness"] = {
+        protocol: {key: sum(r["faithfulness"][protocol][key] for r in per_seed) / len(per_seed)
+                   for key in per_seed[0]["faithfulness"][protocol]}
+        for protocol in per_seed[0]["faithfulness"]}
     if "toxicophore_auc" in per_seed[0]:
         out["toxicophore_auc"] = mean_std("toxicophore_auc")[0]
         out["toxicophore_recall_at_8"] = mean_std("toxicophore_recall_at_8")[0]
@@ -290,6 +323,15 @@ def format_sweep(result: dict[str, Any]) -> str:
             cells = "".join(f"{100 * r[key][str(k)]:>8.1f}" for k in ks)
             delta = "" if name == CURRENT or ref is None else f"{100 * (r[mean] - ref):>+12.1f}"
             lines.append(f"{name:<22}{cells}{100 * r[mean]:>8.1f}{100 * r[std]:>8.1f}{delta}")
+    for protocol in next(iter(variants.values()))["faithfulness"]:
+        keys = list(next(iter(variants.values()))["faithfulness"][protocol])
+        lines += ["", f"faithfulness ({protocol}): mean sufficiency over the K grid (overall, "
+                      f"per predicted class), mean necessity over k = 1..5",
+                  f"{'variant':<22}" + "".join(f"{k.replace('sufficiency_class_', 'class '):>13}"
+                                               for k in keys)]
+        for name, r in variants.items():
+            lines.append(f"{name:<22}" + "".join(f"{r['faithfulness'][protocol][k]:>13.3f}"
+                                                 for k in keys))
     if any("toxicophore_auc" in r for r in variants.values()):
         lines += ["", "toxicophores of the validation molecules the target calls mutagens",
                   f"{'variant':<22}{'AUC':>8}{'recall@8':>10}"]

@@ -68,7 +68,7 @@ class Decoder(_Choice):
 _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
                                       "label_source": LabelSource, "decoder": Decoder,
                                       "protocol": EvalProtocol}
-_BOOLS = ("condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
+_BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors")
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
@@ -98,6 +98,8 @@ class GemSettings:
         protocol: the evaluation protocol Gem is taught for (``keep_nodes``: deleted edges
             leave their nodes; ``drop_isolated``: nodes left without an edge are dropped, as
             GNNX-Bench judges); read by the ``sufficient`` rule.
+        connected_growth: the ``sufficient`` rule grows connected explanations when the
+            distillation's connectivity rule is on (False: it may pick edges anywhere).
         necessity_weight: the ``sufficient`` rule's weight λ of necessity: a candidate pair's
             loss is ``CE(f(S), y) − λ · log(1 − p_y(f(G \\ S)))`` (0: sufficiency alone).
         target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
@@ -131,6 +133,7 @@ class GemSettings:
     target_ks: tuple[int, ...] = ()
     protocol: Union[EvalProtocol, str] = EvalProtocol("keep_nodes")
     necessity_weight: float = 0.0
+    connected_growth: bool = True
     label_source: Union[LabelSource, str] = LabelSource.true
     condition_on_prediction: bool = False
     lr: float = 0.01
@@ -230,6 +233,8 @@ class GemSettings:
             parts["protocol"] = self.protocol.value
         if self.necessity_weight:
             parts["necessity_weight"] = float(self.necessity_weight)
+        if not self.connected_growth:
+            parts["connected_growth"] = False
         return parts
 
 

@@ -113,7 +113,8 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
     # "refine" and "sufficient" need the instances and the black box; "sufficient" the protocol
     grid = dist.topk_grid(ks, settings.topk_policy.value, instances=instances,
                           black_box=black_box, protocol=settings.protocol.value,
-                          necessity_weight=settings.necessity_weight)
+                          necessity_weight=settings.necessity_weight,
+                          connected_growth=settings.connected_growth)
     masks = [grid[k] for k in ks]
     graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]
     if kind == "graded":

@@ -163,7 +163,8 @@ class Distillation:
              instances: Optional[Sequence[Instance]] = None, black_box: Optional["BlackBox"] = None,
              device: Union[str, torch.device, None] = "cpu",
              max_edges_per_forward: Optional[int] = None,
-             protocol: str = "keep_nodes", necessity_weight: float = 0.0) -> list[Tensor]:
+             protocol: str = "keep_nodes", necessity_weight: float = 0.0,
+             connected_growth: bool = True) -> list[Tensor]:
         """Top-K pair masks (bool ``[P]`` per instance); no forward pass except for ``"refine"``.
 
         Starts from the pairs kept by the greedy phase; an instance with at most ``k`` of them
@@ -210,6 +211,8 @@ class Distillation:
                 (:mod:`gem_core.data.protocol`), the node rule of its copies.
             necessity_weight: ``"sufficient"`` only: weight λ of the complement's term (a
                 candidate is also judged by how little its removal leaves of the prediction).
+            connected_growth: ``"sufficient"`` only: False lifts the connectivity rule from
+                the growth (pairs anywhere), True follows the distillation's.
             fill: afterwards, top explanations with fewer than ``k`` pairs up with the highest-Δ
                 missing pairs (with the connectivity rule: only pairs touching the explanation or
                 the target, one at a time). Off by default: it lowers distillation accuracy.
@@ -221,7 +224,8 @@ class Distillation:
         if policy in ("refine", "sufficient"):
             return self.topk_grid([k], policy, fill, instances=instances, black_box=black_box,
                                   device=device, max_edges_per_forward=max_edges_per_forward,
-                                  protocol=protocol, necessity_weight=necessity_weight)[k]
+                                  protocol=protocol, necessity_weight=necessity_weight,
+                                  connected_growth=connected_growth)[k]
         return self._split(_topk_flat(self, k, policy, bool(fill)))
 
     def topk_grid(self, ks: Sequence[int], policy: str = DEFAULT_TOPK_POLICY, fill: bool = False,
@@ -229,8 +233,8 @@ class Distillation:
                   black_box: Optional["BlackBox"] = None,
                   device: Union[str, torch.device, None] = "cpu",
                   max_edges_per_forward: Optional[int] = None,
-                  protocol: str = "keep_nodes",
-                  necessity_weight: float = 0.0) -> dict[int, list[Tensor]]:
+                  protocol: str = "keep_nodes", necessity_weight: float = 0.0,
+                  connected_growth: bool = True) -> dict[int, list[Tensor]]:
         """:meth:`topk` for every K of ``ks`` (``{k: masks}``); ``"refine"`` does one descent
         and ``"sufficient"`` one growth for all of them (the result at each K is the same as
         :meth:`topk` at that K)."""
@@ -239,7 +243,8 @@ class Distillation:
         check_topk_policy(policy)
         if policy == "sufficient":
             flat = _sufficient_flat(self, instances, black_box, ks, protocol, device,
-                                    max_edges_per_forward, necessity_weight)
+                                    max_edges_per_forward, necessity_weight,
+                                    self.connected and connected_growth)
         elif policy == "refine":
             flat = _refine_flat(self, instances, black_box, ks, device, max_edges_per_forward)
         else:

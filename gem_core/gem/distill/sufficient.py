@@ -44,8 +44,10 @@ if TYPE_CHECKING:  # pragma: no cover
 def _sufficient_flat(dist: DistillationFields, instances: Optional[Sequence[Instance]],
                      black_box: Optional["BlackBox"], ks: Sequence[int],
                      protocol: Union[str, Protocol], device: Union[str, torch.device, None],
-                     max_edges: Optional[int], necessity_weight: float = 0.0) -> dict[int, Tensor]:
-    """Flat top-K masks of the ``"sufficient"`` rule for every K of ``ks`` (one growth)."""
+                     max_edges: Optional[int], necessity_weight: float = 0.0,
+                     connected: Optional[bool] = None) -> dict[int, Tensor]:
+    """Flat top-K masks of the ``"sufficient"`` rule for every K of ``ks`` (one growth);
+    ``connected``: the connectivity rule of the growth (None: the distillation's)."""
     if instances is None or black_box is None:
         raise ValueError("policy 'sufficient' needs the instances and the black box "
                          "(forward passes).")
@@ -57,13 +59,14 @@ def _sufficient_flat(dist: DistillationFields, instances: Optional[Sequence[Inst
     if not necessity_weight >= 0:
         raise ValueError(f"necessity_weight must be non-negative, got {necessity_weight!r}")
     rank = _growth_order(dist, layout, ks[-1], drop, black_box, dev, max_edges,
-                         float(necessity_weight))
+                         float(necessity_weight),
+                         dist.connected if connected is None else bool(connected))
     return {k: torch.from_numpy(rank < k) for k in ks}
 
 
 def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
                   black_box: "BlackBox", device: torch.device, max_edges: int,
-                  necessity_weight: float = 0.0) -> np.ndarray:
+                  necessity_weight: float = 0.0, connected: bool = True) -> np.ndarray:
     r"""The step at which each flat pair joins its instance's explanation (a large value for
     pairs never added: those beyond ``kmax``). With ``necessity_weight`` λ > 0 a candidate's
     loss also rewards a complement (the instance without the explanation) that no longer
@@ -86,7 +89,7 @@ def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
         if not active.any():
             break
         cand = ~kept & active[owner]
-        if dist.connected:
+        if connected:
             in_set = np.zeros(int(node_ptr[-1]), dtype=bool)
             in_set[gu[kept]] = True
             in_set[gv[kept]] = True
