@@ -146,19 +146,27 @@ def accuracy(model: nn.Module, graphs: Sequence[Any]) -> float:
     return float((model(b.x, b.edge_index, b.batch).argmax(-1) == b.y.view(-1)).float().mean())
 
 
+#: training epochs of an outside model (the epoch of best validation accuracy is kept)
+MODEL_EPOCHS = 150
+
+
 def outside_model(name: str, dataset, seed: int = 0, refresh: bool = False,
+                  epochs: int = MODEL_EPOCHS,
                   progress: Optional[ProgressFn] = None) -> tuple[nn.Module, dict[str, float]]:
     """The recipe ``name`` trained on ``dataset`` (a graph-task ``GemDataset``), from the store
-    when it was trained before with the same recipe, dataset and seed."""
+    when it was trained before with the same recipe, dataset, seed and epochs."""
     from gem_core.runtime.store import cache_dir, cached, config_key
 
     recipe = check_outside_model(name)
-    key = config_key(model=recipe.name, dataset=dataset.spec.name, seed=int(seed), version=1)
+    parts = dict(model=recipe.name, dataset=dataset.spec.name, seed=int(seed), version=1)
+    if epochs != MODEL_EPOCHS:  # the key of the default recipe stays as first made
+        parts["epochs"] = int(epochs)
+    key = config_key(**parts)
     path = cache_dir() / "outside_models" / f"{recipe.name}-{key}.pt"
 
     def build() -> dict[str, Any]:
         model, acc = train_outside_model(recipe.name, dataset.graphs, dataset.split, seed,
-                                         progress=progress)
+                                         epochs=epochs, progress=progress)
         return {"kind": OUTSIDE_KIND, "state": model.state_dict(), "accuracy": acc}
 
     state = cached(path, build, OUTSIDE_KIND, refresh=refresh)
@@ -294,12 +302,14 @@ def baseline_scores(method: str, model: nn.Module, instances: list[Instance],
 def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isolated",),
                 methods: Sequence[str] = ("gem", "random", "gnnexplainer"), split: str = "test",
                 gem_options: Optional[dict[str, Any]] = None, seed: int = 0,
-                limit: Optional[int] = None,
+                limit: Optional[int] = None, train_limit: Optional[int] = None,
+                model_epochs: int = MODEL_EPOCHS,
                 progress: Optional[ProgressFn] = None) -> dict[str, Any]:
     """Every method on the outside model ``model_name`` under every protocol, on ``split``.
 
-    Gem is fitted on the training graphs (once per protocol it is taught for: the
-    ``protocol`` option follows the judging protocol unless ``gem_options`` fixes it).
+    Gem is fitted on the training graphs (the first ``train_limit`` when given), once per
+    protocol it is judged by: its ``protocol`` option follows the judging protocol unless
+    ``gem_options`` fixes it. ``limit``: only the first graphs of ``split``.
     """
     from gem_core.models.targets import GNNBlackBox
 
@@ -307,12 +317,13 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
     if unknown:
         raise ValueError(f"unknown method {', '.join(map(repr, unknown))} for outside models "
                          f"(known: {', '.join(OUTSIDE_METHODS)})")
-    model, acc = outside_model(model_name, dataset, seed=seed, progress=progress)
+    model, acc = outside_model(model_name, dataset, seed=seed, epochs=model_epochs,
+                               progress=progress)
     idx = getattr(dataset.split, split).tolist()
     if limit is not None:
         idx = idx[:int(limit)]
     graphs = [dataset.graphs[i] for i in idx]
-    train = [dataset.graphs[i] for i in dataset.split.train.tolist()]
+    train = [dataset.graphs[i] for i in dataset.split.train.tolist()[:train_limit]]
     instances = instances_of(graphs)
     black_box = GNNBlackBox(model, "graph", len(dataset.class_names), device="cpu")
     from gem_core.models.predict import predict_proba
