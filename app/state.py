@@ -186,6 +186,9 @@ def sidebar(page: str = "") -> Selection:
         methods = st.multiselect(
             "Explainers to compare", list(METHODS), default=list(DEFAULT_METHODS),
             format_func=method_title, key="sb_methods", persist_state="session")
+        for m in methods:
+            if method_spec(m).wait_note:
+                st.warning(method_spec(m).wait_note + ".", icon="⏱")
         fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
         st.caption(f"{' and '.join(fitted)} are fitted once per dataset; the others explain "
                    f"directly.")

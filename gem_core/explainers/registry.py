@@ -38,6 +38,8 @@ class MethodSpec:
             a user sees when the fast explainer departs from the slow one), or None.
         max_test_instances: ``reproduce`` measures it on a fixed, seeded subsample of at most
             this many test instances (a method of seconds per instance), or None: all of them.
+        wait_note: for a method that makes people wait (seconds per instance), what to tell
+            them before they pick it (the app shows it); empty for the others.
     """
 
     name: str
@@ -50,6 +52,7 @@ class MethodSpec:
     description: str = ""
     teacher: Optional[str] = None
     max_test_instances: Optional[int] = None
+    wait_note: str = ""
 
     def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
         """A new, unfitted explainer of this method for ``context``."""
@@ -144,7 +147,10 @@ _ROWS: tuple[MethodSpec, ...] = (
                          "time_budget_s": 10.0, "seed": 0, "num_hops": None, "max_nodes": None},
                description="SubgraphX (Yuan et al. 2021): Monte-Carlo tree search over connected "
                            "subgraphs scored by Shapley values; seconds per instance",
-               max_test_instances=100),
+               max_test_instances=100,
+               wait_note="SubgraphX takes seconds per explanation (a tree search with Shapley "
+                         "values, stopped after 10 s), where Gem takes a fraction of a "
+                         "millisecond"),
     MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
                settings={"seed": 0}, description="uniform random scores (the floor)"),
 )

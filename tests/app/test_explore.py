@@ -496,3 +496,15 @@ def test_every_class_can_be_picked_the_base_included(dataset):
     assert f"p = {float(p.max()):.3f}" in head
     assert any(c.startswith("Not a motif node") for c in texts(at.caption))
     assert any(m.startswith("P(") or "Random" in m for m in texts(at.markdown))
+
+
+def test_subgraphx_is_offered_with_a_warning_and_explains_one_instance():
+    """SubgraphX runs from the registry like any method; picking it says it takes seconds."""
+    at = make_app(methods=("subgraphx",))
+    no_exception(at)
+    warnings = [w.value for w in at.sidebar.warning]
+    assert any("SubgraphX takes seconds per explanation" in w for w in warnings), warnings
+    assert "SubgraphX" in texts(at.subheader)
+    assert not at.error
+    at2 = make_app(methods=("random",))
+    assert not any("takes seconds" in w.value for w in at2.sidebar.warning)
