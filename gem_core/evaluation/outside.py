@@ -230,7 +230,9 @@ def gem_scores(model: nn.Module, train_graphs: Sequence[Any], graphs: Sequence[A
                           return_type="raw"))
     explainer.algorithm.fit(model, list(train_graphs))
     b = Batch.from_data_list(list(graphs))
+    start = time.perf_counter()
     mask = explainer(b.x, b.edge_index, batch=b.batch).edge_mask
+    explainer.algorithm.explain_seconds_ = time.perf_counter() - start
     return pair_scores(b.x.size(0), b.edge_index, mask, b.ptr), explainer.algorithm
 
 
@@ -271,36 +273,58 @@ def evaluate(black_box, instances: list[Instance], scores: list[Tensor], method:
                          dict(extra))
 
 
-def _random_scores(model: nn.Module, instances: list[Instance], seed: int) -> list[Tensor]:
+def _random_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
+                   seed: int) -> list[Tensor]:
     from gem_core.explainers.random_scores import RandomExplainer
 
     return list(RandomExplainer(seed=seed, task="graph").explain(instances))
 
 
-def _gnnexplainer_scores(model: nn.Module, instances: list[Instance], seed: int) -> list[Tensor]:
+def _gnnexplainer_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
+                         seed: int) -> list[Tensor]:
     from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
 
     torch.manual_seed(seed)
     return list(GNNExplainerBaseline(model, "graph").explain(instances))
 
 
-#: the baselines run beside Gem on an outside model: random edge scores and GNNExplainer (PyG's
-#: objective, batched), each ``(model, instances, seed) -> scores``
-OUTSIDE_BASELINES: dict[str, Callable[[nn.Module, list[Instance], int], list[Tensor]]] = {
-    "random": _random_scores, "gnnexplainer": _gnnexplainer_scores}
+def _pgexplainer_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
+                        seed: int) -> list[Tensor]:
+    from gem_core.explainers.pgexplainer import PGExplainerBaseline
+
+    explainer = PGExplainerBaseline(model, "graph", seed=seed)
+    explainer.fit(train)
+    return list(explainer.explain(instances))
+
+
+def _integrated_gradients_scores(model: nn.Module, train: list[Instance],
+                                 instances: list[Instance], seed: int) -> list[Tensor]:
+    from gem_core.explainers.integrated_gradients import IntegratedGradientsExplainer
+
+    return list(IntegratedGradientsExplainer(model, "graph").explain(instances))
+
+
+#: the baselines run beside Gem on an outside model, each ``(model, train instances, instances,
+#: seed) -> scores``: random edge scores, GNNExplainer and Integrated Gradients (PyG's objective
+#: and Captum's, batched), PGExplainer (PyG's, fitted on the training graphs)
+OUTSIDE_BASELINES: dict[str, Callable[[nn.Module, list[Instance], list[Instance], int],
+                                      list[Tensor]]] = {
+    "random": _random_scores, "gnnexplainer": _gnnexplainer_scores,
+    "pgexplainer": _pgexplainer_scores, "integrated_gradients": _integrated_gradients_scores}
 OUTSIDE_METHODS = ("gem", *OUTSIDE_BASELINES)
 
 
-def baseline_scores(method: str, model: nn.Module, instances: list[Instance],
-                    seed: int = 0) -> list[Tensor]:
-    """Scores of the baseline ``method`` (a key of :data:`OUTSIDE_BASELINES`)."""
+def baseline_scores(method: str, model: nn.Module, train: list[Instance],
+                    instances: list[Instance], seed: int = 0) -> list[Tensor]:
+    """Scores of the baseline ``method`` (a key of :data:`OUTSIDE_BASELINES`) on ``instances``
+    (``train``: what a baseline that learns is fitted on)."""
     if method not in OUTSIDE_BASELINES:
         raise ValueError(f"no outside baseline {method!r} ({', '.join(OUTSIDE_BASELINES)})")
-    return OUTSIDE_BASELINES[method](model, instances, seed)
+    return OUTSIDE_BASELINES[method](model, train, instances, seed)
 
 
 def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isolated",),
-                methods: Sequence[str] = ("gem", "random", "gnnexplainer"), split: str = "test",
+                methods: Sequence[str] = OUTSIDE_METHODS, split: str = "test",
                 gem_options: Optional[dict[str, Any]] = None, seed: int = 0,
                 limit: Optional[int] = None, train_limit: Optional[int] = None,
                 model_epochs: int = MODEL_EPOCHS,
@@ -335,6 +359,7 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
                                                for c in range(len(dataset.class_names))},
                            "protocols": {}}
     baseline_cache: dict[str, tuple[list[Tensor], float]] = {}
+    train_instances: Optional[list[Instance]] = None
     for protocol in protocols:
         rows = []
         for method in methods:
@@ -346,13 +371,18 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
                 scores, algo = gem_scores(model, train, graphs, **options)
                 seconds = time.perf_counter() - t0
                 extra = {"fit_seconds": round(algo.fit_seconds_, 2),
+                         "explain_ms_per_graph": round(1000 * algo.explain_seconds_
+                                                       / max(len(graphs), 1), 4),
                          "options": {k: (list(v) if isinstance(v, tuple) else v)
                                      for k, v in options.items()}}
             else:
                 if method not in baseline_cache:
+                    if train_instances is None:
+                        train_instances = instances_of(train)
                     t0 = time.perf_counter()
-                    baseline_cache[method] = (baseline_scores(method, model, instances, seed),
-                                              time.perf_counter() - t0)
+                    baseline_cache[method] = (
+                        baseline_scores(method, model, train_instances, instances, seed),
+                        time.perf_counter() - t0)
                 scores, seconds = baseline_cache[method]
                 extra = {}
             rows.append(evaluate(black_box, instances, scores, method, protocol, seconds,
