@@ -26,7 +26,7 @@ SHIPPED_KEYS = {("ba_shapes", "paper"): "dbf248c696bb", ("tree_cycles", "paper")
 @pytest.mark.parametrize("field, value, message", [
     ("decoder", "foo", "GemSettings.decoder: 'foo' is not one of inner, mlp"),
     ("target_kind", "nope", "GemSettings.target_kind: 'nope' is not one of weights, graded, mix, "
-                            "graded+add"),
+                            "graded+add, blend"),
     ("topk_policy", "best", "GemSettings.topk_policy: 'best' is not one of nosplit, exact, paper, "
                             "refine, sufficient"),
     ("protocol", "both", "GemSettings.protocol: 'both' is not one of keep_nodes, drop_isolated"),

@@ -160,3 +160,21 @@ def test_training_targets_follow_the_protocol():
         targets[protocol] = explainer_targets(dist, settings, (1, 2, 3), instances=instances,
                                               black_box=bb)
     assert any(not torch.equal(a, b) for a, b in zip(*targets.values()))
+
+
+def test_blend_target_averages_the_removal_and_the_growth_rankings():
+    bb = _black_box("graph", seed=6)
+    instances = [i for i in _instances("graph", seed=8) if i.num_pairs > 2]
+    dist = distill(instances, bb, connected=True, label_source="predicted", device="cpu")
+    common = dict(protocol="drop_isolated", label_source="predicted", target_ks=(1, 2, 3),
+                  necessity_weight=1.0, connected_growth=False)
+    kw = dict(instances=instances, black_box=bb)
+    graded = explainer_targets(dist, GemSettings(target_kind="graded", topk_policy="nosplit",
+                                                 **common), (1, 2, 3), **kw)
+    grown = explainer_targets(dist, GemSettings(target_kind="graded", topk_policy="sufficient",
+                                                **common), (1, 2, 3), **kw)
+    blend = explainer_targets(dist, GemSettings(target_kind="blend", topk_policy="nosplit",
+                                                **common), (1, 2, 3), **kw)
+    for g, s, b in zip(graded, grown, blend):
+        assert torch.allclose(b, 0.5 * g + 0.5 * s)
+    assert any(not torch.equal(g, s) for g, s in zip(graded, grown))

@@ -44,6 +44,7 @@ class TargetKind(_Choice):
     graded = "graded"
     mix = "mix"
     graded_add = "graded+add"
+    blend = "blend"
 
 
 #: the top-K rule of the distilled masks behind ``graded`` targets: one member per rule of the
@@ -90,7 +91,9 @@ class GemSettings:
     Attributes:
         target_kind: what the auto-encoder learns: ``weights`` (normalised greedy weights, the
             paper), ``graded`` (mean of the distilled top-K masks over :attr:`target_ks`),
-            ``mix`` (the average of both) or ``graded+add``.
+            ``mix`` (the average of both), ``graded+add`` or ``blend`` (the average of
+            ``graded`` under :attr:`topk_policy` and ``graded`` under the ``sufficient`` rule:
+            what removal keeps and what alone keeps the prediction).
         topk_policy: top-K rule of the distilled masks ``graded`` targets are built from: the
             literal Appendix C rule (``paper``), the loss-driven ``refine``, ``nosplit`` or
             ``exact``, or ``sufficient`` (grow each explanation by the pair that best keeps the

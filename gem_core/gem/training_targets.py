@@ -102,6 +102,8 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
       ``target_ks`` is set) of the distilled top-K masks (``settings.topk_policy``), so a pair
       in every top-K set gets 1 and Gem learns the ranking the evaluation uses;
     * ``mix``: the average of ``graded`` and ``weights``;
+    * ``blend``: the average of ``graded`` and the same under the ``sufficient`` rule (its
+      ``protocol``, ``necessity_weight`` and ``connected_growth``);
     * ``graded+add``: ``graded`` mapped into [0.5, 1] for the pairs of any distilled top-K set;
       the other pairs get (0, 0.45], ranked by their addition effect, least disturbing highest
       (needs ``instances`` and ``black_box``).
@@ -121,6 +123,13 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
         return graded
     if kind == "mix":
         return [0.5 * g + 0.5 * w for g, w in zip(graded, dist.normalized_weights())]
+    if kind == "blend":
+        grown = dist.topk_grid(ks, "sufficient", instances=instances, black_box=black_box,
+                               protocol=settings.protocol.value,
+                               necessity_weight=settings.necessity_weight,
+                               connected_growth=settings.connected_growth)
+        sufficient = [torch.stack(per_k).float().mean(0) for per_k in zip(*(grown[k] for k in ks))]
+        return [0.5 * g + 0.5 * s for g, s in zip(graded, sufficient)]
     if instances is None or black_box is None:
         raise ValueError("the 'graded+add' target needs the instances and the black box")
     kept = [g > 0 for g in graded]
