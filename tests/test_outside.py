@@ -81,7 +81,8 @@ def test_every_recipe_trains_reproducibly_on_a_few_molecules(mutagenicity, name)
 def test_bench_outside_end_to_end_on_a_small_run(mutagenicity, tmp_path, monkeypatch):
     monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))
     result = run_outside("gcn_max", mutagenicity, protocols=PROTOCOLS, split="val", limit=12,
-                         train_limit=40, model_epochs=2, gem_options={"epochs": 3})
+                         train_limit=40, model_epochs=2, gem_options={"epochs": 3},
+                         stability_seeds=(0, 1))
     assert result["instances"] == 12 and set(result["protocols"]) == set(PROTOCOLS)
     for protocol, rows in result["protocols"].items():
         assert [r["method"] for r in rows] == list(OUTSIDE_METHODS)
@@ -91,6 +92,9 @@ def test_bench_outside_end_to_end_on_a_small_run(mutagenicity, tmp_path, monkeyp
             assert all(0 <= v <= 1 for v in r["sufficiency_at_k"].values())
         gem = rows[0]
         assert gem["options"]["protocol"] == protocol  # Gem is taught for how it is judged
+        stab = gem["stability"]
+        assert stab["seeds"] == [0, 1] and all(0 <= stab[str(k)] <= 1 for k in (5, 10, 25))
+        assert "stability" not in rows[1]
         lines = bench_outside.checks(rows)
         assert lines and all(l.strip().startswith(("PASS", "MISS")) for l in lines)
     # the trained model came from (and went into) the store: a second call loads it

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="only the first N graphs of the split (default: all)")
     p.add_argument("--seed", type=int, default=0, help="model, Gem and baseline seed (default 0)")
+    p.add_argument("--stability", action="store_true",
+                   help="also refit Gem with seeds 0, 1, 2 and report its stability (top-k "
+                        "Jaccard across seeds; two extra fits per model and protocol)")
 
 
 def _names(text: str, known: tuple[str, ...], what: str) -> list[str]:
@@ -115,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
     for name in models:
         with progress_bar(args, f"outside {name}") as progress:
             results.append(run_outside(name, dataset, protocols, methods, args.split,
-                                       seed=args.seed, limit=args.limit, progress=progress))
+                                       seed=args.seed, limit=args.limit,
+                                       stability_seeds=(0, 1, 2) if args.stability else (),
+                                       progress=progress))
     for res in results:
         acc = res["accuracy"]
         share = ", ".join(f"class {c} {v:.0%}" for c, v in res["predicted_share"].items())
@@ -135,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f" {'':{len(protocol)}}  {r['method']:<21} {r['mean_sufficiency']:5.3f} "
                       + " ".join(f"{s[str(k)]:5.3f}" for k in (5, 10, 15, 20, 25))
                       + f" {r['mean_necessity']:5.3f}  {per:<15} {r['seconds']:8.1f} {ms}")
+            for r in rows:
+                if "stability" in r:
+                    st = r["stability"]
+                    print(f"  {r['method']} stability across seeds {st['seeds']}: "
+                          + ", ".join(f"k={k} {st[str(k)]:.3f}" for k in (5, 10, 15, 20, 25))
+                          + f"; mean {st['mean']:.3f}")
             for text in checks(rows):
                 print(text)
     print(f"\n{time.perf_counter() - start:.0f} s in all")

@@ -29,6 +29,8 @@ from gem_core.runtime.progress import ProgressFn, report
 #: the sufficiency grid of graph tasks (GNNX-Bench's curve) and the necessity grid
 SUFFICIENCY_K = tuple(range(5, 26))
 NECESSITY_K = tuple(range(2, 11))
+#: the budgets Gem's stability across seeds is reported at
+STABILITY_K = (5, 10, 15, 20, 25)
 OUTSIDE_KIND = "gem-outside-model"
 
 
@@ -327,14 +329,18 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
                 methods: Sequence[str] = OUTSIDE_METHODS, split: str = "test",
                 gem_options: Optional[dict[str, Any]] = None, seed: int = 0,
                 limit: Optional[int] = None, train_limit: Optional[int] = None,
-                model_epochs: int = MODEL_EPOCHS,
+                model_epochs: int = MODEL_EPOCHS, stability_seeds: Sequence[int] = (),
                 progress: Optional[ProgressFn] = None) -> dict[str, Any]:
     """Every method on the outside model ``model_name`` under every protocol, on ``split``.
 
     Gem is fitted on the training graphs (the first ``train_limit`` when given), once per
     protocol it is judged by: its ``protocol`` option follows the judging protocol unless
     ``gem_options`` fixes it. ``limit``: only the first graphs of ``split``.
+    ``stability_seeds``: also refit Gem with each of these seeds and report its stability (mean
+    Jaccard of the top-k edge sets across the seeds, :func:`.faithfulness.stability`) at k =
+    5, 10, 15, 20, 25 and their mean.
     """
+    from gem_core.evaluation.faithfulness import stability
     from gem_core.models.targets import GNNBlackBox
 
     unknown = [m for m in methods if m not in OUTSIDE_METHODS]
@@ -370,11 +376,21 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
                 t0 = time.perf_counter()
                 scores, algo = gem_scores(model, train, graphs, **options)
                 seconds = time.perf_counter() - t0
+                if stability_seeds:
+                    report(progress, 0.0, f"{model_name} / {protocol}: Gem stability")
+                    runs = [scores if int(s_) == int(options["seed"]) else
+                            gem_scores(model, train, graphs, **{**options, "seed": int(s_)})[0]
+                            for s_ in stability_seeds]
+                    stab = {str(k): round(stability(runs, k), 4) for k in STABILITY_K}
+                    stab["mean"] = round(sum(stab.values()) / len(STABILITY_K), 4)
+                    stab["seeds"] = [int(s_) for s_ in stability_seeds]
                 extra = {"fit_seconds": round(algo.fit_seconds_, 2),
                          "explain_ms_per_graph": round(1000 * algo.explain_seconds_
                                                        / max(len(graphs), 1), 4),
                          "options": {k: (list(v) if isinstance(v, tuple) else v)
                                      for k, v in options.items()}}
+                if stability_seeds:
+                    extra["stability"] = stab
             else:
                 if method not in baseline_cache:
                     if train_instances is None:
