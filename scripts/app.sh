@@ -3,7 +3,17 @@
 # Usage: bash scripts/app.sh [extra streamlit args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -r requirements.txt
+# Install once per version of the requirements: a stamp named after the hash of
+# requirements.txt, pyproject.toml and this checkout's path says the install finished here
+# (pip re-checking an installed environment costs seconds at every start).
+stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/gem-explorer"
+stamp="$stamp_dir/installed-$(cat requirements.txt pyproject.toml <(pwd) | sha256sum | cut -c1-16)"
+installed_here='import os, gem_core, streamlit; here = os.path.realpath(".") + os.sep
+raise SystemExit(not os.path.realpath(gem_core.__file__).startswith(here))'
+if [ ! -f "$stamp" ] || ! python3 -c "$installed_here" >/dev/null 2>&1; then
+  python3 -m pip install -q -r requirements.txt
+  mkdir -p "$stamp_dir" && touch "$stamp"
+fi
 if [ -z "${GEM_DATA_ROOT:-}" ] && [ -d ../shared/data/TUDataset ]; then
   export GEM_DATA_ROOT="$(cd ../shared/data/TUDataset && pwd)"
 fi
