@@ -459,8 +459,10 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
     if bool(tied.any()):
         kept = int((tied & mask).sum())
         st.caption(f"⚖ {int(tied.sum())} edges tie at the K cut (score "
-                   f"{scores[int(tied.nonzero()[0])]:.4g}); the {kept} with the lowest edge "
-                   f"index were kept. Marked in the edge table.")
+                   f"{scores[int(tied.nonzero()[0])]:.4g}); "
+                   + ("the one with the lowest edge index was kept" if kept == 1 else
+                      f"the {kept} with the lowest edge indices were kept")
+                   + ". Marked in the edge table.")
     out = {"scores": scores, "shown": shown, "ranked": ranked, "probability": p_sub[pred],
            "prediction": ds.class_names[sub_pred], "ms": ms, "tied": tied.tolist()}
     out["reading"] = _reading(sel, wb, ds, inst, pos, mol, method, scores)

@@ -13,7 +13,7 @@ import streamlit as st
 import torch
 
 from components import charts, graph_view, network_view
-from gem_core.api import (GemDataset, topk_mask)
+from gem_core.api import (TIE_TOL, GemDataset, topk_mask)
 from state import (distillation_trace, distilled_topk_and_targets, explain_test_instance,
                    explainer_token, get_workbench, graph_layout, method_ready, run_page,
                    selection, show_error)
@@ -58,6 +58,37 @@ def _picture(ds: GemDataset, inst, position: int) -> graph_view.GraphPicture:
     return graph_view.node_task_picture(pairs, inst.node_ids.tolist(),
                                         ds.graph.y[inst.node_ids].tolist(), ds.class_names,
                                         int(inst.target), pos, motif)
+
+
+
+def _tied_with(pair: int, delta) -> int:
+    """How many other edges have the same Δ as ``pair`` (within the distillation's tolerance)."""
+    d = float(delta[pair])
+    return sum(1 for j, v in enumerate(delta) if j != pair and abs(float(v) - d) <= TIE_TOL)
+
+
+def _ties_text(pair: int, delta) -> str:
+    n = _tied_with(pair, delta)
+    return "" if n == 0 else f"tied with {n} other edge{'s' * (n != 1)}"
+
+
+def _surprise(s, delta, names) -> str:
+    """A sentence where a step surprises: a tie decided by edge order, an edge that mattered alone
+    but not any more (or the reverse)."""
+    notes = []
+    n = _tied_with(s.pair, delta)
+    if n:
+        notes.append(f"Its Δ ties with {n} other edge{'s' * (n != 1)}; tied edges are tried in "
+                     f"edge-index order.")
+    d = float(delta[s.pair])
+    if s.accepted and d > TIE_TOL:
+        notes.append(f"Alone, removing {names[s.pair]} raised the loss (Δ = {fmt_small(d)}); "
+                     f"with the edges removed before it already gone, it no longer does, so it "
+                     f"goes.")
+    elif not s.accepted and d <= TIE_TOL:
+        notes.append(f"Alone, removing {names[s.pair]} did not raise the loss; with the edges "
+                     f"removed before it gone, it now does, so it stays.")
+    return "" if not notes else " " + " ".join(notes)
 
 
 def render() -> None:
@@ -142,7 +173,7 @@ def render() -> None:
             verdict = (f"loss {before} → {after}: the loss rises by {fmt_small(s.weight)}, so "
                        f"the edge is **put back** with that weight.")
         st.markdown(f"Step {step} of {n_steps}: try removing edge {names[s.pair]} "
-                    f"(Δ = {fmt_small(delta[s.pair])}); {verdict}")
+                    f"(Δ = {fmt_small(delta[s.pair])}); {verdict}{_surprise(s, delta, names)}")
     pic = base.with_explanation(mask.tolist(), [1.0] * inst.num_pairs,
                                 method_color("distilled"))
     pic = replace(pic, focus=focus)
@@ -153,10 +184,14 @@ def render() -> None:
     network_view.show(pic, 320, key="hw_net_step")
     with st.expander("All steps", key="hw_steps"):
         st.dataframe(pd.DataFrame([{
-            "step": s.number, "edge": names[s.pair], "Δ": round(delta[s.pair], 5),
-            "loss before": round(s.loss_before, 5), "loss after": round(s.loss_after, 5),
-            "removed": s.accepted, "weight": round(s.weight, 5)} for s in trace.steps]),
-            hide_index=True, key="hw_steps_df")
+            "step": s.number, "edge": names[s.pair], "Δ": fmt_small(delta[s.pair]),
+            "ties": _ties_text(s.pair, delta),
+            "loss": " → ".join(fmt_change(s.loss_before, s.loss_after)),
+            "removed": s.accepted, "weight": fmt_small(s.weight)} for s in trace.steps]),
+            hide_index=True, key="hw_steps_df",
+            column_config={"ties": st.column_config.TextColumn(
+                "ties", help="Other edges with the same Δ (within the distillation's tie "
+                             "tolerance): tied edges are tried in edge-index order.")})
 
     k = sel.k if sel.dataset == EXAMPLE_DATASET else wb.spec.default_k
     kept = int(trace.kept.sum())
@@ -202,3 +237,4 @@ def render() -> None:
 
 
 run_page(render)
+

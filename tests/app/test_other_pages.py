@@ -197,12 +197,22 @@ def test_how_it_works_steps_through_the_distillation():
     assert any(m.startswith("Step 0:") for m in texts(at.markdown))
     step = at.slider(key="hw_step")
     assert step.proto.max >= 2
+    lines = {}
     for value in range(1, int(step.proto.max) + 1):  # every step shows its change of loss
         at.slider(key="hw_step").set_value(value).run()
         no_exception(at)
         line = next(m for m in texts(at.markdown) if m.startswith(f"Step {value} of"))
         before, after = re.search(r"loss (\S+) → (\S+):", line).groups()
         assert ("put back" in line) == ("rises" in line) and (before != after or "same" in line)
+        lines[value] = line
+    # the "All steps" table: losses at the precision that shows the change, ties marked, and
+    # every tie also said in its step's text
+    table = next(d.value for d in at.dataframe if "ties" in d.value.columns)
+    for row in table.itertuples():
+        before, after = row.loss.split(" → ")
+        assert before != after or row.removed, row
+        assert (row.ties != "") == ("ties with" in lines[row.step]), (row, lines[row.step])
+    assert any(r.ties for r in table.itertuples())  # BA-shapes' first node has tied Δs
     md = " ".join(texts(at.markdown))
     # the distilled explanation: as many edges drawn as the text says
     n = int(re.search(r"(\d+) edges form the distilled explanation", md).group(1))
