@@ -10,8 +10,31 @@ from gem_core.api import (get_spec, paper)
 from theme import method_color as _color
 from theme import method_title as _title
 
-_LAYOUT = dict(margin=dict(l=50, r=20, t=50, b=45), legend=dict(orientation="h", y=-0.22),
-               template="plotly_white", height=380)
+# The legend sits under the x-axis title (anchored by its top, with room kept for both), and the
+# title at the left, clear of Plotly's toolbar (top right).
+_LAYOUT = dict(margin=dict(l=50, r=20, t=60, b=120),
+               legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
+               template="plotly_white", height=420, title_x=0.0, title_xanchor="left")
+# One marker shape per method, so lines that lie on top of each other stay visible (the order of
+# the registry, cycled); Gem's line is drawn last, on top.
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "triangle-down",
+            "pentagon", "cross", "hexagon")
+
+
+def _symbol(m: str, methods: Sequence[str]) -> str:
+    return _SYMBOLS[list(methods).index(m) % len(_SYMBOLS)] if m in methods else "circle"
+
+
+def _gem_last(methods: Sequence[str]) -> list[str]:
+    """Drawing order: every method in the sidebar's order, Gem last (on top of the others)."""
+    return [m for m in methods if m != "gem"] + [m for m in methods if m == "gem"]
+
+
+def _target_note(result: Mapping[str, Any]) -> str:
+    """Which target was measured, when it is not the paper's (its dashed values are the paper's
+    model's)."""
+    name = (result.get("target") or {}).get("name")
+    return "" if not name or name == "paper" else f" — measured on the {name} target"
 
 
 def _sorted_k(row: Mapping[str, float]) -> tuple[list[int], list[float]]:
@@ -25,23 +48,25 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
     ds = result["dataset"]
     key = "accuracy_at_k_mutagen" if mutagen_only else "accuracy_at_k"
     fig = go.Figure()
-    for m in methods:
+    paper_label = "paper" if not _target_note(result) else "paper, its GCN"
+    for m in _gem_last(methods):
         res = result.get("methods", {}).get(m)
         row = (res or {}).get(key)
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
                                      name=f"{_title(m)} (ours)",
-                                     line=dict(color=_color(m), width=3)))
+                                     line=dict(color=_color(m), width=3),
+                                     marker=dict(symbol=_symbol(m, methods), size=9)))
         table = paper.EXPLANATION_ACCURACY_MUTAGEN if mutagen_only else \
             paper.EXPLANATION_ACCURACY.get(ds, {})
         ref = table.get(m) if table else None
         if ref:
             ks, vals = _sorted_k(ref)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
-                                     name=f"{_title(m)} (paper)",
+                                     name=f"{_title(m)} ({paper_label})",
                                      line=dict(color=_color(m), dash="dash", width=2),
-                                     marker=dict(symbol="circle-open")))
+                                     marker=dict(symbol=_symbol(m, methods) + "-open", size=9)))
     dist = (result.get("distillation") or {}).get("accuracy_at_k")
     if dist and not mutagen_only and "distilled" in methods and "distilled" not in result.get(
             "methods", {}):
@@ -50,7 +75,8 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
                                  name="Distillation (ours)",
                                  line=dict(color=_color("distilled"), width=3)))
     subtitle = " (mutagen test graphs only)" if mutagen_only else ""
-    fig.update_layout(title=f"Explanation accuracy vs K{subtitle}", xaxis_title="K (edges kept)",
+    fig.update_layout(title=f"Explanation accuracy vs K{subtitle}{_target_note(result)}",
+                      xaxis_title="K (edges kept)",
                       yaxis_title="accuracy (%)", **_LAYOUT)
     fig.update_xaxes(dtick=get_spec(ds).k_tick)
     return fig
@@ -59,15 +85,16 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
 def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Optional[go.Figure]:
     """Agreement with the target's own prediction against K per method (None when not measured)."""
     fig = go.Figure()
-    for m in methods:
+    for m in _gem_last(methods):
         row = ((result.get("methods", {}).get(m)) or {}).get("agreement_at_k")
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
-                                     name=_title(m), line=dict(color=_color(m), width=3)))
+                                     name=_title(m), line=dict(color=_color(m), width=3),
+                                     marker=dict(symbol=_symbol(m, methods), size=9)))
     if not fig.data:
         return None
-    fig.update_layout(title="Agreement with the model's own prediction vs K",
+    fig.update_layout(title=f"Agreement with the model's own prediction vs K{_target_note(result)}",
                       xaxis_title="K (edges kept)", yaxis_title="agreement (%)", **_LAYOUT)
     fig.update_xaxes(dtick=get_spec(result["dataset"]).k_tick)
     return fig
@@ -79,12 +106,13 @@ def sufficiency_sweep(result: Mapping[str, Any], methods: Sequence[str],
     their own GCN dotted and open (a different model); None when the results lack the curves."""
     ds = result["dataset"]
     fig = go.Figure()
-    for m in methods:
+    for m in _gem_last(methods):
         row = (((result.get("methods", {}).get(m)) or {}).get("sufficiency_at_k") or {}).get(protocol)
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
-                                     name=f"{_title(m)} (ours)", line=dict(color=_color(m), width=3)))
+                                     name=f"{_title(m)} (ours)", line=dict(color=_color(m), width=3),
+                                     marker=dict(symbol=_symbol(m, methods), size=7)))
     if not fig.data:
         return None
     for m in methods:
@@ -95,7 +123,7 @@ def sufficiency_sweep(result: Mapping[str, Any], methods: Sequence[str],
                                      name=f"{_title(m)} ({paper.GNNX_BENCH_MODEL})",
                                      line=dict(color=_color(m), dash="dot", width=2),
                                      marker=dict(symbol="circle-open", size=9)))
-    fig.update_layout(title=f"Sufficiency vs K ({protocol.replace('_', ' ')})",
+    fig.update_layout(title=f"Sufficiency vs K ({protocol.replace('_', ' ')}){_target_note(result)}",
                       xaxis_title="K (edges kept)", yaxis_title="sufficiency (%)", **_LAYOUT)
     return fig
 
@@ -115,7 +143,8 @@ def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.
     k = result.get("log_odds_k", "")
     fig.update_layout(title=f"Log-odds difference at K = {k} (0 = confidence kept)",
                       xaxis_title="logit p(full graph) − logit p(explanation)",
-                      showlegend=False, **{**_LAYOUT, "margin": dict(l=150, r=20, t=50, b=45)})
+                      showlegend=False, **{**_LAYOUT, "margin": dict(l=150, r=20, t=60, b=60),
+                                           "height": 380})
     fig.update_yaxes(autorange="reversed")  # the sidebar's order, top to bottom
     return fig
 

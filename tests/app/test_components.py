@@ -228,3 +228,32 @@ def test_the_picker_search_matches_whole_labels_only():
     assert search("nitro", bonds, atoms, labels) == ([0], [])
     assert search("C4–N5", bonds, atoms, labels) == ([0], [0, 3])
     assert search("Xe", bonds, atoms, labels) == ([], [])
+
+
+def test_overlapping_lines_stay_visible_and_titles_clear_the_legend_and_toolbar():
+    """Issue 27 item 12: Gem's line drawn last (on top), one marker shape per method, the legend
+    under the x-axis title, titles at the left (clear of Plotly's toolbar), and a strong-target
+    chart saying which target was measured beside the paper's dashed values."""
+    from components import charts
+
+    same = {"5": 0.9, "6": 0.95}  # two methods on exactly the same points (Tree-cycles' case)
+    result = {"dataset": "tree_cycles", "target": {"name": "paper"},
+              "methods": {"gem": {"accuracy_at_k": same, "agreement_at_k": same},
+                          "pgexplainer": {"accuracy_at_k": same, "agreement_at_k": same},
+                          "random": {"accuracy_at_k": {"5": 0.3}, "agreement_at_k": {"5": 0.3}}}}
+    methods = ["gem", "pgexplainer", "random"]
+    for fig in (charts.accuracy_sweep(result, methods), charts.agreement_sweep(result, methods)):
+        ours = [t for t in fig.data if "paper" not in t.name]
+        assert ours[-1].name.startswith("Gem")
+        symbols = [t.marker.symbol for t in ours]
+        assert len(set(symbols)) == len(symbols) == 3
+        layout = fig.layout
+        assert layout.legend.yanchor == "top" and layout.legend.y <= -0.25
+        assert layout.margin.b >= 100 and layout.title.x == 0 and layout.title.xanchor == "left"
+        assert "target" not in layout.title.text
+    strong = {**result, "dataset": "mutagenicity", "target": {"name": "strong"},
+              "methods": {"gem": {"accuracy_at_k": {"15": 0.8, "20": 0.85}}}}
+    fig = charts.accuracy_sweep(strong, ["gem"])
+    assert fig.layout.title.text.endswith("measured on the strong target")
+    assert [t.name for t in fig.data] == ["Gem (ours)", "Gem (paper, its GCN)"]
+    assert fig.data[1].marker.symbol == fig.data[0].marker.symbol + "-open"
