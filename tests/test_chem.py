@@ -454,3 +454,23 @@ def test_a_small_molecule_is_drawn_at_the_scale_of_a_mid_sized_one():
     ethane = longest_bond_stroke("CC")
     fluorene = longest_bond_stroke("O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2")
     assert ethane <= 1.3 * fluorene, (ethane, fluorene)
+
+
+def test_toxicophores_never_hide_the_explanation_on_a_polycyclic_molecule():
+    """Issue 27 item 3: benzo[a]pyrene's rings are all outlined as toxicophore, yet every bond in
+    the drawing keeps the explanation's colour only; the toxicophores are atom halos."""
+    import re
+
+    from gem_core.chemistry.drawing import HALO_HEX, draw_molecule_svg
+    from gem_core.chemistry.smiles import smiles_to_instance
+
+    mol = smiles_to_instance("c1ccc2c(c1)cc1ccc3cccc4ccc2c1c34")  # benzo[a]pyrene
+    heavy = [(int(u), int(v)) for u, v in mol.instance.pairs.t().tolist()
+             if mol.mol.GetAtomWithIdx(u).GetSymbol() != "H"
+             and mol.mol.GetAtomWithIdx(v).GetSymbol() != "H"]
+    explained = heavy[:5]
+    svg = draw_molecule_svg(mol.mol, explained, outline_pairs=heavy).upper()
+    bond_paths = re.findall(r"<PATH CLASS='BOND-[^>]*>", svg)
+    assert bond_paths and not any(HALO_HEX[1:] in p for p in bond_paths)  # no bond in halo colour
+    assert any("E8590C" in p for p in bond_paths)  # the strongest explanation bond, in its colour
+    assert HALO_HEX[1:] in svg  # the toxicophore atoms' halos

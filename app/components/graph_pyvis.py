@@ -100,7 +100,8 @@ def publish_vis_assets(target_dir: Path) -> bool:
 NETWORK_OPTIONS = {
     "physics": {"enabled": False},
     "edges": {"smooth": False, "color": {"inherit": False}},
-    "interaction": {"hover": True, "dragNodes": True, "zoomView": True},
+    # the wheel scrolls the page; the live view zooms on Ctrl + wheel and its + / − buttons
+    "interaction": {"hover": True, "dragNodes": True, "zoomView": False},
 }
 
 
@@ -130,7 +131,8 @@ def _pyvis_network(pic: GraphPicture, height: int):
             # a white halo keeps labels readable over edges; the target's label sits above its
             # star instead of under it
             font={"size": 14, "strokeWidth": 3, "strokeColor": "#ffffff",
-                  **({"vadjust": -40} if is_target else {})})
+                  # the explained node's label larger, legible when a big graph is fitted
+                  **({"vadjust": -44, "size": 24, "strokeWidth": 5} if is_target else {})})
     # pyvis' own edge records, appended directly: Network.add_edge scans every earlier edge for
     # a duplicate (O(E²): 50 ms for an 873-edge BA-shapes hub node), and our pairs are unique.
     for j, (u, v) in enumerate(pic.pairs):

@@ -117,7 +117,8 @@ def render_single(sel, opts: dict) -> None:
     k = _k_slider(mol)
     tox = toxicophores(mol)
     if tox["classes"]:
-        st.markdown("**Toxicophores** (Kazius et al. 2005, outlined in teal when shown): "
+        st.markdown("**Toxicophores** (Kazius et al. 2005; when shown, their atoms get a pale "
+                    "teal halo, while the explanation colours bonds in orange): "
                     + ", ".join(tox["classes"]) + f" — {len(tox['pairs'])} bonds.")
     else:
         st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) is in "

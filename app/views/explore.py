@@ -68,9 +68,23 @@ def _contrast_note(ds: GemDataset, inst: Instance, pos: int, explained: int) -> 
                                  "split's other nodes, so every class can be picked.")
 
 
+#: an instance shows a contrast when its explanation leaves out a good part of it: at least this
+#: many edges per edge of K (Tree-cycles #0 has 8 edges for K = 6: even Random covers the motif)
+CONTRAST = 1.5
+
+
+def first_informative(instances: list[Instance], preds: list[int], explained: int, k: int) -> int:
+    """The first explained test instance the model gets right with at least ``CONTRAST`` × K
+    edges (0 when there is none): the page's first view, so that K edges are a real choice."""
+    for p in range(min(explained, len(instances))):
+        if preds[p] == instances[p].y and instances[p].num_pairs >= CONTRAST * k:
+            return p
+    return 0
+
+
 def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
-                   preds: list[int]) -> int:
-    """The instance picker; returns a position in the test list."""
+                   preds: list[int], first: int = 0) -> int:
+    """The instance picker, opening on ``first``; returns a position in the test list."""
     n = len(instances)
     kind = "node" if ds.task == "node" else "molecule" if ds.atom_symbols else "graph"
     c1, c2 = st.columns([2, 3])
@@ -81,7 +95,7 @@ def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
     with c2:
         if mode == "Index":
             return int(st.number_input(f"Test {kind} (0 – {n - 1})", min_value=0,
-                                       max_value=n - 1, value=0, step=1,
+                                       max_value=n - 1, value=first, step=1,
                                        key=f"ex_index_{sel.dataset}"))
         if mode == "Class":
             present = sorted({inst.y for inst in instances})
@@ -170,7 +184,8 @@ def render() -> None:
         return
     preds = [max(range(len(p)), key=p.__getitem__) for p in probs]
 
-    pos = _pick_instance(sel, ds, instances, preds)
+    pos = _pick_instance(sel, ds, instances, preds,
+                         first_informative(instances, preds, explained, sel.k))
     inst = instances[pos]
     _contrast_note(ds, inst, pos, explained)
     pred, p_full = preds[pos], probs[pos]

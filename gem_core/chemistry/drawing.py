@@ -1,5 +1,5 @@
-"""Molecules drawn with RDKit: explanation bonds highlighted in shades of one colour, a second
-colour outlining other bonds (the toxicophores on the Molecule page).
+"""Molecules drawn with RDKit: explanation bonds highlighted in shades of one colour, a pale halo
+of a second colour on the atoms of other bonds (the toxicophores on the Molecule page).
 
 Everything here is local: drawing produces SVG (or PNG) with RDKit and never reaches a network.
 """
@@ -22,9 +22,15 @@ __all__ = [
 #: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
 HIGHLIGHT_HEX = "#E8590C"
 HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
-#: Colour of outlined bonds (the molecule's toxicophores on the Molecule page).
+#: Colour of outlined parts (the molecule's toxicophores on the Molecule page).
 OUTLINE_HEX = "#1A9E8F"
 OUTLINE_RGB = tuple(int(OUTLINE_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+#: The toxicophore layer as drawn: a pale halo of :data:`OUTLINE_HEX` around each outlined atom,
+#: never a bond colour, so on a polycyclic molecule whose rings are all "toxicophore" the
+#: explanation's bond colour stays the most visible layer
+HALO_HEX = "#97D3CC"  # OUTLINE_HEX blended 55 % towards white
+# half a step above each byte: RDKit writes colours back truncated, so the SVG says HALO_HEX
+HALO_RGB = tuple((int(HALO_HEX[i:i + 2], 16) + 0.5) / 255 for i in (1, 3, 5))
 _MIN_SHADE = 0.3  # intensity of the weakest highlighted bond when scores are given
 
 
@@ -106,8 +112,9 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
             mapped back, so highlights land on the right bonds.
         atom_indices: label each atom with its index in ``mol`` (also when hydrogens are hidden).
         legend: optional caption under the molecule.
-        outline_pairs: bonds to mark in a second colour (:data:`OUTLINE_HEX`), e.g. the
-            molecule's toxicophores; a bond in both sets is drawn in both colours, side by side.
+        outline_pairs: bonds whose atoms get a pale halo of a second colour (:data:`HALO_HEX`),
+            e.g. the molecule's toxicophores; bonds keep the explanation's colour only, so the
+            explanation stays the most visible layer.
 
     The 2D coordinates are the molecule's one depiction (:func:`depiction`: computed on the
     whole molecule, hydrogens included, and kept when hydrogens are hidden), so every picture
@@ -162,23 +169,17 @@ def _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, lege
     drawer = molecule_drawer(size, kind)
     outline = as_pair_list(outline_pairs)
     if outline:
+        # two layers that read at once: the explanation colours its bonds (and the atoms that
+        # are no toxicophore's), the toxicophores put a pale halo on their atoms only
         bond_indices(mol, outline)
-        atom_map = {k: [c] for k, c in atom_colours.items()}
-        bond_map = {k: [c] for k, c in bond_colours.items()}
         for i, j in outline:
-            a, b = new_of_orig.get(int(i)), new_of_orig.get(int(j))
-            if a is not None and b is not None:
-                bond_map.setdefault(m.GetBondBetweenAtoms(a, b).GetIdx(), []).append(OUTLINE_RGB)
-            for k in (a, b):
-                if k is not None and OUTLINE_RGB not in atom_map.setdefault(k, []):
-                    atom_map[k].append(OUTLINE_RGB)
-        with rdBase.BlockLogs():
-            drawer.DrawMoleculeWithHighlights(m, legend, atom_map, bond_map, {}, {})
-    else:
-        with rdBase.BlockLogs():
-            rdMolDraw2D.PrepareAndDrawMolecule(
-                drawer, m, legend=legend,
-                highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
-                highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
+            for k in (new_of_orig.get(int(i)), new_of_orig.get(int(j))):
+                if k is not None:
+                    atom_colours[k] = HALO_RGB
+    with rdBase.BlockLogs():
+        rdMolDraw2D.PrepareAndDrawMolecule(
+            drawer, m, legend=legend,
+            highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
+            highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
     drawer.FinishDrawing()
     return drawer.GetDrawingText()

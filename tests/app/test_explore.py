@@ -508,3 +508,24 @@ def test_subgraphx_is_offered_with_a_warning_and_explains_one_instance():
     assert not at.error
     at2 = make_app(methods=("random",))
     assert not any("takes seconds" in w.value for w in at2.sidebar.warning)
+
+
+def test_the_first_view_shows_a_contrast_between_k_and_the_instance():
+    """Issue 27 item 14: Explore opens on a test instance the model gets right whose size leaves
+    K edges a real choice (Tree-cycles #0 has 8 edges for K = 6)."""
+    import re
+
+    from views.explore import CONTRAST
+
+    at = make_app(methods=("random",), sb_dataset="tree_cycles")
+    no_exception(at)
+    pos = int(at.number_input(key="ex_index_tree_cycles").value)
+    line = next(m for m in texts(at.markdown) if m.startswith("**Test instance #"))
+    assert line.startswith(f"**Test instance #{pos}**") and "✓ right" in line
+    assert any(re.search(r"\d+ edges · explain time", c) for c in texts(at.caption))
+    k = at.session_state["selection"].k
+    from gem_core.api import Workbench
+
+    inst = Workbench("tree_cycles", device="cpu").browse_instances("test")[pos]
+    assert inst.num_pairs >= CONTRAST * k
+    assert pos > 0  # #0 (8 edges) is not the first view any more

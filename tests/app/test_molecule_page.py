@@ -203,7 +203,7 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
 def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     """4-nitrotoluene: the aromatic nitro is named, its bonds counted in each explanation and
     outlined in the drawing; Gem's panel says how much of it the distilled teacher keeps."""
-    from gem_core.chemistry.drawing import OUTLINE_HEX
+    from gem_core.chemistry.drawing import HALO_HEX
     from gem_core.service.molecules import molecule_model
 
     if not molecule_model("cpu").is_fitted("gem"):
@@ -238,9 +238,9 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
     from gem_core.chemistry.smiles import smiles_to_instance
 
     mol = smiles_to_instance("Cc1ccc(cc1)[N+](=O)[O-]")
-    assert OUTLINE_HEX.lower()[1:] not in draw_molecule_svg(mol.mol, [(0, 1)]).lower()
-    assert OUTLINE_HEX.lower()[1:] in draw_molecule_svg(mol.mol, [(0, 1)],
-                                                        outline_pairs=[(4, 7)]).lower()
+    assert HALO_HEX.lower()[1:] not in draw_molecule_svg(mol.mol, [(0, 1)]).lower()
+    assert HALO_HEX.lower()[1:] in draw_molecule_svg(mol.mol, [(0, 1)],
+                                                     outline_pairs=[(4, 7)]).lower()
     at.toggle(key="mol_tox_outline").set_value(False).run()
     no_exception(at)
 

@@ -139,3 +139,31 @@ def test_benchmarks_page_draws_plotly_charts(app_server, page):
     assert "Explanation accuracy" in page.locator(MAIN).inner_text()
     screenshot(page, "benchmarks-charts")
 
+
+
+def test_the_wheel_scrolls_the_page_and_ctrl_wheel_zooms_the_graph(app_server, page):
+    """Issue 27 item 15: over a graph the mouse wheel scrolls the page instead of zooming; Ctrl +
+    wheel and the + / − buttons zoom; the explained node's label is larger than the others."""
+    open_app(page, app_server, "/")
+    page.wait_for_selector(".st-key-panel_original iframe", timeout=120_000)
+    _assert_pyvis_drawn(page, "panel_original")
+    frame = panel_frame(page, "panel_original")
+    before = frame.evaluate("() => network.getScale()")
+    box = page.locator(".st-key-panel_original iframe").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)
+    page.wait_for_timeout(300)
+    assert frame.evaluate("() => network.getScale()") == before  # not zoomed
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(300)
+    zoomed = frame.evaluate("() => network.getScale()")
+    assert zoomed > before
+    frame.locator("#zoom-out").click()
+    page.wait_for_timeout(300)
+    assert frame.evaluate("() => network.getScale()") < zoomed
+    sizes = frame.evaluate("() => nodes.get().map(n => [n.shape, (n.font || {}).size])")
+    star = [s for shape, s in sizes if shape == "star"]
+    assert star and all(s > max(s2 for shape, s2 in sizes if shape != "star") for s in star)
+    assert_no_errors(page)
