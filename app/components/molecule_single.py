@@ -219,7 +219,9 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
         fragment = fragment_smiles(res.molecule.mol, pairs)
     except Exception:  # drawing aid only
         fragment = ""
-    st.caption(f"The explanation as a fragment (heavy atoms) · explain time "
+    st.caption(f"The explanation as part of the molecule: the heavy atoms its bonds touch, "
+               f"with the bonds between them; * marks where the rest of the molecule attaches · "
+               f"explain time "
                f"{fmt_ms(res.ms_per_instance.get(method, 0.0))} on {device_label(model.device.type)}")
     st.code(fragment or "(no bond)", language=None)
     c1, c2 = st.columns(2)

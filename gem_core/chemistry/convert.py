@@ -188,25 +188,54 @@ def fragment_smarts(mol: Chem.Mol, pairs, kind: str = "smarts") -> str:
 
 
 def fragment_smiles(mol: Chem.Mol, pairs) -> str:
-    """The explanation fragment as a chemist reads it: SMILES of its heavy atoms and the bonds
-    between them, hydrogens as the atoms' H counts (a selected C-H bond adds nothing to read).
+    """The explanation fragment as a chemist reads it: part of the molecule, not a list of
+    separate molecules.
 
-    Disconnected pieces come out dot-separated; a selection of hydrogen bonds only gives the
-    heavy atoms they hang on. Numbering is ``mol``'s (explicit hydrogens included).
+    The heavy atoms the selected bonds touch, with every bond between them (a selected C-H bond
+    highlights its carbon; the carbons of a chain of such bonds read as the chain, not as
+    methanes), and ``*`` where the rest of the molecule attaches (a heavy neighbour outside the
+    fragment). Hydrogens are the atoms' H counts. Pieces far apart in the molecule stay
+    dot-separated. Numbering is ``mol``'s (explicit hydrogens included).
     """
     pair_list = as_pair_list(pairs)
     if not pair_list:
         return ""
     bond_indices(mol, pair_list)  # validates the pairs
     heavy, gone = _heavy_atom_mol(mol)
-    atoms, bonds = set(), set()
+    atoms = set()
     for i, j in pair_list:
-        a, b = _index_after_removal(int(i), gone), _index_after_removal(int(j), gone)
-        atoms.update(k for k in (a, b) if k is not None)
-        if a is not None and b is not None:
-            bonds.add(heavy.GetBondBetweenAtoms(a, b).GetIdx())
+        atoms.update(k for k in (_index_after_removal(int(i), gone),
+                                 _index_after_removal(int(j), gone)) if k is not None)
+    if not atoms:
+        raise ValueError("the selected bonds touch no heavy atom (only hydrogens, as in H2)")
+    return _induced_smiles(heavy, atoms)
+
+
+def _induced_smiles(heavy: Chem.Mol, atoms: set[int]) -> str:
+    """SMILES of ``atoms`` of ``heavy`` with all bonds between them and a ``*`` on each bond to
+    an atom outside them."""
+    rw = Chem.RWMol(heavy)
+    use, bonds = set(atoms), set()
+    for bond in heavy.GetBonds():
+        a, b = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
+        inside = (a in atoms) + (b in atoms)
+        if inside == 0:
+            continue
+        bonds.add(bond.GetIdx())
+        if inside == 1:  # the neighbour outside becomes an attachment point
+            out = b if a in atoms else a
+            use.add(out)
+            dummy = rw.GetAtomWithIdx(out)
+            dummy.SetAtomicNum(0)
+            dummy.SetFormalCharge(0)
+            dummy.SetNumExplicitHs(0)
+            dummy.SetNoImplicit(True)
+            dummy.SetIsotope(0)
+    # bonds between two attachment points are not the fragment's
+    bonds = {i for i in bonds if rw.GetBondWithIdx(i).GetBeginAtomIdx() in atoms
+             or rw.GetBondWithIdx(i).GetEndAtomIdx() in atoms}
     with rdBase.BlockLogs():
-        return Chem.MolFragmentToSmiles(heavy, atomsToUse=sorted(atoms),
+        return Chem.MolFragmentToSmiles(rw, atomsToUse=sorted(use),
                                         bondsToUse=sorted(bonds) or None, canonical=True)
 
 
