@@ -330,8 +330,9 @@ def test_the_strong_target_is_chosen_in_the_sidebar_and_explained(needs_mutageni
     box.set_value("strong").run()
     no_exception(at)
     strong = workbench("mutagenicity", "cpu", "strong")
-    p = strong.predict_proba(strong.instances("test")[:1])[0]
-    head = next(m for m in texts(at.markdown) if m.startswith("**Test instance #0**"))
+    pos = int(at.number_input(key="ex_index_mutagenicity").value)  # the page's first view
+    p = strong.predict_proba(strong.browse_instances("test")[pos:pos + 1])[0]
+    head = next(m for m in texts(at.markdown) if m.startswith(f"**Test instance #{pos}**"))
     assert f"p = {float(p.max()):.3f}" in head
     assert at.sidebar.selectbox(key="sb_target_mutagenicity").value == "strong"
 
@@ -396,7 +397,8 @@ def test_a_molecule_on_explore_is_read_in_bonds_with_its_toxicophores(needs_muta
     from gem_core.service.reading import read_explanation
     from gem_core.service.session import workbench
 
-    at = make_app(methods=("random",), sb_dataset="mutagenicity")
+    at = make_app(methods=("random",), sb_dataset="mutagenicity",
+                  ex_index_mutagenicity=0)  # test molecule #0 (not the first view)
     no_exception(at)
     wb = workbench("mutagenicity", "cpu")
     inst = wb.instances("test")[0]

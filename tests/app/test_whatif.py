@@ -329,7 +329,8 @@ def test_explore_edits_on_every_dataset(dataset):
     if not wb.has_data():
         pytest.skip(f"no {dataset} data (GEM_DATA_ROOT)")
     inst = wb.instances("test")[0]
-    at = make_app(methods=("random",), sb_dataset=dataset)
+    at = make_app(methods=("random",), sb_dataset=dataset,
+                  **{f"ex_index_{dataset}": 0})  # test instance #0 (not the first view)
     no_exception(at)
     edges = _widget(at.multiselect, "ex_whatif_edges_")
     first = edges.options[0]
