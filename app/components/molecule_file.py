@@ -310,7 +310,8 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict)
             else:
                 st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) "
                            "is in this molecule.")
-            st.caption("Explanation bonds, best first (atom pairs numbered as "
-                       "Chem.AddHs(Chem.MolFromSmiles(SMILES)); 'Show atom numbers' above draws "
-                       "them):")
+            st.caption("Explanation bonds, best first, as atom pairs numbered like the "
+                       "drawing ('Show atom numbers' above draws the numbers):",
+                       help="RDKit's numbering of the molecule with its hydrogens added: "
+                            "Chem.AddHs(Chem.MolFromSmiles(SMILES)).")
             st.code(" ".join(f"{a}-{b}" for a, b in pairs) or "(none)", language=None)

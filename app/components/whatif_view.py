@@ -218,8 +218,8 @@ def _numbers(w: WhatIf, container_key: str, original: list[float], outcome) -> N
         c2.metric("Prediction", w.class_names[b],
                   delta=f"flipped (was {w.class_names[a]})" if a != b else "unchanged",
                   delta_color="off", delta_arrow="off")
-        c3.metric("Δ loss", f"{outcome.delta_loss:+.3f}",
-                  help=f"The change in loss (cross-entropy against the model's own prediction "
+        c3.metric("How much worse the model does", f"{outcome.delta_loss:+.3f}",
+                  help=f"Δ loss: the change in loss (cross-entropy against the model's own prediction "
                        f"on the whole {w.thing}) that the edit causes. For one deleted "
                        f"{w.edge} it is exactly the Granger Δ of that {w.edge}, the number Gem's "
                        f"teacher (the distillation) ranks {w.edge}s by. Positive: what was "
@@ -460,9 +460,9 @@ def _compare(w: WhatIf) -> None:
             _, _, sentence = _flip(w, original.probabilities, out.probabilities)
             st.markdown(f"P({focus}) {original.probabilities[w.focus]:.3f} → "
                         f"**{out.probabilities[w.focus]:.3f}**: {sentence}. "
-                        f"Δ loss **{out.delta_loss:+.3f}**.")
+                        f"How much worse the model does: **{out.delta_loss:+.3f}**.")
     answer = w.class_names[max(range(len(original.probabilities)),
                                key=original.probabilities.__getitem__)]
-    st.caption(f"Δ loss: how much the model's loss for its answer on the whole {w.thing} "
-               f"({answer}) rises when these {w.edge}s are gone; the larger, the more the "
-               f"prediction rested on them.")
+    st.caption(f"How much worse the model does (Δ loss): how much its loss for its answer on "
+               f"the whole {w.thing} ({answer}) rises when these {w.edge}s are gone; the "
+               f"larger, the more the prediction rested on them.")

@@ -29,6 +29,11 @@ class Reading:
     text: str
 
 
+
+#: the distilled teacher (the Granger distillation against the model's prediction) in the words
+#: of the reading: what it is to a chemist or a teacher, not its name in the code
+TEACHER_IN_WORDS = "The slow, exact method Gem learns from"
+
 def _pretty(name: str) -> str:
     return {"nonmutagen": "non-mutagen"}.get(name, name)
 
@@ -124,10 +129,12 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
         t_mask = Explanation(DEFAULT_TEACHER, [teacher_scores], 0.0, [instance]).topk_mask(0, k)
         shared = int((mask & t_mask).sum())
         facts["teacher"] = {"method": DEFAULT_TEACHER, "shared": shared, "of": kept}
-        teacher = title(DEFAULT_TEACHER).lower()
-        lines.append((f"The {teacher} keeps this {edge} too." if shared else
-                      f"The {teacher} does not keep this {edge}.") if kept == 1 else
-                     f"The {teacher} keeps {shared} of the same {kept} {edge}s.")
+        # in plain words: the distilled teacher is "the slow, exact method Gem learns from"
+        # (its precise name is in facts["teacher"] and on the How it works page)
+        teacher = TEACHER_IN_WORDS
+        lines.append((f"{teacher} keeps this {edge} too." if shared else
+                      f"{teacher} does not keep this {edge}.") if kept == 1 else
+                     f"{teacher} keeps {shared} of the same {kept} {edge}s.")
 
     if instance.motif_mask is not None and bool(instance.motif_mask.any()):
         motif = instance.motif_mask.bool()

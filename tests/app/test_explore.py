@@ -267,7 +267,7 @@ def test_gem_panel_says_how_much_of_it_the_distilled_teacher_keeps():
     gem = wb.explain("gem", [inst])[0]
     teacher = wb.explain("distilled_predicted", [inst])[0]
     shared = topk_overlap(gem, teacher, k)
-    expected = (f"The distilled teacher (predicted label) keeps {shared} of the same "
+    expected = (f"The slow, exact method Gem learns from keeps {shared} of the same "
                 f"{min(k, inst.num_pairs)} edges.")
     assert sum(expected in m for m in texts(at.markdown) if m.startswith("**In words.**")) == 1
 

@@ -228,7 +228,8 @@ def test_toxicophores_are_named_counted_and_outlined(needs_mutagenicity_model):
                                 ("mutagen", "non-mutagen"), mol=mol_inst.mol,
                                 teacher_scores=res.scores["distilled_predicted"], edge="bond")
     assert f"**In words.** {expected.text}" in readings
-    assert "aromatic nitro" in expected.text and "distilled teacher" in expected.text
+    assert "aromatic nitro" in expected.text and "slow, exact method Gem learns from" in expected.text
+    assert "distilled" not in expected.text  # plain words; the method is named in the facts
     exported = json.loads(download_bytes(at, "mol_download_json"))
     assert exported["methods"]["gem"]["reading"]["text"] == expected.text
     assert exported["methods"]["gem"]["reading"]["facts"]["toxicophores"]["present"] == [

@@ -20,6 +20,10 @@ from .conftest import make_app, networks, no_exception, texts
 NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"
 
 
+
+#: the what-if's plain name for Δ loss (issue 27 item 6: the precise term is in its tooltip)
+WORSE = "How much worse the model does"
+
 def _widget(widgets, prefix: str):
     found = [w for w in widgets if (w.key or "").startswith(prefix)]
     assert len(found) == 1, [w.key for w in widgets]
@@ -28,7 +32,8 @@ def _widget(widgets, prefix: str):
 
 def _arrow_metrics(at) -> dict[str, str]:
     """The What-if section's before → after numbers (metric label -> shown value)."""
-    return {m.label: m.value for m in at.metric if "→" in str(m.value) or m.label == "Δ loss"}
+    return {m.label: m.value for m in at.metric
+            if "→" in str(m.value) or m.label == WORSE}
 
 
 def _snapshot(at) -> tuple:
@@ -70,7 +75,7 @@ def test_deleting_the_nitro_bond_shows_the_engines_numbers_and_undo_restores(
     assert shown["P(mutagen)"] == expected, (shown, expected)
     assert expected.split(" → ")[0] == p_page  # the same original as the page's prediction
     assert expected.split(" → ")[0] != expected.split(" → ")[1]  # the edit changes it
-    assert shown["Δ loss"] == f"{cut.delta_loss:+.3f}"
+    assert shown[WORSE] == f"{cut.delta_loss:+.3f}"
     names = {0: "mutagen", 1: "non-mutagen"}
     # the page's own prediction stays; the section's says what the edited molecule is
     assert [m.value for m in at.metric if m.label == "Prediction"][-1] == names[cut.label]
@@ -204,11 +209,11 @@ def test_explanation_vs_random_bonds_side_by_side(needs_mutagenicity_model):
     rand = [mol.pairs[j] for j in sorted(random.Random(0).sample(range(len(mol.pairs)), k))]
     original, (o_top, o_rand) = evaluate_edits(model, mol.instance,
                                                [Edit.of(top), Edit.of(rand)])
-    lines = [m for m in texts(at.markdown) if m.startswith("P(mutagen) ") and "Δ loss" in m]
+    lines = [m for m in texts(at.markdown) if m.startswith("P(mutagen) ") and WORSE in m]
     assert len(lines) == 2, texts(at.markdown)
     for line, out in zip(lines, (o_top, o_rand)):
         assert f"→ **{out.probabilities[0]:.3f}**" in line
-        assert f"Δ loss **{out.delta_loss:+.3f}**" in line
+        assert f"{WORSE}: **{out.delta_loss:+.3f}**" in line
     deleted = [c for c in texts(at.caption) if c.endswith(" deleted.")]
     # reproducible: the same seed draws the same bonds, another seed others
     _widget(at.button, "mol_whatif_cmp_go_").click().run()
@@ -286,7 +291,7 @@ def test_deleting_a_house_edge_changes_the_prediction_as_the_engine_says(house):
     shown = _arrow_metrics(at)
     assert shown[f"P({focus})"] == (f"{original.probabilities[original.label]:.3f} → "
                                     f"{out.probabilities[original.label]:.3f}")
-    assert shown["Δ loss"] == f"{out.delta_loss:+.3f}"
+    assert shown[WORSE] == f"{out.delta_loss:+.3f}"
     assert any(m.label == "Prediction" and m.value == names[out.label] for m in at.metric)
     assert any("the prediction **flips**" in m for m in texts(at.markdown))
     # the edited graph and each fast explainer: the deleted edge drawn dashed, not explained
@@ -348,7 +353,7 @@ def test_explore_edits_on_every_dataset(dataset):
     focus = wb.dataset.class_names[original.label]
     assert shown[f"P({focus})"] == (f"{original.probabilities[original.label]:.3f} → "
                                     f"{out.probabilities[original.label]:.3f}")
-    assert shown["Δ loss"] == f"{out.delta_loss:+.3f}"
+    assert shown[WORSE] == f"{out.delta_loss:+.3f}"
     if dataset == "mutagenicity":
         assert len([i for i in at.image]) >= 2  # the edited molecule and Random's, by RDKit
     else:
