@@ -132,7 +132,7 @@ def _pyvis_network(pic: GraphPicture, height: int):
             # star instead of under it
             font={"size": 14, "strokeWidth": 3, "strokeColor": "#ffffff",
                   # the explained node's label larger, legible when a big graph is fitted
-                  **({"vadjust": -44, "size": 24, "strokeWidth": 5} if is_target else {})})
+                  **({"vadjust": -68, "size": 24, "strokeWidth": 5} if is_target else {})})
     # pyvis' own edge records, appended directly: Network.add_edge scans every earlier edge for
     # a duplicate (O(E²): 50 ms for an 873-edge BA-shapes hub node), and our pairs are unique.
     for j, (u, v) in enumerate(pic.pairs):
