@@ -6,7 +6,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
 
-from gem_core.api import (get_spec, paper)
+from gem_core.api import (DEFAULT_TARGET, get_spec, paper)
 from theme import method_color as _color
 from theme import method_title as _title
 
@@ -34,7 +34,7 @@ def _target_note(result: Mapping[str, Any]) -> str:
     """Which target was measured, when it is not the paper's (its dashed values are the paper's
     model's)."""
     name = (result.get("target") or {}).get("name")
-    return "" if not name or name == "paper" else f" — measured on the {name} target"
+    return "" if not name or name == DEFAULT_TARGET else f" — measured on the {name} target"
 
 
 def _sorted_k(row: Mapping[str, float]) -> tuple[list[int], list[float]]:
