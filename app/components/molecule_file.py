@@ -291,7 +291,7 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict)
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "
                      f"{method_title(settings.method)} (of the molecule's "
                      f"{mol.instance.num_pairs}, hydrogens included; darker = higher score)"
-                     + (", teal outline: toxicophore bonds." if opts["outline"] and tox["pairs"]
+                     + (", pale teal halo: toxicophore atoms." if opts["outline"] and tox["pairs"]
                         else "."))
         with right:
             m1, m2 = st.columns(2)
@@ -301,7 +301,8 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict)
                 st.warning(literal(rec["message"]), icon=":material/warning:")
             st.caption("Canonical SMILES (RDKit):")
             st.code(rec["canonical_smiles"], language=None)
-            st.caption(f"Explanation as a fragment (heavy atoms of the {len(pairs)} bonds):")
+            st.caption(f"The explanation as part of the molecule (the heavy atoms its "
+                       f"{len(pairs)} bonds touch; * where the rest of the molecule attaches):")
             st.code(rec["fragment"] or "(no bond)", language=None)
             if tox["classes"]:
                 st.markdown("**Toxicophores** (Kazius et al. 2005): " + ", ".join(tox["classes"])
