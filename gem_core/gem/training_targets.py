@@ -91,6 +91,18 @@ def format_ks(ks: Sequence[int]) -> str:
     return "/".join(map(str, ks))
 
 
+def _graded(dist, settings: GemSettings, ks: Sequence[int], policy: str,
+            instances: Optional[Sequence[Instance]], black_box) -> list[Tensor]:
+    """Per instance, the mean over ``ks`` of the distilled top-K masks under ``policy`` ("refine"
+    and "sufficient" need the instances and the black box; "sufficient" reads the settings'
+    protocol, necessity weight and connectivity)."""
+    grid = dist.topk_grid(ks, policy, instances=instances, black_box=black_box,
+                          protocol=settings.protocol.value,
+                          necessity_weight=settings.necessity_weight,
+                          connected_growth=settings.connected_growth)
+    return [torch.stack(per_k).float().mean(0) for per_k in zip(*(grid[k] for k in ks))]
+
+
 def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
                       instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
@@ -112,24 +124,14 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
     if kind == "weights":
         return dist.normalized_weights()
     ks = settings.budgets(k_grid)
-    # "refine" and "sufficient" need the instances and the black box; "sufficient" the protocol
-    grid = dist.topk_grid(ks, settings.topk_policy.value, instances=instances,
-                          black_box=black_box, protocol=settings.protocol.value,
-                          necessity_weight=settings.necessity_weight,
-                          connected_growth=settings.connected_growth)
-    masks = [grid[k] for k in ks]
-    graded = [torch.stack(per_k).float().mean(0) for per_k in zip(*masks)]
+    graded = _graded(dist, settings, ks, settings.topk_policy.value, instances, black_box)
     if kind == "graded":
         return graded
     if kind == "mix":
         return [0.5 * g + 0.5 * w for g, w in zip(graded, dist.normalized_weights())]
     if kind == "blend":
-        grown = dist.topk_grid(ks, "sufficient", instances=instances, black_box=black_box,
-                               protocol=settings.protocol.value,
-                               necessity_weight=settings.necessity_weight,
-                               connected_growth=settings.connected_growth)
-        sufficient = [torch.stack(per_k).float().mean(0) for per_k in zip(*(grown[k] for k in ks))]
-        return [0.5 * g + 0.5 * s for g, s in zip(graded, sufficient)]
+        grown = _graded(dist, settings, ks, "sufficient", instances, black_box)
+        return [0.5 * g + 0.5 * s for g, s in zip(graded, grown)]
     if instances is None or black_box is None:
         raise ValueError("the 'graded+add' target needs the instances and the black box")
     kept = [g > 0 for g in graded]
