@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from rdkit import RDConfig
 
+from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.service.molecules import explain_smiles
 from gem_core.service.screening import ScreenSettings, iter_rows, screen
 
@@ -95,6 +96,26 @@ def test_rows_match_the_explain_command(tmp_path):
         p_pred = row["p_mutagen"] if row["prediction"] == "mutagen" else 1 - row["p_mutagen"]
         assert p_pred == pytest.approx(ref["prediction"]["probability"], abs=1e-5)
         assert row["fragment"]
+
+
+def test_each_molecule_gets_its_own_k_by_default_as_explain_and_the_app(tmp_path):
+    """Without --k (or with --k auto) each molecule keeps a quarter of its bonds, the K of
+    `explain` and of the Molecule page, so a small molecule is not explained by all its bonds."""
+    from gem_core.service.molecules import suggested_k
+
+    smiles = ["O=[N+]([O-])c1ccc(C)cc1", "CCO", "Nc1ccc2cc3ccccc3cc2c1"]
+    src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
+    assert ScreenSettings().k is None
+    screen(src, tmp_path / "x.parquet", ScreenSettings(), workers=1)
+    rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
+    for smi, row in zip(smiles, rows):
+        n = smiles_to_instance(smi).instance.num_pairs
+        assert len(row["bonds"]) == suggested_k(n) < n
+        assert row["bonds"] == explain_smiles(smi, device="cpu", read=False)["explanation"]["bonds"]
+    proc = _run_cli("screen", str(src), "--out", str(tmp_path / "auto.parquet"), "--k", "auto",
+                    "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert pq.read_table(tmp_path / "auto.parquet").to_pylist() == rows
 
 
 def test_table_input_with_named_columns_and_csv_output(tmp_path):

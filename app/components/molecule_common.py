@@ -48,6 +48,20 @@ def offer_fits(model: Workbench, waiting: list[str]) -> None:
                   key=f"mol_fit_{m}")
 
 
+def on_explanation_alone(model: Workbench, instance, mask, label: int) -> tuple[str, float]:
+    """The sentence "P(mutagen) = … on these K bonds alone: still … / the prediction flips to
+    …" of one explanation (``mask`` over ``instance``'s bonds; ``label`` the prediction on the
+    whole molecule), and the probability of ``label`` on the explanation alone. Both tabs of
+    the page say it the same way."""
+    p_sub = model.predict_proba([instance], [mask])[0].tolist()
+    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
+    verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == label else
+               f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")
+    kept = int(mask.sum())
+    these = "this one bond" if kept == 1 else f"these {kept} bonds"
+    return f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on {these} alone: {verdict}.", p_sub[label]
+
+
 def toxicophores(mol) -> dict:
     """The molecule's toxicophore classes (titles) and bonds (atom pairs), from the engine."""
     from gem_core.api import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask

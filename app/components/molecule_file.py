@@ -16,10 +16,12 @@ import pandas as pd
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import streamlit as st
+import torch
 
 from components import molecule_view
-from components.molecule_common import display, literal, load_model, offer_fits, toxicophores
-from gem_core.api import (METHODS, MoleculeError, ScreenSettings, Summary, Workbench,
+from components.molecule_common import (SPEC, display, literal, load_model, offer_fits,
+                                        on_explanation_alone, toxicophores)
+from gem_core.api import (CLASS_NAMES, METHODS, MoleculeError, ScreenSettings, Summary, Workbench,
                           check_settings, csv_table, explain_rows, iter_rows, method_spec,
                           smiles_to_instance)
 from theme import method_title
@@ -31,13 +33,13 @@ CLI_COMMAND = "python -m gem_core screen library.smi --out hits.parquet"
 SHOW_OPTIONS = {"all": "All rows", "mutagen": "Flagged (predicted mutagen)",
                 "nonmutagen": "Predicted non-mutagen", "rejected": "Rejected"}
 BATCH_COLUMNS = ["row", "id", "status", "prediction", "result", "p_mutagen", "toxicophores",
-                 "smiles", "fragment", "reason", "message"]
+                 "smiles", "k", "fragment", "reason", "message"]
 # What each view shows, in order: rejected rows need their reason and message, not empty
 # prediction columns.
 SHOWN_COLUMNS = {
-    "all": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "fragment", "message",
-            "reason"],
-    "mutagen": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "fragment",
+    "all": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "k", "fragment",
+            "message", "reason"],
+    "mutagen": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "k", "fragment",
                 "message"],
     "rejected": ["row", "id", "smiles", "reason", "message"],
 }
@@ -107,8 +109,9 @@ def _result_frame(table) -> pd.DataFrame:
     from gem_core.api import TOXICOPHORES
 
     titles = {t.name: t.title for t in TOXICOPHORES}
-    plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result")]
+    plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result", "k")]
     df = pd.DataFrame(table.select(plain).to_pydict())
+    df["k"] = [None if b is None else len(b) for b in table.column("bonds").to_pylist()]
     df["toxicophores"] = [None if t is None else [titles.get(c, c) for c in t]
                           for t in table.column("toxicophores").to_pylist()]
     df["prediction"] = [None if p is None else display(p) for p in df["prediction"]]
@@ -153,6 +156,10 @@ def _column_config() -> dict:
                                       help="Known mutagenicity toxicophores (Kazius et al. "
                                            "2005) in the molecule."),
         "smiles": cc.TextColumn("SMILES (as in the file)"),
+        "k": cc.NumberColumn("K", format="%d", width="small",
+                             help="Explanation bonds of this molecule: a quarter of its bonds "
+                                  "(hydrogens included) unless 'Same K for every molecule' is "
+                                  "on, as in the 'One molecule' tab."),
         "fragment": cc.TextColumn("Explanation (fragment)",
                                   help="The K explanation bonds as a heavy-atom SMILES fragment."),
         "reason": cc.TextColumn("Reason", width="small", help="Why a row was rejected."),
@@ -162,12 +169,13 @@ def _column_config() -> dict:
     }
 
 
-def _summary_line(table, method: str, k: int) -> str:
+def _summary_line(table, method: str, k: int | None) -> str:
     s = Summary()
     s.add(table)
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(s.rejected.items()))
     rejected = sum(s.rejected.values())
-    return (f"**{s.ok:,} of {s.rows:,} rows screened** with {method_title(method)} (K = {k}): "
+    rule = f"K = {k}" if k is not None else "K = a quarter of each molecule's bonds"
+    return (f"**{s.ok:,} of {s.rows:,} rows screened** with {method_title(method)} ({rule}): "
             f"**{s.mutagens:,} flagged** as predicted mutagens, {s.ok - s.mutagens:,} predicted "
             f"non-mutagens, {rejected:,} rejected" + (f" ({reasons})." if reasons else "."))
 
@@ -209,10 +217,8 @@ def render_file(sel, opts: dict) -> None:
     c1, c2 = st.columns(2)
     with c1:
         method = _batch_method(sel, model)
-    k = int(c2.number_input("K (explanation bonds per molecule)", min_value=1, max_value=1000,
-                            value=8, step=1, key="mol_batch_k",
-                            help="As the command line's --k. A molecule with fewer bonds keeps "
-                                 "all of them."))
+    with c2:
+        k = _k_choice()
     if not model.is_fitted(method):
         offer_fits(model, [method])
         return
@@ -257,10 +263,26 @@ def render_file(sel, opts: dict) -> None:
                        key="mol_batch_parquet", icon=":material/download:", width="stretch")
     picked = list(event.selection.rows) if event is not None else []
     if picked and 0 <= picked[0] < len(view):
-        _batch_detail(view.iloc[picked[0]], table, settings, opts)
+        _batch_detail(view.iloc[picked[0]], table, settings, opts, model)
 
 
-def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict) -> None:
+def _k_choice() -> int | None:
+    """K of the file: each molecule's own (a quarter of its bonds, the rule of the 'One
+    molecule' tab and of ``screen``; None) unless the user asks for one K for all."""
+    same = st.toggle("Same K for every molecule", key="mol_batch_same_k",
+                     help="Off: each molecule gets the K the 'One molecule' tab starts with, a "
+                          "quarter of its bonds (hydrogens included), at most "
+                          f"{SPEC.default_k}, as the command line's screen does by default. On: "
+                          "one K for all, as `screen --k K`; a molecule with fewer bonds keeps "
+                          "all of them.")
+    if not same:
+        return None
+    return int(st.number_input("K (explanation bonds per molecule)", min_value=1,
+                               max_value=1000, value=8, step=1, key="mol_batch_k"))
+
+
+def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
+                  model: Workbench) -> None:
     """The selected row: its molecule drawn with the explanation bonds, prediction, fragment and
     toxicophores (or why it was rejected)."""
     i = table.column("row").to_pylist().index(int(shown["row"]))
@@ -288,6 +310,12 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict)
                                          atom_indices=opts["numbers"],
                                          outline=tox["pairs"] if opts["outline"] else [])
         left.image(svg, width="stretch")
+        if pairs:
+            index = {tuple(p): j for j, p in enumerate(mol.instance.pairs.t().tolist())}
+            mask = torch.zeros(mol.instance.num_pairs, dtype=torch.bool)
+            mask[[index[p] for p in pairs]] = True
+            label = CLASS_NAMES.index(rec["prediction"])
+            left.markdown(on_explanation_alone(model, mol.instance, mask, label)[0])
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "
                      f"{method_title(settings.method)} (of the molecule's "
                      f"{mol.instance.num_pairs}, hydrogens included; darker = higher score)"

@@ -12,7 +12,7 @@ import streamlit as st
 
 from components import molecule_view, whatif_view
 from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_model, offer_fits,
-                                        toxicophores)
+                                        on_explanation_alone, toxicophores)
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
@@ -207,12 +207,9 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                                      hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
                                      outline=outline)
     st.image(svg, width="stretch")
-    p_sub = model.predict_proba([res.molecule.instance], [res.mask(method, k)])[0].tolist()
-    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
-    verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == res.label else
-               f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")
-    these = "this one bond" if len(bonds) == 1 else f"these {len(bonds)} bonds"
-    st.markdown(f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on {these} alone: {verdict}.")
+    alone, p_alone = on_explanation_alone(model, res.molecule.instance, res.mask(method, k),
+                                          res.label)
+    st.markdown(alone)
     _tie_note(res, method, k)
     reading = _reading(model, res, method, k, opts)
     try:
@@ -236,7 +233,7 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                        key=f"mol_png_{method}", width="stretch", icon=":material/download:")
     out = res.to_json(method, k)
     out["explanation"]["fragment"] = fragment
-    out["explanation"]["probability_on_explanation"] = p_sub[res.label]
+    out["explanation"]["probability_on_explanation"] = p_alone
     out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
     out["reading"] = reading
     return out

@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "explain", run, __doc__, dataset=False, check=check)
     p.add_argument("--smiles", required=True, help="the molecule, e.g. 'O=[N+]([O-])c1ccccc1'")
     p.add_argument("--k", type=int, default=None,
-                   help="number of explanation bonds (default: the paper's default K for "
-                        "Mutagenicity)")
+                   help="number of explanation bonds (default: a quarter of the molecule's "
+                        "bonds, at most the paper's default K, as on the app's Molecule page)")
     p.add_argument("--method", default="gem", choices=METHODS, help="explainer (default: gem)")
     p.add_argument("--remove-bonds", default=None, metavar="I-J,K-L",
                    help="what if these bonds were gone: atom-index pairs (the numbering of the "

@@ -4,8 +4,9 @@ INPUT is a .smi file (SMILES [id] per line), a .csv/.tsv table (SMILES column: -
 else the first of smiles / canonical_smiles / ...; an id column is kept when present), or '-' for
 stdin. OUTPUT is Parquet (.parquet) or CSV (.csv): one row per input row, in input order, with
 row, id, smiles, canonical_smiles, status (ok / rejected), reason, message, prediction,
-p_mutagen, bonds (the top-K atom-index pairs, numbered like Chem.AddHs(Chem.MolFromSmiles(S)),
-as in `explain`), scores, fragment (the bonds as a readable SMILES) and toxicophores.
+p_mutagen, bonds (the top-K atom-index pairs, K a quarter of the molecule's bonds unless --k
+says, numbered like Chem.AddHs(Chem.MolFromSmiles(S)), as in `explain`), scores, fragment (the
+bonds as a readable SMILES) and toxicophores.
 
 Rows that cannot be molecules (invalid SMILES, unsupported elements, salts without
 --largest-fragment, empty or non-UTF-8 lines) become 'rejected' rows with the app's message; the
@@ -41,6 +42,11 @@ def _positive(text: str) -> int:
     return value
 
 
+def _k(text: str) -> int | None:
+    """``--k``: a whole number, or 'auto' (None: each molecule's own K)."""
+    return None if text.strip().lower() == "auto" else _positive(text)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "screen", run, __doc__, dataset=False, check=check)
     p.add_argument("input", metavar="INPUT", help="a .smi / .csv / .tsv file, or - for stdin")
@@ -50,8 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the table's SMILES column (default: smiles, canonical_smiles, ...)")
     p.add_argument("--id-column", default=None, metavar="NAME",
                    help="the table's id column (default: id, name, title, ... when present)")
-    p.add_argument("--k", type=_positive, default=8,
-                   help="explanation bonds per molecule (default: 8)")
+    p.add_argument("--k", type=_k, default=None, metavar="K|auto",
+                   help="explanation bonds per molecule (default: auto, a quarter of each "
+                        "molecule's bonds, at most the paper's default K: the K of `explain` and of the app)")
     p.add_argument("--method", default="gem", choices=BATCH_METHODS,
                    help="explainer (default: gem)")
     add_molecule_target_arg(p)

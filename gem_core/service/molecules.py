@@ -53,7 +53,7 @@ CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = no
 __all__ = [
     "DATASET", "CLASS_NAMES", "MOLECULE_TARGET", "ModelUnavailableError", "MoleculeExplanation",
     "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
-    "explain_smiles", "ranked_bonds", "default_k", "suggested_k",
+    "explain_smiles", "ranked_bonds", "default_k", "suggested_k", "molecule_k",
 ]
 
 
@@ -67,6 +67,13 @@ def suggested_k(num_bonds: int) -> int:
     at most the paper's default K. The paper's K grid (15-30) is at least the bond count of
     small molecules, where every bond would be "the explanation"."""
     return max(1, min(default_k(), math.ceil(int(num_bonds) / 4)))
+
+
+def molecule_k(k: Optional[int], num_bonds: int) -> int:
+    """The K of one molecule: ``k`` when given (checked), else :func:`suggested_k` of its
+    ``num_bonds``. The one K rule of every molecule view: the Molecule page's two tabs,
+    ``explain`` and ``screen``."""
+    return suggested_k(num_bonds) if k is None else check_k(k)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -226,7 +233,8 @@ def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", de
     chemist reads them, "N6–O7 (aromatic nitro)"), and with ``read`` the engine's reading
     (``{"text", "facts"}``, :func:`gem_core.service.reading.read_explanation`) and the
     ``toxicophores`` (``present``: classes in the molecule; ``touched``: those the explanation
-    touches, with its bonds in each). ``k`` defaults to the paper's default K for Mutagenicity.
+    touches, with its bonds in each). ``k`` defaults to :func:`suggested_k` of the molecule, as
+    on the Molecule page.
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -234,8 +242,10 @@ def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", de
         ValueError: bad K or method.
     """
     method = check_method(method)
-    k = default_k() if k is None else check_k(k)
+    if k is not None:
+        check_k(k)  # a bad K is refused before the model loads
     mol = smiles_to_instance(smiles)
+    k = molecule_k(k, mol.instance.num_pairs)
     model = molecule_model(device, target=target)
     result = explain_molecules([mol], [method], device=device, progress=progress,
                                model=model)[0]
@@ -270,8 +280,10 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
     from gem_core.service.whatif import Edit, EditError, evaluate_edits
 
     method = check_method(method)
-    k = default_k() if k is None else check_k(k)
+    if k is not None:
+        check_k(k)
     mol = smiles_to_instance(smiles)
+    k = molecule_k(k, mol.instance.num_pairs)  # the original molecule's K, as the page's
     model = molecule_model(device, target=target)
     edit = Edit.of(remove_bonds)
     original, (edited,) = evaluate_edits(model, mol.instance, [edit], [method], edge="bond")

@@ -54,7 +54,7 @@ def _table(at):
     return found[0]
 
 
-def _expected(data: bytes, method: str = "random", k: int = 8, largest: bool = False):
+def _expected(data: bytes, method: str = "random", k: int | None = None, largest: bool = False):
     """The engine's rows, with the Molecule page's default target (the molecule default)."""
     from gem_core.data.config import molecule_default_target
 
@@ -135,6 +135,7 @@ def test_gem_numbers_match_the_engine(needs_mutagenicity_model):
     if not molecule_model("cpu").is_fitted("gem"):
         pytest.skip("Gem is not fitted for the Mutagenicity target (no checkpoint)")
     at = _upload(_page(methods=("gem",)), "mixed.csv", MIXED)
+    at.toggle(key="mol_batch_same_k").set_value(True).run()
     at.number_input(key="mol_batch_k").set_value(5).run()
     no_exception(at)
     assert at.selectbox(key="mol_batch_method").value == "gem"
@@ -143,6 +144,37 @@ def test_gem_numbers_match_the_engine(needs_mutagenicity_model):
         exp = expected[int(shown["row"])]
         if exp["status"] == "ok":
             assert (shown["p_mutagen"], shown["fragment"]) == (exp["p_mutagen"], exp["fragment"])
+
+
+def test_the_file_and_the_one_molecule_tab_explain_a_molecule_alike(needs_mutagenicity_model):
+    """One K rule (a quarter of the molecule's bonds) for both tabs: the file's row of a
+    molecule has the bonds of the single view, its K is in the table, and its detail says
+    whether the prediction holds on the explanation alone, as the single view does."""
+    from gem_core.service.molecules import suggested_k
+
+    smiles = "O=[N+]([O-])c1ccccc1"
+    at = _page(methods=("gem",))
+    at.text_input(key="mol_smiles").input(smiles)
+    at.button(key="mol_explain").click().run()
+    no_exception(at)
+    k_single = at.slider(key="mol_k").value
+    alone_single = [m for m in texts(at.markdown) if "bonds alone:" in m]
+    _upload(at, "two.smi", f"{smiles} nitrobenzene\nCCO ethanol\n".encode(), "text/plain")
+    assert at.toggle(key="mol_batch_same_k").value is False
+    df = _table(at).value
+    by_id = {r["id"]: r for _, r in df.iterrows()}
+    n_nitro = smiles_to_instance(smiles).instance.num_pairs
+    assert int(by_id["nitrobenzene"]["k"]) == suggested_k(n_nitro) == k_single
+    assert int(by_id["ethanol"]["k"]) == suggested_k(smiles_to_instance("CCO").instance.num_pairs) < 8
+    assert "k" in list(_table(at).proto.column_order)
+    assert any("a quarter of each molecule" in m for m in texts(at.markdown))
+    rows = _expected(f"{smiles} nitrobenzene\n".encode(), "gem")
+    _select(at, list(df["id"]).index("nitrobenzene"))
+    assert any("bonds alone:" in m for m in texts(at.markdown))
+    # the same bonds and the same sentence as the single view's Gem panel
+    detail = [m for m in texts(at.markdown) if "bonds alone:" in m]
+    assert detail[-1] == alone_single[0]
+    assert " ".join(f"{a}-{b}" for a, b in rows.to_pylist()[0]["bonds"]) in [c.value for c in at.code]
 
 
 def test_downloads_are_the_whole_result_in_input_order(needs_mutagenicity_model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -45,12 +45,13 @@ STATUS_REJECTED = "rejected"
 @dataclass(frozen=True)
 class ScreenSettings:
     """What a screen computes (everything that changes its rows): explainer ``method`` (a
-    batched one), ``k`` explanation bonds, the Mutagenicity ``target`` (default: the molecule
-    default of the target registry), ``device``, and whether salts keep their
-    ``largest_fragment``."""
+    batched one), ``k`` explanation bonds (``None``: each molecule's own K, a quarter of its
+    bonds as on the Molecule page, :func:`gem_core.service.molecules.molecule_k`), the
+    Mutagenicity ``target`` (default: the molecule default of the target registry),
+    ``device``, and whether salts keep their ``largest_fragment``."""
 
     method: str = "gem"
-    k: int = 8
+    k: Optional[int] = None
     target: str = field(default_factory=molecule_default_target)
     device: str = "cpu"
     largest_fragment: bool = False
@@ -139,7 +140,7 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
     import torch
 
     from gem_core.data.ranking import ranked_pairs
-    from gem_core.service.molecules import CLASS_NAMES
+    from gem_core.service.molecules import CLASS_NAMES, molecule_k
 
     model = _model(settings)
     instances = [mol.instance for _, mol in parsed]
@@ -150,7 +151,7 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
     proba, labels = proba_t.numpy(), labels_t.numpy()
     arrays = [s.detach().float().cpu().numpy() for s in explained]
     for (i, mol), p, label, scores in zip(parsed, proba, labels, arrays):
-        top = ranked_pairs(torch.from_numpy(scores), settings.k)
+        top = ranked_pairs(torch.from_numpy(scores), molecule_k(settings.k, scores.shape[0]))
         pairs = mol.instance.pairs.numpy()
         s = scores.astype(np.float64)
         out["prediction"][i] = CLASS_NAMES[int(label)]

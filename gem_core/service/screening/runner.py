@@ -69,7 +69,8 @@ def default_workers() -> int:
 
 
 def check_settings(settings: ScreenSettings) -> ScreenSettings:
-    """Validate the method (a batched explainer), K and device; the device resolved."""
+    """Validate the method (a batched explainer), K (``None``: each molecule's own) and device;
+    the device resolved."""
     from gem_core.runtime.device import resolve_device
 
     method = check_method(settings.method)
@@ -78,9 +79,9 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
 
         raise ValueError(f"{method!r} explains one molecule at a time; a screen needs a batched "
                          f"method: {', '.join(BATCH_METHODS)}.")
-    check_k(settings.k)
+    k = None if settings.k is None else check_k(settings.k)
     device = resolve_device(settings.device, "screen").type
-    return ScreenSettings(method=method, k=int(settings.k), target=settings.target, device=device,
+    return ScreenSettings(method=method, k=k, target=settings.target, device=device,
                           largest_fragment=bool(settings.largest_fragment))
 
 
