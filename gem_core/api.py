@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "fragment_smiles": "gem_core.chemistry.convert",
     "instance_to_mol": "gem_core.chemistry.convert",
     "without_hydrogens": "gem_core.chemistry.convert",
+    "molecule_smiles": "gem_core.chemistry.convert",
     "HIGHLIGHT_HEX": "gem_core.chemistry.drawing",
     "draw_molecule_svg": "gem_core.chemistry.drawing",
     "draw_molecule_png": "gem_core.chemistry.drawing",
@@ -127,7 +128,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.explainers import DEFAULT_TEACHER, Explanation, METHODS, REPRODUCE_METHODS, method_spec, title
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
     from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
-    from gem_core.chemistry.convert import fragment_smiles, instance_to_mol, without_hydrogens
+    from gem_core.chemistry.convert import (fragment_smiles, instance_to_mol, molecule_smiles,
+                                            without_hydrogens)
     from gem_core.chemistry.drawing import (HIGHLIGHT_HEX, depiction, draw_molecule_png,
                                             draw_molecule_svg, ensure_depiction,
                                             molecule_drawer)

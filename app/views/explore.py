@@ -13,7 +13,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from components import graph_static, graph_view, molecule_view, network_view, whatif_view
+from components import graph_view, molecule_view, network_view, whatif_view
+from components.instance_panels import PANEL_HEIGHT, draw_panel, molecule_look
 from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, GemDataset, Instance,
                           Workbench, rank_scores)
 from theme import class_title, fmt_ms, method_color, method_title
@@ -22,7 +23,6 @@ from state import (DATA_HELP, Selection, device_label, explain_test_instance, ex
                    progress_bar, random_pick, run_page, selection, show_error, show_reading,
                    test_predictions, what_if_evaluator)
 
-PANEL_HEIGHT = 330
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
 CLOSE_UP_HOPS = 2
 PER_ROW = 3
@@ -199,15 +199,8 @@ def render() -> None:
         st.info(f"K = {sel.k} ≥ the {inst.num_pairs} edges of this computation graph: every "
                 f"explanation is the whole graph.")
 
-    is_mol = ds.atom_symbols is not None
-    hide_h = False
-    mol = None
-    if is_mol:
-        from gem_core.api import ensure_depiction, instance_to_mol
-
-        hide_h = st.toggle("Hide hydrogens in the drawings", key="ex_hide_h",
-                           persist_state="session")
-        mol = ensure_depiction(instance_to_mol(inst, ds.atom_symbols))  # one 2D layout
+    look = molecule_look(ds, inst)
+    mol, hide_h = (None, False) if look is None else (look.mol, look.hide_h)
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
     base = _base_picture(ds, inst, graph_layout(sel.dataset, pos, inst.num_nodes, pairs))
     close = None  # nodes of the close-up view (None: the whole computation graph)
@@ -228,10 +221,9 @@ def render() -> None:
         for col, panel in zip(cols, panels[start:start + PER_ROW]):
             with col, st.container(border=True, key=f"panel_{panel}"):
                 if panel == "original":
-                    _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close)
+                    _original_panel(ds, inst, base, look, pred, p_full, pos, close)
                 else:
-                    out = _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, panel, pred,
-                                        close)
+                    out = _method_panel(sel, wb, ds, inst, pos, base, look, panel, pred, close)
                     if out is not None:
                         results[panel] = out
 
@@ -388,45 +380,9 @@ def _within_hops(inst: Instance, hops: int) -> list[int]:
     return sorted(nx.single_source_shortest_path_length(g, int(inst.target), cutoff=hops))
 
 
-def _draw(pic: graph_view.GraphPicture, mol, hide_h: bool, ranked: list[int],
-          scores: list[float] | None, key: str, title: str, slot: str,
-          close: list[int] | None = None) -> None:
-    """Show one picture (pyvis or RDKit) and its SVG/PNG download buttons.
-
-    ``slot`` names the panel ("original" or a method): its live network view keeps that key, so
-    a K or instance change updates the drawn network in place instead of rebuilding it.
-    ``close``: draw only these nodes (the close-up of a large computation graph).
-    """
-    if close is not None and mol is None:
-        pic = pic.restricted(close)
-    if mol is not None:
-        top = [pic.pairs[j] for j in ranked]
-        top_scores = None if scores is None else [scores[j] for j in ranked]
-        svg = molecule_view.molecule_svg(mol, top, top_scores, size=(420, 330),
-                                         hide_hydrogens=hide_h)
-        st.image(svg, width="stretch")
-
-        def png() -> bytes:
-            return molecule_view.molecule_png(mol, top, top_scores, hide_hydrogens=hide_h,
-                                              legend=title)
-    else:
-        network_view.show(pic, PANEL_HEIGHT, key=f"ex_net_{slot}", step=key)
-
-        def svg() -> str:
-            return graph_static.to_svg(pic, title=title)
-
-        def png() -> bytes:
-            return graph_static.to_png(pic, title=title)
-    c1, c2 = st.columns(2)
-    c1.download_button("SVG", svg, file_name=f"{key}.svg", mime="image/svg+xml",
-                       key=f"ex_svg_{key}", icon=":material/download:", width="stretch")
-    c2.download_button("PNG", png, file_name=f"{key}.png", mime="image/png",
-                       key=f"ex_png_{key}", icon=":material/download:", width="stretch")
-
-
-def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close=None) -> None:
+def _original_panel(ds, inst, base, look, pred, p_full, pos, close=None) -> None:
     st.subheader("Original", anchor=False)
-    _draw(base, mol, hide_h, [], None, f"{ds.name}-{pos}-original", "original", "original",
+    draw_panel(base, look, [], None, f"{ds.name}-{pos}-original", "original", "original",
           close)
     if close is not None:
         st.caption(f"Close-up: {len(close)} of {inst.num_nodes} nodes.")
@@ -434,7 +390,7 @@ def _original_panel(ds, inst, base, mol, hide_h, pred, p_full, pos, close=None) 
                 f"graph")
 
 
-def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close=None):
+def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
     title = method_title(method)
     st.subheader(title, anchor=False)
     try:
@@ -456,7 +412,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
     # widths from the rank within the instance: raw scores are on each method's own scale
     shown = rank_scores(torch.tensor(scores)).tolist()
     pic = base.with_explanation(mask.tolist(), shown, method_color(method))
-    _draw(pic, mol, hide_h, ranked, shown, f"{ds.name}-{pos}-{method}-k{sel.k}",
+    draw_panel(pic, look, ranked, shown, f"{ds.name}-{pos}-{method}-k{sel.k}",
           f"{title}, K = {sel.k}", method, close)
     if close is not None:
         inside = set(close)
@@ -480,7 +436,8 @@ def _method_panel(sel, wb, ds, inst, pos, base, mol, hide_h, method, pred, close
                    + ". Marked in the edge table.")
     out = {"scores": scores, "shown": shown, "ranked": ranked, "probability": p_sub[pred],
            "prediction": ds.class_names[sub_pred], "ms": ms, "tied": tied.tolist()}
-    out["reading"] = _reading(sel, wb, ds, inst, pos, mol, method, scores)
+    out["reading"] = _reading(sel, wb, ds, inst, pos, None if look is None else look.mol, method,
+                              scores)
     return out
 
 

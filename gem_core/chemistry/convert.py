@@ -16,7 +16,7 @@ from gem_core.data.instances import Instance
 
 __all__ = [
     "instance_to_mol", "bond_index_of_pair", "as_pair_list", "bond_indices",
-    "fragment_smarts", "fragment_smiles", "without_hydrogens",
+    "fragment_smarts", "fragment_smiles", "without_hydrogens", "molecule_smiles",
 ]
 
 _LABEL_BOND = {0: Chem.BondType.SINGLE, 1: Chem.BondType.DOUBLE, 2: Chem.BondType.TRIPLE}
@@ -295,3 +295,19 @@ def without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
     with rdBase.BlockLogs():
         out.UpdatePropertyCache(strict=False)
     return out
+
+
+def molecule_smiles(mol: Chem.Mol) -> str:
+    """Canonical SMILES of ``mol`` (a molecule with explicit hydrogens, e.g. from
+    :func:`instance_to_mol`) as a chemist writes it: hydrogens implicit, aromatic where RDKit
+    perceives it (Kekulé when the molecule does not sanitize)."""
+    with rdBase.BlockLogs():
+        heavy = Chem.RemoveHs(mol, sanitize=False)
+        try:
+            copy = Chem.Mol(heavy)
+            Chem.SanitizeMol(copy)
+            heavy = copy
+        except Exception:  # a dataset graph RDKit cannot sanitise: its Kekulé form
+            pass
+        return Chem.MolToSmiles(heavy)
+

@@ -531,3 +531,39 @@ def test_the_first_view_shows_a_contrast_between_k_and_the_instance():
     inst = Workbench("tree_cycles", device="cpu").browse_instances("test")[pos]
     assert inst.num_pairs >= CONTRAST * k
     assert pos > 0  # #0 (8 edges) is not the first view any more
+
+
+def test_a_molecule_on_explore_shows_its_smiles_and_toxicophore_halos(needs_mutagenicity_model):
+    """Issue 27 item 17: Explore's molecule view says the molecule's SMILES and draws its
+    toxicophores as halos (as the Molecule page does), and the toggle takes them away."""
+    import base64
+
+    from gem_core.chemistry.convert import instance_to_mol, molecule_smiles
+    from gem_core.chemistry.drawing import HALO_HEX
+    from gem_core.chemistry.toxicophores import match_toxicophores
+    from gem_core.service.session import workbench
+
+    wb = workbench("mutagenicity", "cpu")
+    symbols = wb.dataset.atom_symbols
+    pos = next(p for p, inst in enumerate(wb.instances("test"))
+               if match_toxicophores(instance_to_mol(inst, symbols)))
+    at = make_app(methods=("random",), sb_dataset="mutagenicity", ex_index_mutagenicity=pos)
+    no_exception(at)
+    smiles = molecule_smiles(instance_to_mol(wb.instances("test")[pos], symbols))
+    assert "." not in smiles and smiles in [c.value for c in at.code]
+
+    def svgs():
+        return [base64.b64decode(img.proto.imgs[0].url.split(",", 1)[1]).decode()
+                for img in at.image]
+
+    assert at.toggle(key="ex_toxicophores").value is True
+    assert len(svgs()) >= 2 and all(HALO_HEX.lower() in s.lower() for s in svgs())
+    at.toggle(key="ex_toxicophores").set_value(False).run()
+    no_exception(at)
+    assert svgs() and not any(HALO_HEX.lower() in s.lower() for s in svgs())
+
+
+def test_a_graph_without_chemistry_has_no_toxicophore_toggle():
+    at = make_app(methods=("random",), sb_dataset="ba_shapes")
+    no_exception(at)
+    assert not [t for t in at.toggle if t.key == "ex_toxicophores"]
