@@ -8,6 +8,7 @@ several methods can be compared side by side.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -78,9 +79,11 @@ class GraphPicture:
         keep = sorted({int(i) for i in keep})
         new = {old: i for i, old in enumerate(keep)}
         edges = [j for j, (u, v) in enumerate(self.pairs) if u in new and v in new]
-        pos = self.positions[keep]
-        lo, hi = pos.min(0), pos.max(0)
-        pos = (pos - lo) / np.where(hi - lo > 1e-9, hi - lo, 1.0)
+        # laid out anew: a cut of the whole graph's spring layout crowds its nodes (BA-shapes
+        # house nodes drawn on top of each other); the cut alone is small enough for
+        # Kamada-Kawai, and every panel of the instance gets the same positions
+        pos = _layout_cached(len(keep), tuple((new[self.pairs[j][0]], new[self.pairs[j][1]])
+                                              for j in edges))
 
         def pick(values):
             return None if values is None else [values[j] for j in edges]
@@ -132,6 +135,11 @@ class GraphPicture:
 
 
 # ----------------------------------------------------------------------------- layout
+
+@functools.lru_cache(maxsize=64)
+def _layout_cached(num_nodes: int, pairs: tuple[tuple[int, int], ...]) -> np.ndarray:
+    return layout(num_nodes, pairs)
+
 
 def layout(num_nodes: int, pairs: Sequence[tuple[int, int]], seed: int = 0) -> np.ndarray:
     """Deterministic 2-D positions in [0, 1]² (Kamada-Kawai up to 50 nodes, spring otherwise)."""

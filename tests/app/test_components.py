@@ -257,3 +257,30 @@ def test_overlapping_lines_stay_visible_and_titles_clear_the_legend_and_toolbar(
     assert fig.layout.title.text.endswith("measured on the strong target")
     assert [t.name for t in fig.data] == ["Gem (ours)", "Gem (paper, its GCN)"]
     assert fig.data[1].marker.symbol == fig.data[0].marker.symbol + "-open"
+
+
+def test_a_close_up_is_laid_out_on_its_own_so_house_nodes_do_not_overlap():
+    """Issue 27 item 15: the close-up of BA-shapes' crowded computation graphs is laid out
+    anew (not cut out of the whole graph's spring layout, where house nodes were drawn on top of
+    each other): on every large test graph its nodes stay at least 5 % of the frame apart."""
+    import networkx as nx
+
+    from gem_core.service.session import workbench
+
+    checked = 0
+    for inst in workbench("ba_shapes", "cpu").instances("test"):
+        if inst.num_nodes <= 60:  # the page's close-up threshold
+            continue
+        g = nx.Graph(inst.pairs.t().tolist())
+        keep = sorted(nx.single_source_shortest_path_length(g, int(inst.target), cutoff=2))
+        pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+        n = inst.num_nodes
+        pic = graph_view.GraphPicture(graph_view.layout(n, pairs), pairs, [str(i) for i in range(n)],
+                                      ["#000000"] * n, [""] * n, int(inst.target))
+        close = pic.restricted(keep)
+        p = close.positions
+        gaps = np.sqrt(((p[:, None] - p[None]) ** 2).sum(-1)) + np.eye(len(p)) * 9
+        assert gaps.min() >= 0.05, (inst.index, gaps.min())
+        assert np.array_equal(close.positions, pic.restricted(keep).positions)  # one layout
+        checked += 1
+    assert checked >= 5
