@@ -79,10 +79,11 @@ def _target_selector(spec: DatasetSpec, key: str, default: str = DEFAULT_TARGET)
     names = target_names(spec)
     if len(names) == 1:
         return names[0]
-    chosen = st.selectbox("Target model", names, format_func=lambda n: target_spec(n).title,
+    chosen = st.selectbox("Model being explained", names, format_func=lambda n: target_spec(n).title,
                           index=names.index(default) if default in names else 0,
                           key=key, persist_state="session",
-                          help="The model being explained: the paper's architecture, or a "
+                          help="The graph neural network whose predictions are explained (the "
+                               "paper's 'target model'): the paper's architecture, or a "
                                "stronger one that reads bond types. Explainers are fitted per "
                                "model.")
     comparison = _target_comparison(spec, names)
@@ -130,7 +131,7 @@ def molecule_default_reason() -> str:
     mine = recs[default]
     vs = "; ".join(f"{100 * recs[n]['test_accuracy']:.1f} % and "
                    f"{recs[n]['toxicophore_auc']:.2f} for {target_spec(n).title}" for n in others)
-    return (f"The page explains with the {target_spec(default).title} target model by default: "
+    return (f"The page explains the {target_spec(default).title} model by default: "
             f"it is right on {100 * mine['test_accuracy']:.1f} % of the test molecules and "
             f"Gem's explanations of it find the known mutagenic groups with a toxicophore AUC "
             f"of {mine['toxicophore_auc']:.2f} ({vs}; 0.5 = chance), in the shipped results.")

@@ -98,7 +98,7 @@ def describe_gem(spec, target: str = "paper") -> str:
     if settings.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
-    return text + (" After training it never calls the target model to explain: one forward "
+    return text + (" After training it never calls the model to explain: one forward "
                    "pass of the auto-encoder per batch." if not
                    settings.condition_on_prediction else
                    " Explaining a batch is one forward pass of the model (for its prediction) "

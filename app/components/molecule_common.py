@@ -26,9 +26,9 @@ def load_model(device: str) -> Workbench | None:
     with a message."""
     try:
         if target_checkpoint_available(molecule_target()):
-            with st.spinner("Loading the Mutagenicity target model…"):
+            with st.spinner("Loading the Mutagenicity model…"):
                 return molecule_model(device, target=molecule_target())
-        with st.status("Training the Mutagenicity target model (first use, minutes)…",
+        with st.status("Training the Mutagenicity model (first use, minutes)…",
                        expanded=True):
             with progress_bar("training") as progress:
                 return molecule_model(device, progress, target=molecule_target())

@@ -36,9 +36,9 @@ def _load_target(wb: Workbench):
 
     name, target = wb.name, wb.target_name  # the selected target's checkpoint, not the paper's
     if cached_target_path(name, target).exists() or shipped_target_path(name, target).exists():
-        with st.spinner("Loading the target model…"):
+        with st.spinner("Loading the model…"):
             return wb.target()
-    with st.status(f"Training the {wb.spec.title} target model (first use)…", expanded=True):
+    with st.status(f"Training the {wb.spec.title} model (first use)…", expanded=True):
         with progress_bar("training") as progress:
             return wb.target(progress)
 
@@ -103,7 +103,7 @@ def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
                                key=f"ex_class_{sel.dataset}")
             cands = [p for p in range(n) if instances[p].y == cls]
         elif mode == "Model right / wrong":
-            outcome = st.radio("The target model is", ("right", "wrong"), horizontal=True,
+            outcome = st.radio("The model is", ("right", "wrong"), horizontal=True,
                                key=f"ex_outcome_{sel.dataset}")
             want = outcome == "right"
             cands = [p for p in range(n) if (preds[p] == instances[p].y) == want]
@@ -180,7 +180,7 @@ def render() -> None:
         explained = len(wb.instances("test"))
         probs = test_predictions(sel.dataset, sel.device, target.digest, sel.target)
     except Exception as exc:
-        show_error(exc, "Cannot load the target model")
+        show_error(exc, "Cannot load the model")
         return
     preds = [max(range(len(p)), key=p.__getitem__) for p in probs]
 

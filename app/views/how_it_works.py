@@ -107,7 +107,7 @@ def render() -> None:
     try:
         wb = get_workbench(EXAMPLE_DATASET, sel.device)
         ds = wb.dataset
-        with st.spinner("Loading the BA-shapes target model…"):
+        with st.spinner("Loading the BA-shapes model…"):
             target = wb.target()
         instances = wb.instances("test")
     except Exception as exc:

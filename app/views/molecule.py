@@ -19,13 +19,13 @@ from state import molecule_default_reason, run_page, selection
 def render() -> None:
     sel = selection()
     st.header("Explain a molecule", anchor="molecule")
-    st.caption("The Mutagenicity target model says whether a molecule is a mutagen (the Ames test "
+    st.caption("The Mutagenicity model (the graph neural network being explained) says whether a molecule is a mutagen (the Ames test "
                "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
                "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
                "written with alternating bonds, as in the training data.")
     reason = molecule_default_reason()
     if reason:
-        st.caption(reason, help="The sidebar's 'Target model' switches between the models; "
+        st.caption(reason, help="The sidebar's 'Model being explained' switches between the models; "
                                 "the figures are those of the shipped benchmark results "
                                 "(assets/results).")
     c1, c2, c3 = st.columns(3)

@@ -432,3 +432,24 @@ def test_the_bond_table_ranks_on_one_scale_and_marks_ties_at_the_cut(needs_mutag
     assert any(c.startswith("⚖ 3 bonds tie at the K cut") and "the 2 with the lowest bond "
                "index were kept" in c for c in texts(at.caption)), texts(at.caption)
     assert int((res.mask("gem", 2) & tied).sum()) == 2
+
+
+#: words a chemist should not meet on the Molecule page (issue 27 item 6): the precise terms
+#: live in tooltips and on the How-it-works page
+JARGON = ("target model", "Δ loss", "distilled teacher", "Distilled teacher",
+          "Chem.AddHs", "predicted label")
+
+
+def test_the_molecule_page_speaks_plain_words(needs_mutagenicity_model):
+    at = _molecule_page(methods=("gem", "random"))
+    _submit(at, "O=[N+]([O-])c1ccc(C)cc1")
+    at.multiselect(key=next(w.key for w in at.multiselect
+                            if (w.key or "").startswith("mol_whatif_edges_"))).set_value([0]).run()
+    no_exception(at)
+    shown = [*texts(at.markdown), *texts(at.caption), *texts(at.subheader), *texts(at.info),
+             *texts(at.warning), *texts(at.success), *[m.label for m in at.metric],
+             *[s.label for s in at.slider], *[t.label for t in at.toggle],
+             *[b.label for b in at.button], *[s.label for s in at.sidebar.selectbox],
+             *[c for c in texts(at.sidebar.caption)]]
+    found = {(word, text) for text in shown for word in JARGON if word in text}
+    assert not found, found
