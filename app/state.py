@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import streamlit as st
 import torch
 
@@ -242,14 +244,35 @@ def test_predictions(dataset: str, device: str, digest: str,
     return out
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def explain_test_split(dataset: str, device: str, method: str, token: str,
+                       target: str = "paper") -> tuple[tuple[np.ndarray, ...], float]:
+    """Scores of ``method`` for every explained test instance, in one call (the teacher from the
+    split's cached distillation), and the explain time per instance (ms)."""
+    wb = get_workbench(dataset, device, target)
+    explained = wb.explain(method, wb.instances("test"))
+    return (tuple(scores.detach().cpu().float().numpy() for scores in explained),
+            float(explained.ms_per_instance))
+
+
 @st.cache_data(show_spinner=False, max_entries=4000)
 def explain_test_instance(dataset: str, device: str, method: str, position: int,
-                          token: str, target: str = "paper") -> tuple[tuple[float, ...], float]:
-    """Scores of ``method`` for one test instance and the explain time (ms); K-independent."""
+                          token: str, target: str = "paper") -> tuple[np.ndarray, float]:
+    """Scores of ``method`` for one test instance (float32) and the explain time (ms);
+    K-independent.
+
+    The explained test instances of a method that answers within a second are explained all at
+    once on the first pick (batched: a few seconds at most, once), so that moving between
+    instances never waits for an explainer and an instance always shows the same scores. A
+    method that makes people wait (SubgraphX) and the extra contrast nodes go one by one.
+    """
     wb = get_workbench(dataset, device, target)
+    if position < len(wb.instances("test")) and not method_spec(method).wait_note:
+        scores, ms = explain_test_split(dataset, device, method, token, target)
+        return scores[position], ms
     inst = wb.browse_instances("test")[position]  # the explainer's test instances come first
     explained = wb.explain(method, [inst])
-    return tuple(float(s) for s in explained[0]), float(explained.ms_per_instance)
+    return explained[0].detach().cpu().float().numpy(), float(explained.ms_per_instance)
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
@@ -264,17 +287,19 @@ def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[st
 
 
 @st.cache_data(show_spinner=False, max_entries=2000)
-def explanation_reading(key: tuple, method: str, k: int, scores: tuple[float, ...],
-                        teacher_scores: tuple[float, ...] | None, class_names: tuple[str, ...],
-                        edge: str, _model: Workbench, _instance, _mol=None) -> tuple[dict, str]:
+def explanation_reading(key: tuple, method: str, k: int, class_names: tuple[str, ...],
+                        edge: str, _scores, _teacher_scores, _model: Workbench, _instance,
+                        _mol=None) -> tuple[dict, str]:
     """The engine's :func:`gem_core.service.reading.read_explanation` of one panel: ``(facts, text)``,
-    cached per (instance ``key``, method, K, scores); ``teacher_scores`` are the distilled
-    teacher's when the page has them (else the engine distils the instance)."""
+    cached per (``key``, method, K): ``key`` names the instance and the explainer's fit (its
+    token), which decide the scores, so the long score arrays are not hashed on every rerun.
+    ``_teacher_scores`` are the distilled teacher's when the page has them (else the engine
+    distils the instance)."""
     from gem_core.api import read_explanation
 
     reading = read_explanation(
-        _model, _instance, method, torch.tensor(scores), k, class_names, mol=_mol,
-        teacher_scores=None if teacher_scores is None else torch.tensor(teacher_scores),
+        _model, _instance, method, torch.as_tensor(_scores), k, class_names, mol=_mol,
+        teacher_scores=None if _teacher_scores is None else torch.as_tensor(_teacher_scores),
         edge=edge)
     return reading.facts, reading.text
 
@@ -355,10 +380,24 @@ def run_page(render: Callable[[], None]) -> None:
     Streamlit's own control flow (``st.rerun``, ``st.stop``) derives from BaseException and
     passes through.
     """
+    # a developer's look at the reruns: one cProfile file per rerun in this folder
+    profile_to = os.environ.get("GEM_APP_PROFILE")
+    if profile_to:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         render()
     except Exception as exc:
         show_error(exc, "This page stopped on an unexpected error")
+    finally:
+        if profile_to:
+            profiler.disable()
+            import time
+
+            Path(profile_to).mkdir(parents=True, exist_ok=True)
+            profiler.dump_stats(Path(profile_to) / f"{time.time():.3f}.prof")
 
 
 # ----------------------------------------------------------------------------- page caches

@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gem_core.cli.common import add_json_arg, write_json
-from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, choose_option,
+from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, click_option,
                            error_texts, explanation_panels, launch_chromium, mark_panels_old,
-                           open_multiselect, panel_drawn, selected_methods, set_instance, set_k,
+                           panel_drawn, selected_methods, set_instance, set_k,
                            slider_value, wait_idle, wait_panels_drawn)
 
-GOALS = {"first_explanation_s": 15.0, "k_change_s": 1.0, "instance_change_s": 1.0,
-         "edit_s": 1.0}
+# issue 27's goals on 2 cores (the first explanation counted from launch, cold or warm)
+GOALS = {"first_explanation_s": 12.0, "k_change_s": 0.5, "instance_change_s": 0.5,
+         "edit_s": 0.5}
 NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"  # the nitro group's C–N bond is atoms 4-5
 
 
@@ -64,6 +65,8 @@ def run_app(args: argparse.Namespace) -> int:
         return 2
     dataset = "ba_shapes"  # the app's default dataset
     env = dict(os.environ)
+    # the server as scripts/app.sh starts it: one torch thread unless the caller says otherwise
+    env.setdefault("GEM_NUM_THREADS", "1")
     tmp: Optional[tempfile.TemporaryDirectory] = None
     if args.fresh_cache:
         tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
@@ -194,9 +197,8 @@ def _time_explore_edits(page: Any, dataset: str, count: int, timeout: float) -> 
         label = f"{ids[pairs[j][0]]}–{ids[pairs[j][1]]}"
         token = "e" + "_".join(map(str, sorted(chosen[:step + 1])))
         mark_panels_old(page, panels)
-        open_multiselect(page, "ex_whatif_edges_", label)
-        t = time.perf_counter()
-        choose_option(page, label)
+        # the picker's find box matches whole node labels: one end of the edge
+        t = click_option(page, "ex_whatif_edges_", str(ids[pairs[j][0]]), label)
         sel = f".st-key-ex_whatif_result_{token}"
         if not panels:  # the first edit mounts the panels: find them once they are there
             page.wait_for_selector(sel, timeout=timeout * 1000)
@@ -229,9 +231,7 @@ def _time_molecule_edit(page: Any, url: str, timeout: float) -> dict[str, Any]:
     page.wait_for_selector(".st-key-mol_whatif_result_none", timeout=timeout * 1000)
     wait_idle(page, timeout * 1000)
     label = "C4–N5 (aromatic nitro)"
-    open_multiselect(page, "mol_whatif_edges_", "C4")
-    t = time.perf_counter()
-    choose_option(page, label)
+    t = click_option(page, "mol_whatif_edges_", "C4", label)
     page.wait_for_selector("[class*='st-key-mol_whatif_result_e']", timeout=timeout * 1000)
     page.wait_for_selector(IDLE, timeout=timeout * 1000)
     page.wait_for_function(

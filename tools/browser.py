@@ -303,6 +303,28 @@ def choose_option(page: Any, label: str) -> None:
     page.get_by_role("option", name=label, exact=True).click()
 
 
+def click_option(page: Any, key_prefix: str, search: str, label: str, attempts: int = 3) -> float:
+    """Open the multiselect ``key_prefix`` narrowed to ``search`` and click its option
+    ``label``; returns the ``time.perf_counter()`` of the click that took. A rerun still in
+    flight (a panel saying it was drawn) may close the dropdown under a loaded machine: it is
+    opened again, up to ``attempts`` times."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            page.wait_for_timeout(300)  # let a rerun start before waiting for it to end
+            wait_idle(page)
+            open_multiselect(page, key_prefix, search)
+            t = time.perf_counter()
+            page.get_by_role("option", name=label, exact=True).click(timeout=20_000)
+            return t
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+    raise AssertionError("unreachable")
+
+
 def pick_option(page: Any, key_prefix: str, label: str, search: Optional[str] = None) -> None:
     """Select ``label`` in a multiselect (typing ``search``, default the label's first word, to
     find it), then close the dropdown."""

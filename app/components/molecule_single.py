@@ -248,9 +248,8 @@ def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | N
         facts, text = explanation_reading(
             ("molecule", mol.input_smiles, opts["largest"], molecule_target(),
              str(model.device), explainer_token(model, method)),
-            method, k, tuple(float(v) for v in res.scores[method]),
-            None if teacher is None else tuple(float(v) for v in teacher),
-            tuple(display(c) for c in CLASS_NAMES), "bond", model, mol.instance, mol.mol)
+            method, k, tuple(display(c) for c in CLASS_NAMES), "bond", res.scores[method],
+            teacher, model, mol.instance, mol.mol)
     except Exception as exc:  # words are an aid: never stop the panel
         show_error(exc, "The reading failed")
         return None

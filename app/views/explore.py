@@ -202,7 +202,6 @@ def render() -> None:
     look = molecule_look(ds, inst)
     mol, hide_h = (None, False) if look is None else (look.mol, look.hide_h)
     pairs = tuple(tuple(p) for p in inst.pairs.t().tolist())
-    base = _base_picture(ds, inst, graph_layout(sel.dataset, pos, inst.num_nodes, pairs))
     close = None  # nodes of the close-up view (None: the whole computation graph)
     if ds.task == "node" and inst.num_nodes > CLOSE_UP_NODES:
         if st.toggle(f"Close-up: the explained node's {CLOSE_UP_HOPS}-hop neighbourhood only",
@@ -211,6 +210,11 @@ def render() -> None:
                           f"keeps the nodes within {CLOSE_UP_HOPS} hops of the explained node "
                           f"(a house motif lies within 2), so labels stay readable."):
             close = _within_hops(inst, CLOSE_UP_HOPS)
+    # a close-up lays its own nodes out (GraphPicture.restricted): the whole graph's layout,
+    # a fifth of a second on BA-shapes, is only computed when the whole graph is drawn
+    positions = (graph_layout(sel.dataset, pos, inst.num_nodes, pairs) if close is None
+                 else [[0.5, 0.5]] * inst.num_nodes)
+    base = _base_picture(ds, inst, positions)
 
     if not sel.methods:
         st.info("Pick one or more explainers in the sidebar to compare their explanations.")
@@ -399,10 +403,11 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
             return None
         with st.spinner(f"{title} is explaining…"):
             token = explainer_token(wb, method)
-            scores, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token,
-                                               sel.target)
-            scores = list(scores)
-        explanation = Explanation(method, [torch.tensor(scores)], ms, [inst])
+            array, ms = explain_test_instance(sel.dataset, sel.device, method, pos, token,
+                                              sel.target)
+        scores_t = torch.from_numpy(array)
+        scores = array.tolist()
+        explanation = Explanation(method, [scores_t], ms, [inst])
         ranked = explanation.ranked(0, sel.k)
         mask = explanation.topk_mask(0, sel.k)
         p_sub = wb.predict_proba([inst], [mask])[0].tolist()
@@ -410,7 +415,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
         show_error(exc, f"{title} failed")
         return None
     # widths from the rank within the instance: raw scores are on each method's own scale
-    shown = rank_scores(torch.tensor(scores)).tolist()
+    shown = rank_scores(scores_t).tolist()
     pic = base.with_explanation(mask.tolist(), shown, method_color(method))
     draw_panel(pic, look, ranked, shown, f"{ds.name}-{pos}-{method}-k{sel.k}",
           f"{title}, K = {sel.k}", method, close)
@@ -437,12 +442,12 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
     out = {"scores": scores, "shown": shown, "ranked": ranked, "probability": p_sub[pred],
            "prediction": ds.class_names[sub_pred], "ms": ms, "tied": tied.tolist()}
     out["reading"] = _reading(sel, wb, ds, inst, pos, None if look is None else look.mol, method,
-                              scores)
+                              scores_t)
     return out
 
 
 def _reading(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos: int, mol,
-             method: str, scores: list[float]) -> dict | None:
+             method: str, scores: torch.Tensor) -> dict | None:
     """The engine's plain-language reading under the panel; its facts go to the JSON export."""
     try:
         teacher = None
@@ -451,8 +456,8 @@ def _reading(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos:
                                             explainer_token(wb, DEFAULT_TEACHER), sel.target)[0]
         facts, text = explanation_reading(
             ("test", sel.dataset, sel.target, sel.device, pos, explainer_token(wb, method)),
-            method, sel.k, tuple(scores), teacher, tuple(ds.class_names),
-            "bond" if mol is not None else "edge", wb, inst, mol)
+            method, sel.k, tuple(ds.class_names), "bond" if mol is not None else "edge",
+            scores, teacher, wb, inst, mol)
     except Exception as exc:  # words are an aid: never stop the panel
         show_error(exc, "The reading failed")
         return None

@@ -225,7 +225,7 @@ def render() -> None:
     st.plotly_chart(charts.edge_bars(
         [names[j] for j in order],
         {"what Gem learns (its training target)": [learned[j] for j in order],
-         "Gem's score": [gem_scores[j] for j in order]},
+         "Gem's score": [float(gem_scores[j]) for j in order]},
         {"what Gem learns (its training target)": method_color("distilled"),
          "Gem's score": method_color("gem")},
         "What Gem learns for this node vs what it predicts", "target / score"),
