@@ -150,7 +150,8 @@ def run_app(args: argparse.Namespace) -> int:
                 set_instance(page, dataset, 0)
                 wait_idle(page, args.timeout * 1000)
                 result["edit_s"] = _time_explore_edits(page, dataset, args.edits, args.timeout)
-                result["molecule_edit_s"] = _time_molecule_edit(page, server.url, args.timeout)
+                result["molecule_edit_s"] = _time_molecule_edit(page, server.url, args.timeout,
+                                                                args.edits)
             result["errors"] = error_texts(page)
             if args.screenshot:
                 page.screenshot(path=args.screenshot)
@@ -219,9 +220,19 @@ def _time_explore_edits(page: Any, dataset: str, count: int, timeout: float) -> 
             "panels": [p.removeprefix("ex_whatif_panel_") for p in panels], "undo_s": undo}
 
 
-def _time_molecule_edit(page: Any, url: str, timeout: float) -> dict[str, Any]:
-    """4-nitrotoluene on the Molecule page: delete the C–N bond, until every What-if picture
-    (edited molecule, each fast explainer) is loaded; then undo."""
+#: bonds of 4-nitrotoluene deleted one after another on the Molecule page (each adds to the edit)
+MOLECULE_EDITS = ("C4–N5 (aromatic nitro)", "C1–C2", "C3–C4", "C8–C9", "C0–C1")
+
+
+def _time_molecule_edit(page: Any, url: str, timeout: float, count: int) -> dict[str, Any]:
+    """4-nitrotoluene on the Molecule page: delete ``count`` bonds one after another (the nitro
+    group's C–N first), each until every What-if picture (edited molecule, each fast
+    explainer) is loaded; then undo."""
+    import re
+
+    from gem_core.chemistry.smiles import smiles_to_instance
+
+    pairs = smiles_to_instance(NITROTOLUENE).pairs
     page.goto(url + "/molecule")
     page.wait_for_selector(f"{MAIN} [data-testid=stHeading]", timeout=timeout * 1000)
     wait_idle(page, timeout * 1000)
@@ -230,24 +241,31 @@ def _time_molecule_edit(page: Any, url: str, timeout: float) -> dict[str, Any]:
     page.wait_for_timeout(200)
     page.wait_for_selector(".st-key-mol_whatif_result_none", timeout=timeout * 1000)
     wait_idle(page, timeout * 1000)
-    label = "C4–N5 (aromatic nitro)"
-    t = click_option(page, "mol_whatif_edges_", "C4", label)
-    page.wait_for_selector("[class*='st-key-mol_whatif_result_e']", timeout=timeout * 1000)
-    page.wait_for_selector(IDLE, timeout=timeout * 1000)
-    page.wait_for_function(
-        "() => { const im = [...document.querySelectorAll("
-        "\"[class*='st-key-mol_whatif_panel_'] img\")];"
-        " return im.length > 0 && im.every(i => i.complete && i.naturalWidth > 0); }",
-        timeout=timeout * 1000)
-    edit = time.perf_counter() - t
-    panels = page.eval_on_selector_all("[class*='st-key-mol_whatif_panel_']", "els => els.length")
-    page.keyboard.press("Escape")
+    times, chosen, panels = [], [], 0
+    for label in MOLECULE_EDITS[:max(1, count)]:
+        a, b = (int(n) for n in re.findall(r"[A-Z][a-z]?(\d+)", label.split(" ")[0]))
+        chosen.append(pairs.index((a, b)))
+        token = "e" + "_".join(map(str, sorted(chosen)))
+        t = click_option(page, "mol_whatif_edges_", label.split("–")[0], label)
+        page.wait_for_selector(f".st-key-mol_whatif_result_{token}", timeout=timeout * 1000)
+        page.wait_for_selector(IDLE, timeout=timeout * 1000)
+        page.wait_for_function(
+            "() => { const im = [...document.querySelectorAll("
+            "\"[class*='st-key-mol_whatif_panel_'] img\")];"
+            " return im.length > 0 && im.every(i => i.complete && i.naturalWidth > 0); }",
+            timeout=timeout * 1000)
+        times.append(time.perf_counter() - t)
+        panels = page.eval_on_selector_all("[class*='st-key-mol_whatif_panel_']",
+                                           "els => els.length")
+        page.keyboard.press("Escape")
+        wait_idle(page, timeout * 1000)
     t = time.perf_counter()
     page.locator("[class*='st-key-mol_whatif_undo_'] button").click()
     page.wait_for_selector(".st-key-mol_whatif_result_none", timeout=timeout * 1000)
     undo = time.perf_counter() - t
     wait_idle(page, timeout * 1000)
-    return {"edit_s": edit, "panels": panels, "undo_s": undo, "bond": label}
+    return {"median": _median(times), "max": max(times), "runs": times, "panels": panels,
+            "undo_s": undo, "bonds": list(MOLECULE_EDITS[:len(times)])}
 
 
 def _print_table(r: dict[str, Any]) -> None:
@@ -279,7 +297,9 @@ def _print_table(r: dict[str, Any]) -> None:
             ("what-if edit → repaint, first (mounts)", e["first"], None),
             ("what-if edit → repaint, max", e["max"], None),
             ("what-if undo all", e["undo_s"], None),
-            ("molecule edit → pictures (C4–N5)", m["edit_s"], GOALS["edit_s"]),
+            (f"molecule edit → pictures, median ({len(m['runs'])})", m["median"],
+             GOALS["edit_s"]),
+            ("molecule edit → pictures, max", m["max"], None),
             ("molecule undo all", m["undo_s"], None),
         ]
     print(f"  {'measure':44s} {'seconds':>8s}  {'goal':>6s}")
@@ -295,7 +315,8 @@ def _print_table(r: dict[str, Any]) -> None:
             print(f"  {label} per panel (median s): " + ", ".join(parts))
     if "edit_s" in r:
         print(f"  what-if: deleted {', '.join(r['edit_s']['edges'])} one after another; panels "
-              f"{', '.join(r['edit_s']['panels'])}; molecule: {r['molecule_edit_s']['panels']} "
+              f"{', '.join(r['edit_s']['panels'])}; molecule: deleted "
+              f"{', '.join(r['molecule_edit_s']['bonds'])}, {r['molecule_edit_s']['panels']} "
               f"pictures")
     if r["errors"]:
         print(f"  ERRORS on the page: {r['errors']}")

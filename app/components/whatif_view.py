@@ -256,7 +256,14 @@ def _edit(w: WhatIf, edges: Sequence[int], nodes: Sequence[int]) -> Edit:
 
 
 def render(w: WhatIf) -> None:
-    """The whole section."""
+    """The whole section, as a Streamlit fragment: an edit reruns this section alone (the
+    panels above it, their readings and tables are neither recomputed nor re-sent), so the
+    edited pictures repaint in about the time the model takes to answer."""
+    _section(w)
+
+
+@st.fragment
+def _section(w: WhatIf) -> None:
     st.subheader(f"What if these {w.edge}s were gone?", anchor=False)
     st.caption(f"Delete {w.edge}s, or {w.node}s with all their {w.edge}s, and see what the model "
                f"and the explainers say about the {w.thing} that is left. Deleted {w.edge}s "
