@@ -166,7 +166,8 @@ def sidebar(page: str = "") -> Selection:
         names = list(DATASETS)
         if molecule_page:
             dataset = st.session_state.get("sb_dataset", names[0])
-            st.markdown("**Model:** the Mutagenicity target GNN (mutagen / non-mutagen)")
+            st.markdown("**Model:** the Mutagenicity graph neural network (mutagen / "
+                        "non-mutagen)")
         else:
             dataset = st.selectbox("Dataset", names, format_func=lambda n: DATASETS[n].title,
                                    key="sb_dataset", persist_state="session")

@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     # Molecules: SMILES, drawing, toxicophores, the Molecule flow, screening
     "EXAMPLE_SMILES": "gem_core.chemistry.smiles",
     "MoleculeError": "gem_core.chemistry.smiles",
+    "REJECTION_WORDS": "gem_core.chemistry.smiles",
     "smiles_to_instance": "gem_core.chemistry.smiles",
     "fragment_smiles": "gem_core.chemistry.convert",
     "instance_to_mol": "gem_core.chemistry.convert",
@@ -127,7 +128,8 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.models.targets import cached_target_path, shipped_target_path
     from gem_core.explainers import DEFAULT_TEACHER, Explanation, METHODS, REPRODUCE_METHODS, method_spec, title
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
-    from gem_core.chemistry.smiles import EXAMPLE_SMILES, MoleculeError, smiles_to_instance
+    from gem_core.chemistry.smiles import (EXAMPLE_SMILES, REJECTION_WORDS, MoleculeError,
+                                           smiles_to_instance)
     from gem_core.chemistry.convert import (fragment_smiles, instance_to_mol, molecule_smiles,
                                             without_hydrogens)
     from gem_core.chemistry.drawing import (HIGHLIGHT_HEX, depiction, draw_molecule_png,

@@ -21,9 +21,9 @@ import torch
 from components import molecule_view
 from components.molecule_common import (SPEC, display, literal, load_model, offer_fits,
                                         on_explanation_alone, toxicophores)
-from gem_core.api import (CLASS_NAMES, METHODS, MoleculeError, ScreenSettings, Summary, Workbench,
-                          check_settings, csv_table, explain_rows, iter_rows, method_spec,
-                          smiles_to_instance)
+from gem_core.api import (CLASS_NAMES, METHODS, REJECTION_WORDS, MoleculeError, ScreenSettings,
+                          Summary, Workbench, bond_labels, check_settings, csv_table,
+                          explain_rows, iter_rows, method_spec, smiles_to_instance)
 from theme import method_title
 from state import (explainer_token, molecule_target, session_cache, session_value,
                    set_session_value, show_error)
@@ -172,12 +172,14 @@ def _column_config() -> dict:
 def _summary_line(table, method: str, k: int | None) -> str:
     s = Summary()
     s.add(table)
-    reasons = ", ".join(f"{n} {r}" for r, n in sorted(s.rejected.items()))
+    reasons = ", ".join(f"{n:,} {REJECTION_WORDS.get(r, r)}" for r, n in sorted(s.rejected.items()))
     rejected = sum(s.rejected.values())
     rule = f"K = {k}" if k is not None else "K = a quarter of each molecule's bonds"
+    others = s.ok - s.mutagens
     return (f"**{s.ok:,} of {s.rows:,} rows screened** with {method_title(method)} ({rule}): "
-            f"**{s.mutagens:,} flagged** as predicted mutagens, {s.ok - s.mutagens:,} predicted "
-            f"non-mutagens, {rejected:,} rejected" + (f" ({reasons})." if reasons else "."))
+            f"**{s.mutagens:,} flagged** as predicted mutagen{'s' if s.mutagens != 1 else ''}, "
+            f"{others:,} predicted non-mutagen{'s' if others != 1 else ''}, {rejected:,} "
+            f"rejected" + (f" ({reasons})." if reasons else "."))
 
 
 def render_file(sel, opts: dict) -> None:
@@ -339,8 +341,9 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
             else:
                 st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) "
                            "is in this molecule.")
-            st.caption("Explanation bonds, best first, as atom pairs numbered like the "
+            st.caption("Explanation bonds, best first, with their atoms numbered like the "
                        "drawing ('Show atom numbers' above draws the numbers):",
                        help="RDKit's numbering of the molecule with its hydrogens added: "
-                            "Chem.AddHs(Chem.MolFromSmiles(SMILES)).")
-            st.code(" ".join(f"{a}-{b}" for a, b in pairs) or "(none)", language=None)
+                            "Chem.AddHs(Chem.MolFromSmiles(SMILES)). The downloads hold the "
+                            "same bonds as atom-index pairs.")
+            st.code("\n".join(bond_labels(mol.mol, pairs)[0]) or "(none)", language=None)

@@ -159,7 +159,7 @@ def render() -> None:
     sel = selection()
     spec = sel.spec
     st.header("Explore explanations", anchor="explore")
-    st.caption(f"{spec.title} · K = {sel.k} · the target GNN is a black box; each explainer "
+    st.caption(f"{spec.title} · K = {sel.k} · the model is a black box; each explainer "
                f"keeps its K most important edges and the model is run again on that subgraph "
                f"alone.")
     try:

@@ -36,11 +36,11 @@ def render() -> None:
         "numbers": c1.toggle("Show atom numbers", key="mol_numbers", persist_state="session",
                              help="The numbering of the bond table and of the JSON: RDKit's "
                                   "Chem.AddHs(Chem.MolFromSmiles(SMILES))."),
-        "outline": c2.toggle("Outline toxicophores", key="mol_tox_outline", value=True,
+        "outline": c2.toggle("Show toxicophores", key="mol_tox_outline", value=True,
                              persist_state="session",
-                             help="Bonds of known mutagenicity toxicophores (Kazius et al. 2005) "
-                                  "in teal, beside the explanation's orange, to see at a glance "
-                                  "whether the two agree."),
+                             help="Atoms of known mutagenicity toxicophores (Kazius et al. 2005) "
+                                  "get a pale teal halo, under the explanation's orange bonds, "
+                                  "to see at a glance whether the two agree."),
         "largest": c3.toggle("Salts: keep the largest fragment", key="mol_largest",
                              persist_state="session",
                              help="Off: a SMILES with several fragments is refused with a "

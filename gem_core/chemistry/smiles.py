@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MoleculeError", "MoleculeInstance", "EXAMPLE_SMILES", "DEFAULT_MAX_ATOMS",
-    "LARGE_MOLECULE_ATOMS", "smiles_to_instance", "largest_fragment",
+    "LARGE_MOLECULE_ATOMS", "smiles_to_instance", "largest_fragment", "REJECTION_WORDS",
 ]
 
 DATASET = "mutagenicity"
@@ -78,6 +78,16 @@ _NEUTRAL_GROUPS = tuple(Chem.MolFromSmarts(s) for s in (
     "[#7-]-[#7+]#[#7]",            # azide  [N-]-[N+]#N
     "[#6-]-[#7+]#[#7]",            # diazo  [CH-]-[N+]#N
 ))
+
+
+#: each rejection ``kind`` (of :class:`MoleculeError` and of a screened file's rows) in words
+REJECTION_WORDS: dict[str, str] = {
+    "empty": "empty", "parse": "invalid SMILES", "valence": "impossible valence",
+    "kekulize": "aromatic system that cannot be kekulized", "fragments": "salt or mixture",
+    "element": "unsupported element", "bond_type": "unsupported bond type",
+    "too_large": "too large", "no_bonds": "single atom", "file": "unreadable file",
+    "encoding": "not UTF-8", "invalid": "invalid",
+}
 
 
 class MoleculeError(ValueError):

@@ -11,6 +11,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from gem_core.chemistry.labels import bond_labels
 from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.explainers import METHODS, method_spec
 from gem_core.service.screening import ScreenSettings, csv_table, explain_rows, iter_rows
@@ -97,7 +98,11 @@ def test_a_mixed_file_gives_one_row_per_input_row(needs_mutagenicity_model):
             for r in by_row} == MIXED_STATUS
     assert by_row[6]["id"] == "latin" and "not UTF-8" in by_row[6]["message"]
     assert by_row[4]["id"] == "selenide" and "Se" in by_row[4]["message"]
-    assert any("3 of 8 rows screened" in m for m in texts(at.markdown))
+    summary = next(m for m in texts(at.markdown) if "3 of 8 rows screened" in m)
+    # counts in words a chemist reads: singular for one, reasons named, not coded
+    assert not any(f" 1 {w}s" in summary for w in ("predicted mutagen", "predicted non-mutagen"))
+    assert "invalid SMILES" in summary and "salt or mixture" in summary
+    assert "fragments" not in summary and " parse" not in summary
 
 
 def test_flagged_first_by_p_then_rejected_last(needs_mutagenicity_model):
@@ -174,7 +179,9 @@ def test_the_file_and_the_one_molecule_tab_explain_a_molecule_alike(needs_mutage
     # the same bonds and the same sentence as the single view's Gem panel
     detail = [m for m in texts(at.markdown) if "bonds alone:" in m]
     assert detail[-1] == alone_single[0]
-    assert " ".join(f"{a}-{b}" for a, b in rows.to_pylist()[0]["bonds"]) in [c.value for c in at.code]
+    labels = bond_labels(smiles_to_instance(smiles).mol, rows.to_pylist()[0]["bonds"])[0]
+    assert "\n".join(labels) in [c.value for c in at.code]
+    assert any("(aromatic nitro)" in label for label in labels)
 
 
 def test_downloads_are_the_whole_result_in_input_order(needs_mutagenicity_model):
@@ -221,7 +228,9 @@ def test_selecting_a_row_opens_that_molecule(needs_mutagenicity_model):
     assert metrics["P(mutagen)"] == f"{first['p_mutagen']:.3f}"
     codes = [c.value for c in at.code]
     assert first["canonical_smiles"] in codes and first["fragment"] in codes
-    assert " ".join(f"{a}-{b}" for a, b in first["bonds"]) in codes
+    # the bonds as a chemist reads them: atoms numbered like the drawing, with their group
+    assert "\n".join(bond_labels(smiles_to_instance(first["smiles"]).mol,
+                                  first["bonds"])[0]) in codes
     # the bonds are pairs of the molecule re-parsed from the row's SMILES
     mol = smiles_to_instance(first["smiles"]).mol
     assert all(mol.GetBondBetweenAtoms(a, b) is not None for a, b in first["bonds"])
