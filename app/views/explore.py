@@ -116,7 +116,11 @@ def _pick_instance(sel: Selection, ds: GemDataset, instances: list[Instance],
                                                 icon=":material/casino:"))
             st.markdown(f"Random pick: **{describe[pos]}**")
             return pos
+        # open on the first candidate with a contrast between K and its size, as the Index
+        # mode does (first_informative)
+        roomy = [i for i, p in enumerate(cands) if instances[p].num_pairs >= CONTRAST * sel.k]
         return int(st.selectbox(f"Test {kind}", cands, format_func=describe.get,
+                                index=roomy[0] if roomy else 0,
                                 key=f"ex_pick_{sel.dataset}_{mode}"))
 
 

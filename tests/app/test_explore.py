@@ -533,6 +533,27 @@ def test_the_first_view_shows_a_contrast_between_k_and_the_instance():
     assert pos > 0  # #0 (8 edges) is not the first view any more
 
 
+def test_picking_by_class_also_opens_on_an_instance_with_a_contrast():
+    """The walk found the Class picker opening on Tree-cycles' first tree node (5 edges for
+    K = 6: every explanation the whole graph); it opens on the class's first roomy one."""
+    from gem_core.api import Workbench
+    from views.explore import CONTRAST
+
+    at = make_app(methods=("random",), sb_dataset="tree_cycles")
+    at.radio(key="ex_mode").set_value("Class").run()
+    instances = Workbench("tree_cycles", device="cpu").browse_instances("test")
+    k = at.session_state["selection"].k
+    for cls in at.selectbox(key="ex_class_tree_cycles").options:
+        at.selectbox(key="ex_class_tree_cycles").set_value(cls).run()
+        no_exception(at)
+        picker = at.selectbox(key="ex_pick_tree_cycles_Class")
+        chosen = instances[int(picker.value)]
+        roomy = [p for p in picker.options if instances[int(str(p).split(" ")[0].lstrip("#"))]
+                 .num_pairs >= CONTRAST * k]
+        if roomy:
+            assert chosen.num_pairs >= CONTRAST * k, (cls, picker.value)
+
+
 def test_a_molecule_on_explore_shows_its_smiles_and_toxicophore_halos(needs_mutagenicity_model):
     """Issue 27 item 17: Explore's molecule view says the molecule's SMILES and draws its
     toxicophores as halos (as the Molecule page does), and the toggle takes them away."""
