@@ -86,7 +86,7 @@ def test_gnnexplainer_shapes_and_reproducible(case, task, request):
 
 
 @pytest.mark.parametrize("case,task", [("node_case", "node"), ("graph_case", "graph")])
-def test_pgexplainer_fit_and_explain(case, task, request):
+def test_pgexplainer_fit_and_explain(case, task, request, tmp_path):
     from torch_geometric.explain import PGExplainer
 
     model, insts = request.getfixturevalue(case)
@@ -115,6 +115,20 @@ def test_pgexplainer_fit_and_explain(case, task, request):
     # same seed, same training: same scores
     again = PGExplainerBaseline(model, task, epochs=3, batch_size=4, edge_size=0.123).fit(train)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(batched, again.explain(test)))
+    # a saved fit (weights_only file) explains exactly as the fit it was saved from, PyG's own
+    # per-instance path included; another explainer's file is refused
+    from gem_core.runtime.store import ArtifactError, load_torch, save_torch
+
+    path = tmp_path / "pg.pt"
+    save_torch(ex.to_state(), path)
+    loaded = PGExplainerBaseline(model, task, epochs=3, batch_size=4, edge_size=0.123)
+    loaded.load_state(load_torch(path, kind=loaded.state_kind))
+    assert loaded.is_fitted and loaded.losses_ == ex.losses_
+    assert all(torch.equal(a, b) for a, b in zip(batched, loaded.explain(test)))
+    assert all(torch.equal(a, b) for a, b in zip(reference, loaded.explain_reference(test)))
+    save_torch({"kind": "gem-explainer"}, tmp_path / "other.pt")
+    with pytest.raises(ArtifactError):
+        load_torch(tmp_path / "other.pt", kind=loaded.state_kind)
 
 
 def test_baselines_plug_into_evaluation(graph_case):

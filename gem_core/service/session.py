@@ -209,7 +209,7 @@ class Workbench:
         with self._lock:
             if method in self._explainers or not method_spec(method).needs_fit:
                 return True
-            if method in self._never_saved:  # its fits live in memory only (PGExplainer)
+            if method in self._never_saved:  # its fits live in memory only
                 return False
             exp = method_spec(method).create(self.context)
             if self.checkpoint_path(exp) is None:

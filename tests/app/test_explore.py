@@ -158,7 +158,7 @@ def test_gem_panel_is_explained_or_offers_a_fit():
         assert at.button(key="ex_fit_gem").label == "Fit Gem now"
 
 
-def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
+def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch, tmp_path):
     """A one-off fit is announced with the time it took in the shipped results, not a guess."""
     import json
 
@@ -173,6 +173,7 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch):
     assert recorded_fit_seconds("ba_shapes", "random") is None  # nothing to fit
     assert recorded_fit_seconds("mutagenicity", "gem", target="no-such-target") is None
     monkeypatch.setattr(session, "_WORKBENCHES", {})  # a fresh session: PGExplainer not fitted
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nor saved (its fits are cached)
     st.cache_resource.clear()
     try:
         at = make_app(methods=("pgexplainer",))

@@ -11,17 +11,16 @@ On CUDA the model runs in this process and the worker processes only parse. At m
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from gem_core.explainers import check_method, method_spec
+from gem_core.runtime.workers import worker_pool
 from gem_core.data.config import check_k
 from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse_chunk,
                                               screen_chunk, warm_up)
@@ -115,50 +114,6 @@ class _Inline:
         pass
 
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def _worker_init(parent: int, parent_main_thread: Optional[int]) -> None:
-    """Worker set-up: one thread, and never outlive the screen that started it."""
-    os.environ["GEM_NUM_THREADS"] = "1"
-    _die_with_parent(parent, parent_main_thread)
-
-
-def _die_with_parent(parent: int, parent_main_thread: Optional[int], poll_s: float = 0.5) -> None:
-    """End this worker when process ``parent`` dies, even by SIGKILL.
-
-    A pool's workers wait on a queue whose pipe their siblings also hold open, so a killed
-    parent leaves them waiting for ever. Two guards: on Linux, ``PR_SET_PDEATHSIG`` has the kernel
-    send SIGKILL at once when the forking thread exits; it is set only when that thread was the
-    parent's main thread (a forked child keeps the forking thread's id), since a short-lived
-    caller thread would otherwise take the pool down with it. Always, a daemon thread checks
-    every ``poll_s`` seconds whether the parent is gone (the worker has been re-parented) and
-    exits. The parent pid is checked right after the signal is armed, to close the race of a
-    parent that died before.
-    """
-    import sys
-    import threading
-
-    if sys.platform.startswith("linux") and threading.get_ident() == parent_main_thread:
-        import ctypes
-        import signal
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover (no prctl: the watcher alone)
-            pass
-    if os.getppid() != parent:
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="gem-parent-watch", daemon=True).start()
-
-
 class _Processes:
     name = "processes"
 
@@ -166,14 +121,7 @@ class _Processes:
         self.settings = settings
         self.gpu = settings.device != "cpu"
         # Forked workers share the model this process loaded; CUDA cannot be forked.
-        ctx = multiprocessing.get_context("spawn" if self.gpu else "fork")
-        import threading
-
-        # A forked worker knows it came from the main thread by that thread's id (see
-        # _die_with_parent); a spawned one cannot tell, so it gets no id.
-        main = threading.main_thread().ident if not self.gpu else None
-        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                        initializer=_worker_init, initargs=(os.getpid(), main))
+        self.pool = worker_pool(workers, spawn=self.gpu)
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         fn = parse_chunk if self.gpu else screen_chunk
