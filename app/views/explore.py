@@ -236,25 +236,15 @@ def render() -> None:
                         results[panel] = out
 
     names = _edge_names(ds, inst)
-    with st.expander("Edge scores", expanded=False, key="ex_edge_table"):
-        if not results:
-            st.caption("No explanation yet.")
-        else:
-            st.caption("Scores on one scale: each edge's rank within this instance, from 0 to 1 "
-                       "(1 = the most important edge), since methods score differently "
-                       "(probabilities, logits, attributions). The raw scores are in the JSON "
-                       "download.")
-            table = {"edge": names}
-            for m, r in results.items():
-                chosen = set(r["ranked"])
-                table[f"{method_title(m)} score"] = [round(v, 4) for v in r["shown"]]
-                table[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(names))]
-                if any(r["tied"]):
-                    table[f"{method_title(m)} tied at the cut"] = r["tied"]
-            df = pd.DataFrame(table)
-            first = f"{method_title(next(iter(results)))} score"
-            st.dataframe(df.sort_values(first, ascending=False), hide_index=True,
-                         key="ex_edge_df")
+    # drawn on request: the grid is the slowest element of the page to draw in the browser
+    # (0.15-0.3 s of every instance change), and most views do not need it
+    show_table = st.toggle("Show the edge scores table", key="ex_edge_table",
+                           persist_state="session",
+                           help="Every edge's score per method on one scale, with its top-K and "
+                                "ties at the cut marked; off, moving between instances is "
+                                "quicker.")
+    if show_table:
+        _edge_table(names, results)
     payload = {
         "dataset": sel.dataset, "split": "test", "position": pos, "index": inst.index,
         "task": ds.task, "k": sel.k,
@@ -279,6 +269,26 @@ def render() -> None:
                        icon=":material/download:")
     with st.container(border=True, key="ex_whatif"):
         _what_if(sel, wb, ds, inst, pos, base, mol, hide_h, pred, p_full, results, close)
+
+
+def _edge_table(names: list[str], results: dict[str, dict]) -> None:
+    """Every edge's score per method on one scale (rank within the instance), top-K and ties."""
+    if not results:
+        st.caption("No explanation yet.")
+        return
+    st.caption("Scores on one scale: each edge's rank within this instance, from 0 to 1 "
+               "(1 = the most important edge), since methods score differently "
+               "(probabilities, logits, attributions). The raw scores are in the JSON download.")
+    table = {"edge": names}
+    for m, r in results.items():
+        chosen = set(r["ranked"])
+        table[f"{method_title(m)} score"] = [round(v, 4) for v in r["shown"]]
+        table[f"{method_title(m)} top-K"] = [j in chosen for j in range(len(names))]
+        if any(r["tied"]):
+            table[f"{method_title(m)} tied at the cut"] = r["tied"]
+    df = pd.DataFrame(table)
+    first = f"{method_title(next(iter(results)))} score"
+    st.dataframe(df.sort_values(first, ascending=False), hide_index=True, key="ex_edge_df")
 
 
 def _what_if(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos: int,

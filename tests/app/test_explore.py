@@ -36,7 +36,7 @@ def test_default_page_and_sidebar():
 
 
 def test_explore_panels_probabilities_and_offline_graphs():
-    at = make_app(methods=("gnnexplainer", "random"))
+    at = make_app(methods=("gnnexplainer", "random"), ex_edge_table=True)
     no_exception(at)
     assert not at.error
     assert texts(at.subheader) == ["Original", "GNNExplainer", "Random",
@@ -79,7 +79,7 @@ def test_k_change_rethresholds_cached_scores(monkeypatch):
         return original(self, method, instances, progress)
 
     monkeypatch.setattr(Workbench, "explain", counting)
-    at = make_app(methods=("random",), ex_index_ba_shapes=5)
+    at = make_app(methods=("random",), ex_index_ba_shapes=5, ex_edge_table=True)
     no_exception(at)
     assert any(m.startswith("**Test instance #5**") for m in texts(at.markdown))
     first = len(calls)
@@ -287,7 +287,8 @@ def test_scores_on_one_scale_ties_and_the_device():
     # an instance whose Gem scores tie across the K cut, when the shipped Gem has one
     gem = wb.explain("gem", test)
     pos = next((i for i, s in enumerate(gem) if bool(tied_at_cut(s, k).any())), 0)
-    at = make_app(methods=("gem", "integrated_gradients", "random"), ex_index_ba_shapes=pos)
+    at = make_app(methods=("gem", "integrated_gradients", "random"), ex_index_ba_shapes=pos,
+                  ex_edge_table=True)
     no_exception(at)
     df = at.dataframe[0].value.sort_index()  # back in edge order
     raw = wb.explain("integrated_gradients", [test[pos]])[0]
@@ -532,6 +533,19 @@ def test_the_first_view_shows_a_contrast_between_k_and_the_instance():
     inst = Workbench("tree_cycles", device="cpu").browse_instances("test")[pos]
     assert inst.num_pairs >= CONTRAST * k
     assert pos > 0  # #0 (8 edges) is not the first view any more
+
+
+def test_the_edge_table_is_drawn_on_request():
+    """The table is the page's slowest element to draw in a browser: off by default, on with
+    its toggle, and it stays on across instances."""
+    at = make_app(methods=("random",))
+    no_exception(at)
+    assert not at.dataframe and at.toggle(key="ex_edge_table").value is False
+    at.toggle(key="ex_edge_table").set_value(True).run()
+    assert "Random top-K" in at.dataframe[0].value.columns
+    at.number_input(key="ex_index_ba_shapes").set_value(3).run()
+    no_exception(at)
+    assert at.dataframe and at.toggle(key="ex_edge_table").value is True
 
 
 def test_picking_by_class_also_opens_on_an_instance_with_a_contrast():
