@@ -313,9 +313,8 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
                                          outline=tox["pairs"] if opts["outline"] else [])
         left.image(svg, width="stretch")
         if pairs:
-            index = {tuple(p): j for j, p in enumerate(mol.instance.pairs.t().tolist())}
-            mask = torch.zeros(mol.instance.num_pairs, dtype=torch.bool)
-            mask[[index[p] for p in pairs]] = True
+            chosen = set(pairs)
+            mask = torch.tensor([p in chosen for p in mol.pairs])
             label = CLASS_NAMES.index(rec["prediction"])
             left.markdown(on_explanation_alone(model, mol.instance, mask, label)[0])
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "

@@ -219,7 +219,7 @@ def _induced_smiles(heavy: Chem.Mol, atoms: set[int]) -> str:
     for bond in heavy.GetBonds():
         a, b = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
         inside = (a in atoms) + (b in atoms)
-        if inside == 0:
+        if inside == 0:  # never a bond between two attachment points
             continue
         bonds.add(bond.GetIdx())
         if inside == 1:  # the neighbour outside becomes an attachment point
@@ -231,9 +231,6 @@ def _induced_smiles(heavy: Chem.Mol, atoms: set[int]) -> str:
             dummy.SetNumExplicitHs(0)
             dummy.SetNoImplicit(True)
             dummy.SetIsotope(0)
-    # bonds between two attachment points are not the fragment's
-    bonds = {i for i in bonds if rw.GetBondWithIdx(i).GetBeginAtomIdx() in atoms
-             or rw.GetBondWithIdx(i).GetEndAtomIdx() in atoms}
     with rdBase.BlockLogs():
         return Chem.MolFragmentToSmiles(rw, atomsToUse=sorted(use),
                                         bondsToUse=sorted(bonds) or None, canonical=True)

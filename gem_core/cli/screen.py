@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the table's id column (default: id, name, title, ... when present)")
     p.add_argument("--k", type=_k, default=None, metavar="K|auto",
                    help="explanation bonds per molecule (default: auto, a quarter of each "
-                        "molecule's bonds, at most the paper's default K: the K of `explain` and of the app)")
+                        "molecule's bonds, at most the paper's default K: the K of `explain` "
+                        "and of the app)")
     p.add_argument("--method", default="gem", choices=BATCH_METHODS,
                    help="explainer (default: gem)")
     add_molecule_target_arg(p)

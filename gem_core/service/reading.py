@@ -29,10 +29,10 @@ class Reading:
     text: str
 
 
-
 #: the distilled teacher (the Granger distillation against the model's prediction) in the words
 #: of the reading: what it is to a chemist or a teacher, not its name in the code
 TEACHER_IN_WORDS = "The slow, exact method Gem learns from"
+
 
 def _pretty(name: str) -> str:
     return {"nonmutagen": "non-mutagen"}.get(name, name)
