@@ -223,17 +223,18 @@ def test_explanation_vs_random_bonds_side_by_side(needs_mutagenicity_model):
     assert [c for c in texts(at.caption) if c.endswith(" deleted.")][1] != deleted[1]
 
 
-def test_a_slow_explainer_waits_for_its_button(needs_mutagenicity_model, monkeypatch):
-    import components.whatif_view as view
-
-    monkeypatch.setattr(view, "LIVE_MS", 0.0)  # every per-instance explainer counts as slow
+def test_a_per_instance_explainer_waits_for_its_button_however_fast_it_was(
+        needs_mutagenicity_model):
+    """GNNExplainer explains one molecule at a time (~0.25 s here): its after-edit panel waits
+    for a click, whatever time the page measured, so the panels an edit shows never depend on
+    the machine's load (a time limit let the panel come and go)."""
     at = _molecule(methods=("gnnexplainer", "random"))
     mol = smiles_to_instance(NITROTOLUENE)
     _widget(at.multiselect, "mol_whatif_edges_").set_value([mol.pairs.index((4, 5))]).run()
     no_exception(at)
     assert sum("after the edit" in m for m in texts(at.markdown)) == 1  # Random only
     # the caption gives the time the page measured, not a guess
-    took = next(c for c in texts(at.caption) if c.startswith("Re-run on a click only"))
+    took = next(c for c in texts(at.caption) if c.startswith("These explain one instance"))
     assert re.search(r"GNNExplainer took \d+\.\d s on this molecule", took), took
     _widget(at.button, "mol_whatif_slow_gnnexplainer_").click().run()
     no_exception(at)
@@ -241,17 +242,15 @@ def test_a_slow_explainer_waits_for_its_button(needs_mutagenicity_model, monkeyp
     assert f"**GNNExplainer**, top {k} after the edit" in texts(at.markdown)
 
 
-def test_a_per_instance_explainer_fast_enough_reruns_on_every_edit(needs_mutagenicity_model,
-                                                                    monkeypatch):
-    import components.whatif_view as view
-
-    monkeypatch.setattr(view, "LIVE_MS", 1e9)  # within the budget, whatever the machine's load
-    at = _molecule(methods=("gnnexplainer", "random"))
+def test_batched_explainers_re_explain_on_every_edit(needs_mutagenicity_model):
+    at = _molecule(methods=("gem", "random"))
     mol = smiles_to_instance(NITROTOLUENE)
     _widget(at.multiselect, "mol_whatif_edges_").set_value([mol.pairs.index((4, 5))]).run()
     no_exception(at)
     k = at.slider(key="mol_k").value
-    assert f"**GNNExplainer**, top {k} after the edit" in texts(at.markdown)
+    shown = texts(at.markdown)
+    assert f"**Gem**, top {k} after the edit" in shown, shown
+    assert f"**Random**, top {k} after the edit" in shown, shown
     assert not [b for b in at.button if (b.key or "").startswith("mol_whatif_slow_")]
 
 
