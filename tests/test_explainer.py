@@ -184,6 +184,49 @@ def test_fit_is_reproducible():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_an_ensemble_scores_the_mean_of_its_members_and_its_first_member_is_the_plain_gem(
+        tmp_path):
+    from gem_core.gem.autoencoder import member_seed
+    from gem_core.gem.training import forward_pass
+
+    ins = planted("graph", count=24, seed=5)
+    w = [i.motif_mask.float() for i in ins]
+    one = GemAutoEncoder(max_epochs=4, seed=3).fit(ins[:16], w[:16], ins[16:20], w[16:20])
+    three = GemAutoEncoder(max_epochs=4, seed=3, ensemble=3).fit(ins[:16], w[:16], ins[16:20],
+                                                                 w[16:20])
+    assert len(three.models_) == 3 and len(three.history_["members"]) == 3
+    first = one.to_state()["state_dict"]
+    assert all(torch.equal(first[k], v) for k, v in three.models_[0].state_dict().items())
+    others = [m.state_dict()["decoder_bias"] for m in three.models_]
+    assert not torch.equal(others[1], others[2])  # members start from different seeds
+    prep = three.prepare(ins[20:])
+    members = torch.stack([forward_pass(m, prep, 0, "cpu")[0] for m in three.models_])
+    got = torch.cat(three.explain(ins[20:]))
+    assert torch.allclose(got, members.mean(0), atol=1e-6)
+    assert not torch.allclose(got, members[0], atol=1e-4)
+    # saved and loaded whole; a file missing a member is refused, not half-loaded
+    state = three.to_state()
+    torch.save(state, tmp_path / "gem.pt")
+    again = GemAutoEncoder.from_state(torch.load(tmp_path / "gem.pt", weights_only=True))
+    assert torch.equal(torch.cat(again.explain(ins[20:])), got)
+    with pytest.raises(ValueError, match="2 trained network.*ensemble of 3"):
+        GemAutoEncoder.from_state({**state, "member_state_dicts": state["member_state_dicts"][:1]})
+    # Gems of different seeds share no member (stability across seeds compares whole ensembles)
+    seeds = [member_seed(s, j) for s in range(5) for j in range(5)]
+    assert len(set(seeds)) == len(seeds) and member_seed(4, 0) == 4
+
+
+def test_ensemble_is_a_validated_setting():
+    from gem_core.gem.settings import GemSettings
+
+    assert GemSettings(ensemble=3).autoencoder_params()["ensemble"] == 3
+    assert "ensemble" not in GemSettings().key_parts()["params"]  # shipped Gems keep their keys
+    assert GemSettings(ensemble=3).key_parts()["params"]["ensemble"] == 3
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="GemSettings.ensemble"):
+            GemSettings(ensemble=bad)
+
+
 @pytest.mark.parametrize("task", ["graph", "node"])
 def test_mlp_decoder_and_degree_features(task):
     from gem_core.gem.inputs import DEGREE_BUCKETS, degree_columns

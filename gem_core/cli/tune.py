@@ -14,7 +14,7 @@ examples:
 settings a variant may change:
   explainer: lr, hidden (e.g. 64/64/32), batch_size, max_epochs, patience, kl_weight,
              weight_decay, wl_rounds, max_colors, decoder_bias, decoder (inner|mlp),
-             degree_features, wl_edge_labels, edge_features
+             degree_features, wl_edge_labels, edge_features, ensemble (networks averaged)
   training targets: target (weights|graded|mix|graded+add|blend),
              topk_policy (nosplit|exact|paper|refine|sufficient), label_source (true|predicted),
              train_on (all|correct: only instances the target classifies correctly),

@@ -47,7 +47,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
     "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
     "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
     "decoder_bias": _parse_bool, "decoder": str, "degree_features": _parse_bool,
-    "wl_edge_labels": _parse_bool, "edge_features": _parse_bool,
+    "wl_edge_labels": _parse_bool, "edge_features": _parse_bool, "ensemble": int,
 }
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -46,7 +47,7 @@ from gem_core.gem.settings import AUTOENCODER_FIELDS, GemSettings
 from gem_core.gem.training import check_weights, forward_pass, train_network
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.errors import NotFittedError
-from gem_core.runtime.progress import ProgressFn
+from gem_core.runtime.progress import ProgressFn, scaled
 
 EXPLAINER_KIND = "gem-explainer"
 STATE_VERSION = 1
@@ -83,6 +84,8 @@ class GemAutoEncoder:
         wl_edge_labels: graph tasks: refine the WL colours with the edge types.
         edge_features: read the edge types: per-node counts in the encoder, e_uv in an ``"mlp"``
             decoder.
+        ensemble: how many networks are trained, member ``j`` from :func:`member_seed`
+            (``seed``, ``j``); a pair's score is the members' mean.
         seed: seeds initialisation, shuffling and the reparameterisation noise.
         device: ``"auto"`` (CUDA when available), ``"cpu"`` or ``"cuda"``.
         max_nodes_per_pass: :meth:`explain` splits a collection only when it exceeds this many
@@ -93,8 +96,11 @@ class GemAutoEncoder:
         in_features_: width of the original node features.
         label_dim_: width of the label block.
         labeler_: the fitted :class:`~gem_core.gem.labeling.WLLabeler` (graph tasks) or None.
-        model_: the trained :class:`GemNet` (on ``device_``).
-        history_: per-epoch ``train_loss`` / ``val_loss`` lists, ``best_epoch``, ``epochs``.
+        models_: the trained :class:`GemNet` of every member (on ``device_``).
+        model_: the first member.
+        history_: the first member's per-epoch ``train_loss`` / ``val_loss`` lists,
+            ``best_epoch``, ``epochs``; with several members also ``members`` (each one's
+            ``best_epoch``, ``epochs``, ``best_loss``).
     """
 
     def __init__(self, lr: float = _D["lr"], hidden: Sequence[int] = _D["hidden"],
@@ -105,7 +111,8 @@ class GemAutoEncoder:
                  decoder_bias: bool = _D["decoder_bias"], decoder: str = _D["decoder"],
                  degree_features: bool = _D["degree_features"],
                  wl_edge_labels: bool = _D["wl_edge_labels"],
-                 edge_features: bool = _D["edge_features"], seed: int = _D["seed"],
+                 edge_features: bool = _D["edge_features"], ensemble: int = _D["ensemble"],
+                 seed: int = _D["seed"],
                  device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 500_000):
         self.lr = lr
         self.hidden = hidden
@@ -122,6 +129,7 @@ class GemAutoEncoder:
         self.degree_features = degree_features
         self.wl_edge_labels = wl_edge_labels
         self.edge_features = edge_features
+        self.ensemble = ensemble
         self.seed = seed
         self.device = device
         self.max_nodes_per_pass = max_nodes_per_pass
@@ -142,8 +150,15 @@ class GemAutoEncoder:
         return f"GemAutoEncoder({args})"
 
     # ------------------------------------------------------------------ inputs
+    @property
+    def model_(self) -> GemNet:
+        """The first member's network (no such attribute before :meth:`fit`)."""
+        if not hasattr(self, "models_"):
+            raise AttributeError("model_: this GemAutoEncoder is not fitted yet")
+        return self.models_[0]
+
     def _check_fitted(self) -> None:
-        if not hasattr(self, "model_"):
+        if not hasattr(self, "models_"):
             raise NotFittedError(
                 "This GemAutoEncoder is not fitted yet: call fit(instances, weights) or load one "
                 "with GemAutoEncoder.from_state(state) before explaining.")
@@ -155,6 +170,9 @@ class GemAutoEncoder:
     def prepare(self, instances: Sequence[Instance]) -> PreparedInstances:
         """Pack and label instances (WL colours / hop distances): the input side of :meth:`explain`."""
         self._check_fitted()
+        return self._prepare(instances)
+
+    def _prepare(self, instances: Sequence[Instance]) -> PreparedInstances:
         packed = pack(instances)
         self._check_compatible(packed)
         return PreparedInstances(packed, self._label_columns(packed))
@@ -175,8 +193,9 @@ class GemAutoEncoder:
 
     # ------------------------------------------------------------------ forward
     def _forward(self, prep: PreparedInstances) -> Tensor:
-        """Scores of all pairs of ``prep`` (evaluation mode)."""
-        return forward_pass(self.model_, prep, self.edge_dim_, self.device_)[0]
+        """Scores of all pairs of ``prep`` (evaluation mode): the members' mean."""
+        scores = [forward_pass(m, prep, self.edge_dim_, self.device_)[0] for m in self.models_]
+        return scores[0] if len(scores) == 1 else torch.stack(scores).mean(0)
 
     @torch.no_grad()
     def explain(self, instances: Union[Sequence[Instance], PreparedInstances]) -> list[Tensor]:
@@ -189,7 +208,8 @@ class GemAutoEncoder:
         if not isinstance(instances, PreparedInstances) and len(instances) == 0:
             return []
         prep = instances if isinstance(instances, PreparedInstances) else self.prepare(instances)
-        self.model_.eval()
+        for m in self.models_:
+            m.eval()
         if prep.packed.num_nodes <= self.max_nodes_per_pass:
             scores = self._forward(prep).cpu()
         else:
@@ -257,20 +277,28 @@ class GemAutoEncoder:
             self.label_dim_ = self.num_hops + 2
         if self.degree_features:
             self.label_dim_ += DEGREE_BUCKETS
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            model = GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
-                           self.decoder_bias, self.decoder, self.edge_dim_)
         self.device_ = dev
-        self.model_ = model.to(dev)
         train = PreparedInstances(packed, self._label_columns(packed))
-        val = self.prepare(val_instances) if has_val else None
-        self.history_ = train_network(
-            self.model_, train, target, val, val_target, edge_dim=self.edge_dim_, device=dev,
-            lr=self.lr, weight_decay=self.weight_decay, batch_size=self.batch_size,
-            max_epochs=self.max_epochs, patience=self.patience, kl_weight=self.kl_weight,
-            seed=self.seed, progress=progress)
+        val = self._prepare(val_instances) if has_val else None
+        models, histories = [], []
+        for j in range(self.ensemble):
+            seed = member_seed(self.seed, j)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = self._network().to(dev)
+            histories.append(train_network(
+                model, train, target, val, val_target, edge_dim=self.edge_dim_, device=dev,
+                lr=self.lr, weight_decay=self.weight_decay, batch_size=self.batch_size,
+                max_epochs=self.max_epochs, patience=self.patience, kl_weight=self.kl_weight,
+                seed=seed, progress=scaled(progress, j / self.ensemble, (j + 1) / self.ensemble)))
+            models.append(model)
+        self.models_ = models
+        self.history_ = _history(histories)
         return self
+
+    def _network(self) -> GemNet:
+        return GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
+                      self.decoder_bias, self.decoder, self.edge_dim_)
 
     def _validate_params(self) -> None:
         """The hyperparameters checked as :class:`GemSettings` checks them (one-line errors)."""
@@ -296,7 +324,8 @@ class GemAutoEncoder:
             "edge_dim": self.edge_dim_,
             "label_dim": self.label_dim_,
             "labeler": None if self.labeler_ is None else self.labeler_.to_state(),
-            "state_dict": {k: v.detach().cpu().clone() for k, v in self.model_.state_dict().items()},
+            "state_dict": _cpu_state(self.models_[0]),
+            "member_state_dicts": [_cpu_state(m) for m in self.models_[1:]],
             "history": history,
         }
 
@@ -319,9 +348,36 @@ class GemAutoEncoder:
         self.label_dim_ = int(state["label_dim"])
         self.labeler_ = None if state["labeler"] is None else WLLabeler.from_state(state["labeler"])
         self.device_ = resolve_device(self.device)
-        model = GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
-                       self.decoder_bias, self.decoder, self.edge_dim_)
-        model.load_state_dict(state["state_dict"])
-        self.model_ = model.to(self.device_).eval()
+        members = [state["state_dict"], *state.get("member_state_dicts", [])]
+        if len(members) != self.ensemble:
+            raise ValueError(f"this Gem state has {len(members)} trained network(s) for an "
+                             f"ensemble of {self.ensemble}: the file is incomplete")
+        self.models_ = []
+        for member in members:
+            model = self._network()
+            model.load_state_dict(member)
+            self.models_.append(model.to(self.device_).eval())
         self.history_ = dict(state.get("history", {}))
         return self
+
+
+def member_seed(seed: int, j: int) -> int:
+    """The seed of ensemble member ``j`` of a Gem seeded ``seed``: ``seed`` itself for the first
+    (an ensemble of one is the plain auto-encoder), then seeds drawn from ``(seed, j)``, so that
+    Gems of different seeds share no member."""
+    if j == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([abs(int(seed)), int(seed < 0), j]).generate_state(1)[0] >> 1)
+
+
+def _cpu_state(model: GemNet) -> dict[str, Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+
+
+def _history(histories: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first member's history, with every member's summary when there are several."""
+    first = dict(histories[0])
+    if len(histories) > 1:
+        first["members"] = [{k: h[k] for k in ("best_epoch", "epochs", "best_loss")}
+                            for h in histories]
+    return first

@@ -71,14 +71,16 @@ _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": 
                                       "protocol": EvalProtocol}
 _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
-_POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors")
+_POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
+                  "ensemble")
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
 
 #: the auto-encoder's hyperparameters (keyword arguments of
 #: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
 AUTOENCODER_FIELDS = ("lr", "hidden", "batch_size", "max_epochs", "patience", "kl_weight",
                       "weight_decay", "num_hops", "wl_rounds", "max_colors", "decoder_bias",
-                      "decoder", "degree_features", "wl_edge_labels", "edge_features", "seed")
+                      "decoder", "degree_features", "wl_edge_labels", "edge_features", "ensemble",
+                      "seed")
 # in every saved Gem's key, whatever their value (the settings of the first shipped explainers)
 _ALWAYS_KEYED = ("lr", "num_hops", "max_epochs")
 
@@ -128,6 +130,10 @@ class GemSettings:
         wl_edge_labels: refine the WL labels of graph tasks with the edge types (bond orders).
         edge_features: edge features in Gem: per-node counts in the encoder, e_uv in an ``mlp``
             decoder.
+        ensemble: how many auto-encoders are trained (each from its own seed, derived from
+            :attr:`seed`); Gem's score of a pair is their mean. Averaging removes most of what
+            one seed's initialisation and shuffling decide alone, so Gem refitted with another
+            seed keeps more of the same top-K edges (stability across seeds).
         seed: seeds the auto-encoder's initialisation, shuffling and noise.
     """
 
@@ -154,6 +160,7 @@ class GemSettings:
     degree_features: bool = False
     wl_edge_labels: bool = False
     edge_features: bool = False
+    ensemble: int = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
