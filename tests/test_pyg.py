@@ -747,6 +747,10 @@ def test_adapter_options_are_the_engine_settings_of_the_same_names():
         GemExplainer(protocol="all")
     with pytest.raises(ValueError, match="GemSettings.topk_policy"):
         GemExplainer(topk_policy="best")
+    assert GemExplainer(ensemble=3).gem_settings("graph", 3, phenomenon=False).ensemble == 3
+    assert graph.ensemble == 1
+    with pytest.raises(ValueError, match="GemSettings.ensemble"):
+        GemExplainer(ensemble=0)
 
 
 def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():

@@ -118,6 +118,14 @@ class DatasetSpec:
         return min(steps) if steps else 1
 
 
+# Gem trains 3 auto-encoders and averages their scores (GemSettings.ensemble): refitted with
+# another seed it keeps far more of the same top-K edges. Validation split, 6 single fits (an
+# ensemble of 3 = the mean of 3 of them), stability at the smallest K: Mutagenicity (paper target)
+# 0.80 -> 0.87, BA-shapes 0.75 -> 0.89; accuracy@K the same or higher (docs/results.md,
+# "Stability across seeds"). Tree-cycles keeps one (below); NCI1 and the strong target were not
+# validated yet and keep one.
+_ENSEMBLE = {"ensemble": 3}
+
 DATASETS: dict[str, DatasetSpec] = {
     "ba_shapes": DatasetSpec(
         name="ba_shapes",
@@ -133,7 +141,8 @@ DATASETS: dict[str, DatasetSpec] = {
         gem={"lr": 0.003, "target_kind": "graded+add",
              # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs
              # the inner product cannot tell apart (house attachment / hub spokes vs house edges)
-             "max_epochs": 1000, "patience": 100, "decoder": "mlp", "degree_features": True},
+             "max_epochs": 1000, "patience": 100, "decoder": "mlp", "degree_features": True,
+             **_ENSEMBLE},
         default_k_value=6,
     ),
     "tree_cycles": DatasetSpec(
@@ -148,6 +157,8 @@ DATASETS: dict[str, DatasetSpec] = {
                                (("num_nodes", 6),), num_motifs=60),
         class_names=("tree", "cycle"),
         target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=5000, patience=1500),
+        # one auto-encoder: its stability across seeds is already 0.97 on validation, and an
+        # ensemble of 3 lowered accuracy@K there (mean 0.93 -> 0.84-0.93 on 36 nodes)
         gem={"lr": 0.003, "target_kind": "mix", "max_epochs": 600},
         default_k_value=6,
     ),
@@ -176,7 +187,9 @@ DATASETS: dict[str, DatasetSpec] = {
             # then bond types, as this target reads them: WL colours refined with them, per-node
             # counts in the encoder, e_uv in an MLP decoder (recall@8 0.741 -> 0.783, higher in
             # each seed; AUC 0.785 -> 0.780, accuracy +0.1, agreement +0.1)
-            "wl_edge_labels": True, "edge_features": True, "decoder": "mlp"}),
+            "wl_edge_labels": True, "edge_features": True, "decoder": "mlp",
+            # one auto-encoder, as shipped: the ensemble was not validated on this target yet
+            "ensemble": 1}),
         gem={"lr": 0.01,
              # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean
              # over K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing
@@ -185,7 +198,7 @@ DATASETS: dict[str, DatasetSpec] = {
              # Gem reads the target's predicted class and learns the predicted-label teacher:
              # validation agreement@K 86.4 -> 90.5 %, accuracy 77.1 -> 79.7 % (mean over K,
              # seeds 0-2)
-             "condition_on_prediction": True, "label_source": "predicted"},
+             "condition_on_prediction": True, "label_source": "predicted", **_ENSEMBLE},
     ),
     "nci1": DatasetSpec(
         name="nci1",

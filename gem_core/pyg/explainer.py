@@ -131,6 +131,9 @@ class GemExplainer(ExplainerAlgorithm):
             default 1 … max(``k``) for ``"sufficient"`` (a full ranking), else ``k``.
         necessity_weight: the ``"sufficient"`` rule's weight of necessity (a candidate edge is
             also judged by how much its removal takes from the prediction); default 1.0 for it.
+        ensemble: how many auto-encoders are trained and averaged; default 1. The engine's Gem
+            uses 3: refitted with another seed, it then keeps more of the same top-K edges
+            (Mutagenicity validation: top-15 Jaccard 0.80 -> 0.87), at three times the fit time.
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -148,8 +151,9 @@ class GemExplainer(ExplainerAlgorithm):
                  topk_policy: Optional[str] = None, protocol: str = "keep_nodes",
                  condition_on_prediction: Optional[bool] = None,
                  target_ks: Optional[Sequence[int]] = None,
-                 necessity_weight: Optional[float] = None):
+                 necessity_weight: Optional[float] = None, ensemble: int = 1):
         super().__init__()
+        self.ensemble = ensemble
         self.necessity_weight = necessity_weight
         self.topk_policy = topk_policy
         self.protocol = protocol
@@ -344,7 +348,7 @@ class GemExplainer(ExplainerAlgorithm):
             label_source="true" if phenomenon else "predicted",
             lr=self._lr(level), hidden=self.hidden, batch_size=self.batch_size,
             max_epochs=self.epochs, patience=self.patience, num_hops=max(hops, 1),
-            seed=self.seed)
+            ensemble=self.ensemble, seed=self.seed)
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the
