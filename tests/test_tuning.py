@@ -10,8 +10,8 @@ from gem_core.gem.autoencoder import GemAutoEncoder
 from gem_core.gem.training_targets import explainer_targets
 from gem_core.evaluation import tuning
 from gem_core.service.session import Workbench
-from gem_core.evaluation.tuning import (CURRENT, Variant, check_variants, parse_variant,
-                                        validation_sweep)
+from gem_core.evaluation.tuning import (CURRENT, Variant, check_variants, format_sweep,
+                                        parse_variant, validation_sweep)
 
 
 def test_parse_variant_types_each_setting():
@@ -94,6 +94,15 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
     a = [r["accuracy_at_k"] for r in result["variants"]["inner-nobias"]["per_seed"]]
     assert result["variants"]["inner-nobias"]["overrides"] == {"max_epochs": 4, "decoder_bias": False}
     assert all(0.0 <= x <= 1.0 for acc in a for x in acc.values())
+    # stability across the two seeds: the Jaccard of their top-K edges at the smallest K
+    from gem_core.evaluation.faithfulness import stability
+
+    seed1 = gem.explain(val)
+    seed0 = GemAutoEncoder.from_settings(wb.gem_settings, device="cpu", max_epochs=4, seed=0).fit(
+        train, targets[0], val, targets[1]).explain(val)
+    k = min(wb.spec.k_grid)
+    assert short["stability"] == {"k": k, "value": pytest.approx(stability([seed0, seed1], k))}
+    assert "stability across the seeds" in format_sweep(result)
 
 
 def test_correct_only_training_fits_on_the_correctly_classified_instances(monkeypatch):

@@ -152,9 +152,11 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     Returns:
         ``{"dataset", "split": "val", "k_grid", "seeds", "variants": {name: {"overrides",
         "accuracy_at_k": {"<K>": mean over seeds}, "mean": …, "std" (of the seed means), "per_seed":
-        [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}]}}}``.
+        [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}], "stability" (with two seeds or
+        more: ``{"k", "value"}``, the mean Jaccard of the seeds' top-K edges at the smallest K)}}}``.
     """
     from gem_core.gem.distill import distill_dataset
+    from gem_core.evaluation.faithfulness import stability
     from gem_core.evaluation.metrics import evaluate_scores
     from gem_core.gem.pipeline import GemPipeline
     from gem_core.models.predict import predict_proba
@@ -212,7 +214,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     runs = len(variants) * len(seeds)
     done = 0
     for v in variants:
-        per_seed = []
+        per_seed, seed_scores = [], []
         for seed in seeds:
             lo, hi = done / runs, (done + 1) / runs
             report(progress, lo, f"{v.name}, seed {seed}: training targets")
@@ -225,6 +227,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             gem = pipeline.fit_autoencoder(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
             scores = gem.explain(pipeline.inputs(val))
+            seed_scores.append(scores)
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
             agree = {str(k): v for k, v in measured.agreement_at_k.items()}
@@ -240,6 +243,9 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             done += 1
             report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
         out["variants"][v.name] = _summary(v, per_seed, spec.k_grid)
+        if len(seeds) > 1:  # the variant refitted with each seed: do its top-K edges agree?
+            k = min(spec.k_grid)
+            out["variants"][v.name]["stability"] = {"k": k, "value": stability(seed_scores, k)}
     return out
 
 
@@ -332,6 +338,12 @@ def format_sweep(result: dict[str, Any]) -> str:
         for name, r in variants.items():
             lines.append(f"{name:<22}" + "".join(f"{r['faithfulness'][protocol][k]:>13.3f}"
                                                  for k in keys))
+    if any("stability" in r for r in variants.values()):
+        k = next(r["stability"]["k"] for r in variants.values() if "stability" in r)
+        lines += ["", f"stability across the seeds: mean Jaccard of the top-{k} edges",
+                  f"{'variant':<22}{'stability':>10}"]
+        for name, r in variants.items():
+            lines.append(f"{name:<22}{r['stability']['value']:>10.3f}")
     if any("toxicophore_auc" in r for r in variants.values()):
         lines += ["", "toxicophores of the validation molecules the target calls mutagens",
                   f"{'variant':<22}{'AUC':>8}{'recall@8':>10}"]
