@@ -18,7 +18,7 @@ torch.set_num_threads(1)
 # must keep producing exactly these, or the shipped fits stop loading and get refitted
 SHIPPED_KEYS = {("ba_shapes", "paper"): "6bfef55767c6", ("tree_cycles", "paper"): "c299aa4529fd",
                 ("mutagenicity", "paper"): "304f8b3b4c3a",
-                ("mutagenicity", "strong"): "5ef130c1a3de", ("nci1", "paper"): "05e7e834c158"}
+                ("mutagenicity", "strong"): "56a571f27521", ("nci1", "paper"): "25554abefdc5"}
 
 
 # ----------------------------------------------------------------------------- validation

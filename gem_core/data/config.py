@@ -122,8 +122,8 @@ class DatasetSpec:
 # another seed it keeps far more of the same top-K edges. Validation split, 6 single fits (an
 # ensemble of 3 = the mean of 3 of them), stability at the smallest K: Mutagenicity (paper target)
 # 0.80 -> 0.87, BA-shapes 0.75 -> 0.89; accuracy@K the same or higher (docs/results.md,
-# "Stability across seeds"). Tree-cycles keeps one (below); NCI1 and the strong target were not
-# validated yet and keep one.
+# "Stability across seeds"); Mutagenicity's strong target inherits the row (0.81 -> 0.87).
+# Tree-cycles keeps one and NCI1 averages 5 (their rows below).
 _ENSEMBLE = {"ensemble": 3}
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -188,8 +188,10 @@ DATASETS: dict[str, DatasetSpec] = {
             # counts in the encoder, e_uv in an MLP decoder (recall@8 0.741 -> 0.783, higher in
             # each seed; AUC 0.785 -> 0.780, accuracy +0.1, agreement +0.1)
             "wl_edge_labels": True, "edge_features": True, "decoder": "mlp",
-            # one auto-encoder, as shipped: the ensemble was not validated on this target yet
-            "ensemble": 1}),
+            # 3 auto-encoders averaged, as the paper target's row (validation, 6 single fits:
+            # stability across seeds 0.81 -> 0.87, toxicophore AUC 0.777 -> 0.787, mean
+            # accuracy@K 85.3 -> 85.1 %)
+            }),
         gem={"lr": 0.01,
              # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean
              # over K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing
@@ -215,7 +217,10 @@ DATASETS: dict[str, DatasetSpec] = {
              "condition_on_prediction": True, "label_source": "predicted",
              # graded targets over K = 1-30: validation accuracy 77.0 -> 77.7 %, agreement 92.8
              # both
-             "target_ks": tuple(range(1, 31))},
+             "target_ks": tuple(range(1, 31)),
+             # 5 auto-encoders averaged: validation stability across seeds 0.74 (one network) ->
+             # 0.82 (3) -> 0.86 (5), mean accuracy@K 77.6 -> 78.1 % (10 single fits)
+             "ensemble": 5},
     ),
 }
 
