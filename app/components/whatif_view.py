@@ -32,7 +32,6 @@ DrawFn = Callable[[list[int], list[int], list[int], Optional[list[float]], Optio
 EvaluateFn = Callable[[tuple[Edit, ...], tuple[str, ...]], tuple[Any, list[Any]]]
 
 
-
 def live_methods(methods: Sequence[str]) -> list[str]:
     """The explainers that re-explain on every edit: the batched ones (one forward pass each).
 

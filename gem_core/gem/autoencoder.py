@@ -44,7 +44,7 @@ from gem_core.data.packed import PackedGraphs
 from gem_core.gem.labeling import WLLabeler, pack
 from gem_core.gem.network import GemNet
 from gem_core.gem.settings import AUTOENCODER_FIELDS, GemSettings
-from gem_core.gem.training import check_weights, forward_pass, train_network
+from gem_core.gem.training import check_weights, network_inputs, run_network, train_network
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.errors import NotFittedError
 from gem_core.runtime.progress import ProgressFn, scaled
@@ -194,7 +194,8 @@ class GemAutoEncoder:
     # ------------------------------------------------------------------ forward
     def _forward(self, prep: PreparedInstances) -> Tensor:
         """Scores of all pairs of ``prep`` (evaluation mode): the members' mean."""
-        scores = [forward_pass(m, prep, self.edge_dim_, self.device_)[0] for m in self.models_]
+        inputs = network_inputs(prep, self.edge_dim_, self.device_)
+        scores = [run_network(m, inputs)[0] for m in self.models_]
         return scores[0] if len(scores) == 1 else torch.stack(scores).mean(0)
 
     @torch.no_grad()

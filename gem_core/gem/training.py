@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -23,20 +24,44 @@ from gem_core.gem.network import GemNet, normalized_adjacency
 from gem_core.runtime.progress import ProgressFn, report
 
 
+@dataclass(frozen=True)
+class NetworkInputs:
+    """What the network reads of a prepared batch, on its device: built once per batch and
+    shared by every ensemble member (and by every epoch's validation loss)."""
+
+    x: Tensor
+    cols: Tensor
+    adj: Tensor
+    pairs: Tensor
+    edge_attr: Optional[Tensor]
+
+
+def network_inputs(prep: PreparedInstances, edge_dim: int,
+                   device: Union[str, torch.device]) -> NetworkInputs:
+    """Node inputs, label columns, the normalised adjacency and the pairs of ``prep``."""
+    p = prep.packed
+    return NetworkInputs(x=node_inputs(p, edge_dim).to(device), cols=prep.cols.to(device),
+                         adj=normalized_adjacency(p.pairs, p.num_nodes, device),
+                         pairs=p.pairs.to(device),
+                         edge_attr=None if not edge_dim else p.edge_attr.to(device))
+
+
+def run_network(model: GemNet, inputs: NetworkInputs, noise: Optional[torch.Generator] = None
+                ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+    """Scores of all pairs of ``inputs`` (+ μ, log σ). Noise is drawn only in training mode."""
+    mu, logstd = model.encode(inputs.cols, inputs.x, inputs.adj)
+    z = mu
+    if logstd is not None:
+        eps = torch.randn(mu.shape, generator=noise, device=mu.device)
+        z = mu + eps * logstd.exp()
+    return model.decode(z, inputs.pairs, inputs.edge_attr), mu, logstd
+
+
 def forward_pass(model: GemNet, prep: PreparedInstances, edge_dim: int,
                  device: Union[str, torch.device], noise: Optional[torch.Generator] = None
                  ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
-    """Scores of all pairs of ``prep`` (+ μ, log σ). Noise is drawn only in training mode."""
-    p = prep.packed
-    x, pairs, cols = node_inputs(p, edge_dim).to(device), p.pairs.to(device), prep.cols.to(device)
-    edge_attr = None if not edge_dim else p.edge_attr.to(device)
-    adj = normalized_adjacency(p.pairs, p.num_nodes, device)
-    mu, logstd = model.encode(cols, x, adj)
-    z = mu
-    if logstd is not None:
-        eps = torch.randn(mu.shape, generator=noise, device=device)
-        z = mu + eps * logstd.exp()
-    return model.decode(z, pairs, edge_attr), mu, logstd
+    """:func:`run_network` on the :func:`network_inputs` of ``prep``."""
+    return run_network(model, network_inputs(prep, edge_dim, device), noise)
 
 
 def check_weights(instances: Sequence[Instance], weights: Sequence[Tensor], what: str) -> Tensor:
@@ -68,12 +93,11 @@ def _loss(scores: Tensor, target: Tensor, mu: Tensor, logstd: Optional[Tensor],
 
 
 @torch.no_grad()
-def _eval_loss(model: GemNet, prep: PreparedInstances, target: Tensor, edge_dim: int,
-               device: torch.device) -> float:
+def _eval_loss(model: GemNet, inputs: NetworkInputs, target: Tensor) -> float:
     model.eval()
     if target.numel() == 0:
         return 0.0
-    scores = forward_pass(model, prep, edge_dim, device)[0]
+    scores = run_network(model, inputs)[0]
     return float(F.mse_loss(scores, target.to(scores.device)))
 
 
@@ -92,6 +116,7 @@ def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     n = train.num_instances
     history: dict[str, Any] = {"train_loss": [], "val_loss": []}
+    val_inputs = None if val is None else network_inputs(val, edge_dim, device)
     best_loss, best_state, best_epoch, since_best = math.inf, None, 0, 0
     epoch = 0
     for epoch in range(1, max_epochs + 1):
@@ -116,7 +141,7 @@ def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
         train_loss = total / max(count, 1)
         history["train_loss"].append(train_loss)
         if val is not None:
-            monitored = _eval_loss(model, val, val_target, edge_dim, device)
+            monitored = _eval_loss(model, val_inputs, val_target)
             history["val_loss"].append(monitored)
         else:
             monitored = train_loss
