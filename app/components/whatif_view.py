@@ -270,6 +270,10 @@ def render(w: WhatIf) -> None:
 
 @st.fragment
 def _section(w: WhatIf) -> None:
+    """The section's layout is the same before and after any edit: what an edit adds or drops
+    (the search's count, the group buttons, the detached-part warning) goes into slots that are
+    always there, so the drawn views below keep their place in the page's tree and are updated
+    in place; a shifted view is rebuilt by the browser (0.9 s instead of 0.4 s per edit)."""
     st.subheader(f"What if these {w.edge}s were gone?", anchor=False)
     st.caption(f"Delete {w.edge}s, or {w.node}s with all their {w.edge}s, and see what the model "
                f"and the explainers say about the {w.thing} that is left. Deleted {w.edge}s "
@@ -290,29 +294,34 @@ def _section(w: WhatIf) -> None:
     c3.button("Undo all", key=w.key("undo"), on_click=_undo, args=(w,),
               icon=":material/undo:", width="stretch",
               disabled=not (edges or nodes or session_value(w.key("compare"))))
-    groups = [(t, g) for t, g in w.groups if not set(g) <= set(nodes)]
-    if groups:
-        cols = st.columns(min(3, len(groups)))
-        for n, (title, group) in enumerate(groups):
-            cols[n % len(cols)].button(
-                f"Remove the {title[0].lower() + title[1:]} group ({_names(w, group)})",
-                key=w.key(f"group_{'_'.join(map(str, group))}"), on_click=_delete_nodes,
-                args=(w, group), icon=":material/remove_circle_outline:",
-                help=f"Delete its {w.node}s other than carbon, with their {w.edge}s; the "
-                     f"carbon skeleton it sits on stays.")
+    with st.container():  # slot: the one-click group deletions
+        groups = [(t, g) for t, g in w.groups if not set(g) <= set(nodes)]
+        if groups:
+            cols = st.columns(min(3, len(groups)))
+            for n, (title, group) in enumerate(groups):
+                cols[n % len(cols)].button(
+                    f"Remove the {title[0].lower() + title[1:]} group ({_names(w, group)})",
+                    key=w.key(f"group_{'_'.join(map(str, group))}"), on_click=_delete_nodes,
+                    args=(w, group), icon=":material/remove_circle_outline:",
+                    help=f"Delete its {w.node}s other than carbon, with their {w.edge}s; the "
+                         f"carbon skeleton it sits on stays.")
+    result, detached = st.container(), st.container()  # slots: the numbers, a detached part
+    # the panels' grid has as many columns before the first edit as after it: the edited
+    # picture keeps its size and place
+    cols = st.columns(min(3, 1 + len(w.methods)))
     if not edges and not nodes:
         focus = w.class_names[w.focus]
-        with st.container(key=f"{w.prefix}_result_none"):
+        with result, st.container(key=f"{w.prefix}_result_none"):
             st.metric(f"P({focus})", f"{w.original[w.focus]:.3f}",
                       help=f"No edit: the whole {w.thing}, as above.")
             st.caption(f"No edit yet: the original {w.thing}. Pick {w.edge}s or {w.node}s above"
                        + (f", or click an {w.edge} in the drawing." if w.clickable else "."))
         if w.clickable:
-            with st.container(border=True, key=f"{w.prefix}_panel_edited"):
+            with cols[0], st.container(border=True, key=f"{w.prefix}_panel_edited"):
                 st.markdown(f"**The {w.thing}**: click an {w.edge} to delete it")
                 w.draw([], [], [], None, None, "whatif_edited")
     else:
-        _edited(w, edges, nodes)
+        _edited(w, edges, nodes, result, detached, cols)
     _compare(w)
 
 
@@ -332,33 +341,38 @@ def _find(w: WhatIf) -> tuple[list[int], list[int]]:
     picked_edges, picked_nodes = _picked(w)
     found_e, found_n = set(edges) | set(picked_edges), set(nodes) | set(picked_nodes)
     words = " ".join(_TOKEN.findall(query))
-    if words:
-        st.caption(f"“{words}” finds {len(edges)} {w.edge}{'s' if len(edges) != 1 else ''} and "
-                   f"{len(nodes)} {w.node}{'s' if len(nodes) != 1 else ''}.")
+    with st.container():  # slot: what the search found
+        if words:
+            st.caption(f"“{words}” finds {len(edges)} {w.edge}{'s' if len(edges) != 1 else ''} "
+                       f"and {len(nodes)} {w.node}{'s' if len(nodes) != 1 else ''}.")
     return ([j for j in w.edge_order if j in found_e], [i for i in w.node_order if i in found_n])
 
 
-def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
+def _edited(w: WhatIf, edges: list[int], nodes: list[int], result: Any, detached: Any,
+            cols: Sequence[Any]) -> None:
+    """The edit's numbers (into the ``result`` slot), a detached part's warning (``detached``)
+    and the panels (into ``cols``: the edited instance, then each live explainer)."""
     token = edit_token(edges, nodes)
     live = live_methods(w.methods)
     slow = [m for m in w.methods if m not in live]
     try:
         original, (out,) = w.evaluate((_edit(w, edges, nodes),), tuple(live))
     except EditError as exc:
-        st.warning(str(exc), icon=":material/warning:")
+        result.warning(str(exc), icon=":material/warning:")
         return
+    removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
     if out.error:
-        with st.container(key=f"{w.prefix}_result_{token}"):
+        with result, st.container(key=f"{w.prefix}_result_{token}"):
             st.warning(out.error, icon=":material/link_off:")
-        removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
-        with st.container(border=True, key=f"{w.prefix}_panel_edited"):
+        with cols[0], st.container(border=True, key=f"{w.prefix}_panel_edited"):
             st.markdown(f"**The edited {w.thing}**")
             w.draw(removed, nodes, [], None, None, "whatif_edited")
         return
-    _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
+    with result:
+        _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
     if out.detached:
-        _detached(w, out.detached)
-    removed = [j for j in range(len(w.pairs)) if not bool(out.kept[j])]
+        with detached:
+            _detached(w, out.detached)
     requested = session_value(w.key("slow"), {}).get(token, [])
     extra = {}
     for m in [m for m in slow if m in requested]:
@@ -369,7 +383,6 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int]) -> None:
         except Exception as exc:  # a slow explainer failing never stops the section
             st.error(f"{w.titles(m)}: {exc}", icon=":material/error:")
     panels = ["edited", *live, *extra]
-    cols = st.columns(min(3, len(panels)))
     for i, panel in enumerate(panels):
         with cols[i % len(cols)], st.container(border=True, key=f"{w.prefix}_panel_{panel}"):
             if panel == "edited":

@@ -39,6 +39,23 @@ def networks(at) -> list[dict]:
     return out
 
 
+def block_paths(at, marker: str) -> dict[str, tuple]:
+    """Where each keyed container whose key holds ``marker`` sits in the page's element tree
+    (its delta path), by the rest of its key. A drawn view whose path changes between reruns
+    is rebuilt from scratch by the browser instead of updated in place."""
+    found: dict[str, tuple] = {}
+
+    def walk(node, path=()):
+        for i, child in getattr(node, "children", {}).items():
+            ident = str(getattr(getattr(child, "proto", None), "id", ""))
+            if marker in ident:
+                found[ident.rsplit(marker, 1)[1]] = path + (i,)
+            walk(child, path + (i,))
+
+    walk(at.main)
+    return found
+
+
 def texts(elements) -> list[str]:
     return [e.value for e in elements]
 

@@ -15,7 +15,7 @@ from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.data.ranking import topk_mask
 from gem_core.service.whatif import Edit, evaluate_edits
 
-from .conftest import make_app, networks, no_exception, texts
+from .conftest import block_paths, make_app, networks, no_exception, texts
 
 NITROTOLUENE = "Cc1ccc([N+](=O)[O-])cc1"
 
@@ -254,6 +254,26 @@ def test_batched_explainers_re_explain_on_every_edit(needs_mutagenicity_model):
     assert not [b for b in at.button if (b.key or "").startswith("mol_whatif_slow_")]
 
 
+def test_the_molecule_panels_keep_their_place_through_edits(needs_mutagenicity_model):
+    """What an edit adds or drops above the panels (the detached-part warning, a group button,
+    the search's count) goes into fixed slots: the panels stay where they are, and the browser
+    updates them in place instead of rebuilding them."""
+    at = _molecule(methods=("gem", "random"))
+    j = smiles_to_instance(NITROTOLUENE).pairs.index((4, 5))
+    _widget(at.multiselect, "mol_whatif_edges_").set_value([j]).run()  # cuts the NO2 off
+    assert [w for w in texts(at.warning) if "detached fragment" in w]
+    paths = [block_paths(at, "mol_whatif_panel_")]
+    _widget(at.button, "mol_whatif_detached_").click().run()  # no warning, no nitro button
+    assert not [w for w in texts(at.warning) if "detached fragment" in w]
+    paths.append(block_paths(at, "mol_whatif_panel_"))
+    _widget(at.text_input, "mol_whatif_find_").input("C1").run()  # the search's count
+    assert any("finds" in c for c in texts(at.caption))
+    paths.append(block_paths(at, "mol_whatif_panel_"))
+    no_exception(at)
+    assert set(paths[0]) == {"edited", "gem", "random"}, paths[0]
+    assert paths[0] == paths[1] == paths[2], paths
+
+
 # ----------------------------------------------------------------------------- explore page
 
 @pytest.fixture(scope="module")
@@ -438,3 +458,30 @@ def test_a_cut_off_part_of_a_computation_graph_is_named(house):
     cut = [w for w in texts(at.warning) if "detached fragment" in w]
     assert len(cut) == 1 and "no longer sees" in cut[0], texts(at.warning)
     assert all(str(ids[i]) in cut[0] for i in out.detached)
+
+
+def test_the_explore_panels_keep_their_place_from_the_first_edit_on(house):
+    """The edited graph is drawn before any edit (click to delete): it stays in place when the
+    first edit comes, when a search narrows the pickers and when an edit cuts a part off."""
+    wb, inst = house
+    pairs = [tuple(p) for p in inst.pairs.t().tolist()]
+    _, outs = evaluate_edits(wb, inst, [Edit.of([p]) for p in pairs])
+    plain = next(j for j, o in enumerate(outs) if o.error is None and not o.detached)
+    at = make_app(methods=("gem", "random"))
+    paths = [block_paths(at, "ex_whatif_panel_")]
+    assert set(paths[0]) == {"edited"}
+    _widget(at.multiselect, "ex_whatif_edges_").set_value([plain]).run()
+    paths.append(block_paths(at, "ex_whatif_panel_"))
+    cut = next((j for j, o in enumerate(outs) if o.error is None and o.detached), None)
+    if cut is not None:
+        _widget(at.multiselect, "ex_whatif_edges_").set_value([cut]).run()
+        assert [w for w in texts(at.warning) if "detached fragment" in w]
+        paths.append(block_paths(at, "ex_whatif_panel_"))
+    _widget(at.text_input, "ex_whatif_find_").input(str(inst.node_ids[pairs[plain][0]].item())).run()
+    assert any("finds" in c for c in texts(at.caption))
+    paths.append(block_paths(at, "ex_whatif_panel_"))
+    no_exception(at)
+    assert set(paths[1]) == {"edited", "gem", "random"}, paths[1]
+    assert all(p["edited"] == paths[0]["edited"] for p in paths), paths
+    assert all(p == paths[1] for p in paths[1:]), paths
+
