@@ -129,3 +129,67 @@ def test_lazy_exports_are_the_submodules_names(package):
         assert name in dir(pkg)
     with pytest.raises(AttributeError):
         getattr(pkg, "no_such_name")
+
+
+# ----------------------------------------------------------------------------- deferred imports
+
+_DEFERRED_PROBE = """
+import inspect, json, sys
+from gem_core.runtime.imports import defer_unused_imports, is_deferred
+defer_unused_imports()
+steps = {}
+import torch
+steps["torch"] = is_deferred("torch._dynamo")
+import torch_geometric
+from gem_core.models.targets import build_model
+steps["pyg"] = is_deferred("torch._dynamo")
+for module in list(sys.modules.values()):  # what inspect.getmodule does (torch does it too)
+    hasattr(module, "__file__")
+steps["introspection"] = is_deferred("torch._dynamo")
+steps["optimized_module"] = torch._dynamo.OptimizedModule.__name__
+steps["after_use"] = is_deferred("torch._dynamo")
+import torch._dynamo.utils  # a submodule of the real package
+compiled = torch.compile(lambda a: a * 2, backend="eager")
+steps["compile"] = compiled(torch.ones(2)).tolist()
+steps["is_torch_instance"] = torch_geometric.is_torch_instance(torch.compile(torch.nn.Linear(1, 1)),
+                                                               torch.nn.Linear)
+print(json.dumps(steps))
+"""
+
+
+def test_dynamo_waits_for_its_first_use_and_then_works():
+    """PyG imports torch._dynamo eagerly (1-1.5 s of a cold command); the command line's process
+    defers it: torch, PyG and the engine import without it, introspection of sys.modules does not
+    load it, and its first real use (torch.compile, PyG's is_torch_instance) loads and works."""
+    proc = subprocess.run([sys.executable, "-c", _DEFERRED_PROBE], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    steps = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert steps == {"torch": True, "pyg": True, "introspection": True,
+                     "optimized_module": "OptimizedModule", "after_use": False,
+                     "compile": [2.0, 2.0], "is_torch_instance": True}
+
+
+def test_a_cold_explain_never_imports_dynamo_and_answers_as_in_process(tmp_path):
+    """`explain --smiles` in its own process (dynamo deferred, never loaded) writes the same JSON
+    as the same command run in this process, where torch._dynamo is imported for real."""
+    import json
+
+    import torch._dynamo  # noqa: F401  (this process: the real module, nothing deferred)
+    from gem_core.cli import main
+
+    argv = ["explain", "--smiles", "c1ccc(cc1)[N+](=O)[O-]", "--no-progress"]
+    assert main([*argv, "--json", str(tmp_path / "here.json")]) == 0
+    code = ("import sys\nfrom gem_core.cli import main\n"
+            f"code = main({[*argv, '--json', str(tmp_path / 'there.json')]!r})\n"
+            "from gem_core.runtime.imports import is_deferred\n"
+            "print('deferred' if is_deferred('torch._dynamo') else 'loaded')\n"
+            "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "deferred"
+    assert json.loads((tmp_path / "there.json").read_text()) == \
+        json.loads((tmp_path / "here.json").read_text())

@@ -8,7 +8,8 @@ clear line on stderr and exit status 2, never a traceback.
 Start-up is kept light: command modules import argparse-level things only (names come from the
 dataset rows and the explainer registry, which load without torch), a command's ``check`` refuses
 bad input (missing files, invalid SMILES) before its ``run`` imports the engine, so ``--help``
-and input errors answer in a fraction of a second.
+and input errors answer in a fraction of a second. A command's process defers the modules PyG
+imports but no command runs (:mod:`gem_core.runtime.imports`: ``torch._dynamo``, 1-1.5 s).
 """
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse, check the input (no torch yet), set the threads, run; library errors -> one line."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from gem_core.runtime.imports import defer_unused_imports
+
+    defer_unused_imports()  # this process is ours: PyG's unused torch._dynamo waits for a use
     try:
         check = getattr(args, "check", None)
         if check is not None:

@@ -112,6 +112,17 @@ class DatasetSpec:
         return self.default_k_value or self.k_grid[len(self.k_grid) // 2]
 
     @property
+    def known_num_features(self) -> Optional[int]:
+        """Node features per node when the row itself says (one-hot atoms, the synthetic sets'
+        constant features), so a checkpoint can be checked without loading the data; None
+        when only the data knows (NCI1's 37 node labels)."""
+        if self.atom_symbols is not None:
+            return len(self.atom_symbols)
+        if isinstance(self.source, SyntheticSource):
+            return self.source.num_features
+        return None
+
+    @property
     def k_tick(self) -> int:
         """The tick step of the app's K axes: the K grid's smallest step (1 for a single K)."""
         steps = [b - a for a, b in zip(self.k_grid, self.k_grid[1:]) if b > a]

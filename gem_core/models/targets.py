@@ -324,14 +324,16 @@ def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: 
     return save_torch(state, path)
 
 
-def load_target_checkpoint(path: Path, dataset: Optional[str] = None) -> TrainedTarget:
+def load_target_checkpoint(path: Path, dataset: Optional[str] = None,
+                           in_channels: Optional[int] = None) -> TrainedTarget:
     """Load a target checkpoint on its own (no dataset needed: shapes are in the file).
 
     Args:
         path: the checkpoint.
         dataset: when given, the checkpoint must be for this dataset.
+        in_channels: when given, the checkpoint must read this many node features.
     Raises:
-        ArtifactError: corrupted, foreign, or for another dataset.
+        ArtifactError: corrupted, foreign, for another dataset or other features.
     """
     from gem_core.data.config import get_spec
     from gem_core.runtime.store import file_digest
@@ -348,8 +350,9 @@ def load_target_checkpoint(path: Path, dataset: Optional[str] = None) -> Trained
         metrics = TargetMetrics(**state["metrics"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ArtifactError(f"{path} is not a usable target checkpoint: {exc}") from exc
-    if int(state["num_classes"]) != spec.num_classes:
-        raise ArtifactError(f"{path} does not match the classes of dataset {name!r}.")
+    if int(state["num_classes"]) != spec.num_classes or (
+            in_channels is not None and int(state["in_channels"]) != in_channels):
+        raise ArtifactError(f"{path} does not match the shapes of dataset {name!r}.")
     return TrainedTarget(model.eval(), metrics, str(name), file_digest(path), Path(path))
 
 
@@ -363,16 +366,18 @@ def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
     return load_target_checkpoint(path, ds.name)
 
 
-def load_saved_target(dataset: str, name: str = DEFAULT_TARGET) -> Optional[TrainedTarget]:
+def load_saved_target(dataset: str, name: str = DEFAULT_TARGET,
+                      in_channels: Optional[int] = None) -> Optional[TrainedTarget]:
     """The first checkpoint of ``dataset``'s target ``name`` that loads on its own (cache, then
     shipped), or None.
 
-    No data needed: the checkpoint records its shapes. Corrupted or foreign files are skipped.
+    No data needed: the checkpoint records its shapes. Corrupted or foreign files are skipped,
+    and so are files for other node features than ``in_channels`` (when given).
     """
     for path in (cached_target_path(dataset, name), shipped_target_path(dataset, name)):
         if path.exists():
             try:
-                return load_target_checkpoint(path, dataset)
+                return load_target_checkpoint(path, dataset, in_channels)
             except ArtifactError:
                 continue
     return None

@@ -98,12 +98,20 @@ class Workbench:
     def target(self, progress: Optional[ProgressFn] = None) -> TrainedTarget:
         """The target GNN: cached or shipped checkpoint, else trained on the data (and cached).
 
-        With the data present, checkpoints are checked against the dataset's shapes
-        (:func:`~gem_core.models.targets.get_target`); without it, a checkpoint is loaded on its own.
+        A checkpoint is checked against the dataset's shapes: against the row's own facts when
+        it has them (one-hot atoms, constant features; the data is then not loaded, a second
+        of a cold ``explain --smiles``), else against the loaded data
+        (:func:`~gem_core.models.targets.get_target`); without data, a checkpoint is loaded on
+        its own.
         """
         with self._lock:
             if self._target is None:
-                if self.has_data():
+                known = self.spec.known_num_features
+                saved = (None if known is None else
+                         load_saved_target(self.name, self.target_name, in_channels=known))
+                if saved is not None:
+                    self._target = saved
+                elif self.has_data():
                     self._target = get_target(self.dataset, device=str(self.device),
                                               progress=progress, name=self.target_name)
                 else:
