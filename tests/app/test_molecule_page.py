@@ -183,7 +183,7 @@ def test_missing_model_and_data_is_a_message(monkeypatch):
     def missing(name, *args, **kwargs):
         raise DataUnavailableError(f"Dataset {name} not found (test)")
 
-    monkeypatch.setattr(session, "load_saved_target", lambda name, target="paper": None)
+    monkeypatch.setattr(session, "load_saved_target", lambda name, target="paper", **kwargs: None)
     monkeypatch.setattr(molecules, "target_checkpoint_available", lambda target="paper": False)
     monkeypatch.setattr(session, "load_dataset", missing)
     monkeypatch.setattr(session, "_WORKBENCHES", {})
