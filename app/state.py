@@ -82,6 +82,7 @@ def settle_heap() -> bool:
     gc.freeze()
     return True
 
+
 _threads()
 
 

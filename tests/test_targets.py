@@ -35,6 +35,26 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
         load_target(foreign, ds)
 
 
+def test_a_checkpoint_is_checked_against_the_rows_own_feature_count(tmp_path):
+    """Mutagenicity's row knows its 14 one-hot atoms: a session loads its target without reading
+    the data set (a second of a cold `explain --smiles`), and a checkpoint for other features is
+    refused the same way the loaded data would refuse it."""
+    from gem_core.data.config import get_spec
+    from gem_core.models.targets import load_target_checkpoint
+    from gem_core.service.session import Workbench
+
+    spec = get_spec("mutagenicity")
+    assert spec.known_num_features == len(spec.atom_symbols) == 14
+    assert get_spec("ba_shapes").known_num_features == 10
+    assert get_spec("nci1").known_num_features is None  # only the data knows
+    path = shipped_target_path("mutagenicity", "strong")
+    assert load_target_checkpoint(path, "mutagenicity", in_channels=14).dataset == "mutagenicity"
+    with pytest.raises(ArtifactError, match="does not match the shapes"):
+        load_target_checkpoint(path, "mutagenicity", in_channels=13)
+    wb = Workbench("mutagenicity", device="cpu", target="strong")
+    assert wb.target().digest and wb._dataset is None
+
+
 @pytest.mark.parametrize("name", ["ba_shapes", "tree_cycles", "mutagenicity", "nci1"])
 def test_shipped_targets_load(name):
     path = shipped_target_path(name)
