@@ -286,18 +286,27 @@ def test_a_close_up_is_laid_out_on_its_own_so_house_nodes_do_not_overlap():
     assert checked >= 5
 
 
-def test_the_app_freezes_what_outlives_a_full_collection():
+def test_the_app_collects_then_freezes_once_many_objects_are_new():
     """A full garbage collection walked the app's ~0.5 million long-lived objects (0.27 s that
-    fell into a random click): after the first page run, and after each full collection, the
-    survivors are frozen; between those, a page run freezes nothing."""
+    fell into a random click). When a page run leaves many objects to walk, the app collects
+    once (no garbage is kept) and freezes the survivors; otherwise a run does nothing."""
     import gc
+    import weakref
 
     from state import settle_heap
 
-    settle_heap()  # the process's first run (or a collection since) is settled
-    assert not settle_heap(), "nothing new to freeze without a full collection"
+    class Node:
+        pass
+
     before = gc.get_freeze_count()
-    kept = [[i] for i in range(1000)]  # long-lived: survives the collection below
-    gc.collect()
-    assert settle_heap() and gc.get_freeze_count() >= before + len(kept)
-    assert not settle_heap()
+    assert not settle_heap(threshold=len(gc.get_objects()) + 10_000)
+    assert gc.get_freeze_count() == before
+    kept = [[i] for i in range(1000)]  # long-lived
+    cycle = Node()
+    cycle.self = cycle  # garbage only a collection frees
+    gone = weakref.ref(cycle)
+    del cycle
+    assert settle_heap(threshold=1)
+    assert gone() is None, "garbage was frozen instead of collected"
+    assert gc.get_freeze_count() >= before + len(kept)
+    assert len(gc.get_objects()) < 1000  # the collector has next to nothing left to walk
