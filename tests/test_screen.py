@@ -169,6 +169,28 @@ def test_ray_path_equals_the_local_path(tmp_path):
     assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
 
 
+def test_ray_workers_defer_dynamo_like_the_command_line():
+    """Each Ray worker the screen starts defers PyG's unused torch._dynamo before it imports the
+    engine (the job's worker setup hook), as the command line's process does."""
+    import ray
+
+    from gem_core.service.screening.runner import _Ray
+
+    backend = _Ray(ScreenSettings(), workers=1, address=None)
+    try:
+        @ray.remote(num_cpus=1)
+        def probe() -> bool:
+            import torch_geometric  # noqa: F401
+            from gem_core.runtime.imports import is_deferred
+
+            return is_deferred("torch._dynamo")
+
+        assert ray.get(probe.remote()) is True
+    finally:
+        backend.close()
+    assert not ray.is_initialized()
+
+
 def _start_screen(tmp_path, src, args: list[str]):
     """A real ``screen`` process writing ``run.parquet`` (its chunks in ``run.parquet.parts``)."""
     out = tmp_path / "run.parquet"
