@@ -168,19 +168,21 @@ class AppServer:
 
 # ----------------------------------------------------------------------------- page helpers
 
-# JavaScript run inside a pyvis iframe: is the vis network there and drawn on its canvas?
-_DRAWN_JS = """() => {
-  if (typeof vis === 'undefined' || typeof network === 'undefined' || window.__gemOld) return 0;
-  const c = document.querySelector('canvas');
+# JavaScript: painted pixels of the vis network in window ``w`` (0: not there, not drawn or
+# stale). Every 61st pixel is enough to tell a drawn network from a blank canvas and keeps the
+# poll (every 15 ms while waiting) from slowing the page it measures.
+_COUNT_PAINTED_JS = """(w) => {
+  if (!w || !w.vis || !w.network || w.__gemOld) return 0;
+  const c = w.document.querySelector('canvas');
   if (!c || !c.width || !c.height) return 0;
   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-  // Every 61st pixel is enough to tell a drawn network from a blank canvas and keeps this
-  // poll (run every 15 ms while waiting) from slowing the page it measures.
   const stride = 61;
   let n = 0;
   for (let i = 3; i < d.length; i += 4 * stride) if (d[i] > 0) n++;
   return n * stride;
 }"""
+# ... run inside a pyvis iframe, on itself
+_DRAWN_JS = f"() => ({_COUNT_PAINTED_JS})(window)"
 _MARK_JS = "() => { window.__gemOld = true; }"
 # What identifies the drawn explanation: every edge with its colour and width.
 EDGES_JS = """() => JSON.stringify(edges.get().map(
@@ -221,26 +223,17 @@ def mark_panels_old(page: Any, panels: Sequence[str]) -> None:
 # The panels' frames are served by the app's own server (same origin as the page), so one
 # evaluation in the page reads every panel: a poll costs the page one task, not three
 # DevTools round trips per panel (which, every 15 ms, slowed the very page being timed).
-_ALL_DRAWN_JS = """([panels, selectors]) => {
+_ALL_DRAWN_JS = f"""([panels, selectors]) => {{
   if (!selectors.every(s => document.querySelector(s) !== null)) return null;
-  const out = {};
-  for (const panel of panels) {
-    let n = 0;
-    try {
-      const frame = document.querySelector('.st-key-' + panel + ' iframe');
-      const w = frame && frame.contentWindow;
-      if (w && w.vis && w.network && !w.__gemOld) {
-        const c = w.document.querySelector('canvas');
-        if (c && c.width && c.height) {
-          const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-          for (let i = 3; i < d.length; i += 4 * 61) if (d[i] > 0) n += 61;
-        }
-      }
-    } catch (e) { n = -1; }  // another origin: read the frame on its own
-    out[panel] = n;
-  }
+  const count = {_COUNT_PAINTED_JS};
+  const out = {{}};
+  for (const panel of panels) {{
+    const frame = document.querySelector('.st-key-' + panel + ' iframe');
+    try {{ out[panel] = count(frame && frame.contentWindow); }}
+    catch (e) {{ out[panel] = -1; }}  // another origin: read the frame on its own
+  }}
   return out;
-}"""
+}}"""
 
 
 def _drawn_now(page: Any, panels: Sequence[str], selectors: Sequence[str]

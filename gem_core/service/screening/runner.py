@@ -148,13 +148,11 @@ class _Ray:
         if not ray.is_initialized():
             # every worker of this job defers PyG's unused torch._dynamo before it imports the
             # engine, as the command line does (gem_core.runtime.imports): 1.3 s of a boot
-            env = {"worker_process_setup_hook": "gem_core.runtime.imports.defer_unused_imports"}
-            if address:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         runtime_env=env)
-            else:
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-                         runtime_env=env)
+            from gem_core.runtime.imports import defer_unused_imports as hook
+
+            env = {"worker_process_setup_hook": f"{hook.__module__}.{hook.__name__}"}
+            where = {"address": address} if address else {"num_cpus": workers}
+            ray.init(**where, include_dashboard=False, log_to_driver=False, runtime_env=env)
             self.started = True
         self.settings = settings
         self.task = ray.remote(num_cpus=1)(screen_chunk)
