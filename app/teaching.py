@@ -95,6 +95,10 @@ def describe_gem(spec, target: str = "paper") -> str:
     if settings.topk_policy == "refine":
         text += ", the top-K cut by the loss"
     text += "."
+    if settings.necessity_lead:
+        text += (f" Inside the smallest explanation, its first {settings.necessity_lead} edges "
+                 f"are the ones whose deletion, one after another, most shakes the model's "
+                 f"prediction, so deleting Gem's top edges is what changes the prediction.")
     if settings.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")

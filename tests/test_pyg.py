@@ -728,10 +728,11 @@ def test_a_model_applying_one_layer_several_times_is_refused_with_the_hops_to_pa
 
 def test_adapter_options_are_the_engine_settings_of_the_same_names():
     algo = GemExplainer(k=(5, 10), topk_policy="refine", protocol="drop_isolated",
-                        condition_on_prediction=False, target_ks=(2, 4), necessity_weight=0.5)
+                        condition_on_prediction=False, target_ks=(2, 4), necessity_weight=0.5,
+                        necessity_lead=3)
     s = algo.gem_settings("graph", 3, phenomenon=False)
     assert (s.topk_policy, s.protocol, s.condition_on_prediction, s.target_ks,
-            s.necessity_weight) == ("refine", "drop_isolated", False, (2, 4), 0.5)
+            s.necessity_weight, s.necessity_lead) == ("refine", "drop_isolated", False, (2, 4), 0.5, 3)
     # the defaults picked on validation: graph level grows sufficient explanations of the
     # predicted class over every budget up to the largest K; node level is unchanged
     graph = GemExplainer(k=(5, 10)).gem_settings("graph", 3, phenomenon=False)
@@ -751,6 +752,8 @@ def test_adapter_options_are_the_engine_settings_of_the_same_names():
     assert graph.ensemble == 1
     with pytest.raises(ValueError, match="GemSettings.ensemble"):
         GemExplainer(ensemble=0)
+    with pytest.raises(ValueError, match="GemSettings.necessity_lead"):
+        GemExplainer(necessity_lead=-2)
 
 
 def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():

@@ -24,6 +24,7 @@ def test_parse_variant_types_each_setting():
     assert t.explainer_overrides() == {}
     assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
     assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
+    assert parse_variant("n:necessity_lead=5").overrides == {"necessity_lead": 5}
     from gem_core.gem.training_targets import format_ks, parse_ks
 
     assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
@@ -155,7 +156,8 @@ def test_finer_target_budgets_grade_the_order_inside_the_smallest_explanation():
     dist = wb.distillation("val")
     # the "refine" descent: nested top-K masks, one descent for every budget
     spec = wb.spec
-    settings = replace(wb.gem_settings, target_kind="graded", topk_policy="refine")
+    settings = replace(wb.gem_settings, target_kind="graded", topk_policy="refine",
+                       necessity_lead=0)
     coarse = explainer_targets(dist, settings, spec.k_grid, instances=val, black_box=wb.black_box)
     fine_settings = replace(settings, target_ks=tuple(range(1, max(spec.k_grid) + 1)))
     fine = explainer_targets(dist, fine_settings, spec.k_grid, instances=val,

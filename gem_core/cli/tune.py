@@ -23,7 +23,8 @@ settings a variant may change:
              dataset's K grid, or the target's own budgets),
              protocol (keep_nodes|drop_isolated: what the sufficient rule judges by),
              necessity_weight (the sufficient rule's weight of necessity, e.g. 1.0),
-             connected_growth (true|false: may the sufficient rule pick edges anywhere)
+             connected_growth (true|false: may the sufficient rule pick edges anywhere),
+             necessity_lead (pairs of each target ranked first by greedy necessity, e.g. 5)
 """
 
 

@@ -153,7 +153,10 @@ DATASETS: dict[str, DatasetSpec] = {
              # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs
              # the inner product cannot tell apart (house attachment / hub spokes vs house edges)
              "max_epochs": 1000, "patience": 100, "decoder": "mlp", "degree_features": True,
-             **_ENSEMBLE},
+             # the first 3 pairs in greedy necessity order (validation, one network, seeds 0-2:
+             # necessity over k = 1..5 .584 -> .704, accuracy@K mean 97.9 -> 98.2 %, stability
+             # 0.80 -> 0.86)
+             "necessity_lead": 3, **_ENSEMBLE},
         default_k_value=6,
     ),
     "tree_cycles": DatasetSpec(
@@ -170,7 +173,9 @@ DATASETS: dict[str, DatasetSpec] = {
         target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=5000, patience=1500),
         # one auto-encoder: its stability across seeds is already 0.97 on validation, and an
         # ensemble of 3 lowered accuracy@K there (mean 0.93 -> 0.84-0.93 on 36 nodes)
-        gem={"lr": 0.003, "target_kind": "mix", "max_epochs": 600},
+        # the first 3 pairs in greedy necessity order (validation, seeds 0-4: accuracy@K mean
+        # 89.3 -> 94.2 %, stability 0.977 -> 1.000, necessity over k = 1..5 .967 -> .969)
+        gem={"lr": 0.003, "target_kind": "mix", "max_epochs": 600, "necessity_lead": 3},
         default_k_value=6,
     ),
     "mutagenicity": DatasetSpec(
@@ -185,7 +190,11 @@ DATASETS: dict[str, DatasetSpec] = {
         atom_symbols=("C", "O", "Cl", "H", "N", "F", "Br", "S", "P", "I", "Na", "K", "Li", "Ca"),
         mutagen_label=0,
         prediction_phrase="a mutagen call differently from a non-mutagen one",
-        target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
+        # Gem's first 5 pairs in greedy necessity order within the K = 15 explanation
+        # (validation, one network, seeds 0-2: necessity over k = 1..5 .343 -> .410 keep_nodes,
+        # .232 -> .288 drop_isolated; accuracy 79.7 both, agreement 90.5 -> 90.6 %)
+        target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60,
+                            gem={"necessity_lead": 5}),
         # the bond-aware target (gem_core/strong_target.py): 14 recipes compared on validation
         # over 2-3 seeds, the best mean chosen (87.4 %; test 82.5 / 83.6 / 83.0 % for seeds 0-2)
         strong_target=TargetConfig(arch="gine", hidden=64, num_layers=4, dropout=0.2, lr=1e-3,
@@ -231,7 +240,12 @@ DATASETS: dict[str, DatasetSpec] = {
              "target_ks": tuple(range(1, 31)),
              # 5 auto-encoders averaged: validation stability across seeds 0.74 (one network) ->
              # 0.82 (3) -> 0.86 (5), mean accuracy@K 77.6 -> 78.1 % (10 single fits)
-             "ensemble": 5},
+             "ensemble": 5,
+             # the first 5 pairs in greedy necessity order, judged as GNNX-Bench judges
+             # (drop_isolated; validation, one network, seeds 0-2: necessity over k = 1..5 .330 ->
+             # .366 drop_isolated, .458 -> .486 keep_nodes; accuracy 77.7 -> 77.3 %, agreement
+             # 92.8 -> 93.2 %)
+             "necessity_lead": 5, "protocol": "drop_isolated"},
     ),
 }
 

@@ -53,7 +53,7 @@ EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "target": str, "topk_policy": str, "label_source": str, "train_on": str,
     "condition_on_prediction": _parse_bool, "target_ks": parse_ks, "protocol": str,
-    "necessity_weight": float, "connected_growth": _parse_bool,
+    "necessity_weight": float, "connected_growth": _parse_bool, "necessity_lead": int,
 }
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
@@ -183,7 +183,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
         s = pipeline.settings
         label_source = s.label_source.value
         key = (s.target_kind, s.topk_policy, label_source, s.target_ks, s.protocol,
-               s.necessity_weight, s.connected_growth)
+               s.necessity_weight, s.connected_growth, s.necessity_lead)
         if key not in targets:
             made = []
             for split, insts in (("train", train), ("val", val)):

@@ -74,6 +74,7 @@ _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
                   "ensemble")
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
+_NON_NEGATIVE_INTS = ("necessity_lead",)
 
 #: the auto-encoder's hyperparameters (keyword arguments of
 #: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
@@ -102,11 +103,16 @@ class GemSettings:
             label, judged under :attr:`protocol`).
         protocol: the evaluation protocol Gem is taught for (``keep_nodes``: deleted edges
             leave their nodes; ``drop_isolated``: nodes left without an edge are dropped, as
-            GNNX-Bench judges); read by the ``sufficient`` rule.
+            GNNX-Bench judges); read by the ``sufficient`` rule and :attr:`necessity_lead`.
         connected_growth: the ``sufficient`` rule grows connected explanations when the
             distillation's connectivity rule is on (False: it may pick edges anywhere).
         necessity_weight: the ``sufficient`` rule's weight λ of necessity: a candidate pair's
             loss is ``CE(f(S), y) − λ · log(1 − p_y(f(G \\ S)))`` (0: sufficiency alone).
+        necessity_lead: how many pairs of each training target are ranked first by greedy
+            necessity (:mod:`gem_core.gem.necessity_order`): within the teacher's explanation at
+            the smallest K, the pair whose deletion most raises the loss of the target's
+            prediction (judged under :attr:`protocol`), then the next with it deleted, … The
+            top-K sets the targets teach stay the same; 0: off.
         target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
             dataset's K grid).
         label_source: distil against the ``true`` label (the paper) or the target's
@@ -143,6 +149,7 @@ class GemSettings:
     protocol: Union[EvalProtocol, str] = EvalProtocol("keep_nodes")
     necessity_weight: float = 0.0
     connected_growth: bool = True
+    necessity_lead: int = 0
     label_source: Union[LabelSource, str] = LabelSource.true
     condition_on_prediction: bool = False
     lr: float = 0.01
@@ -177,6 +184,10 @@ class GemSettings:
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 _fail(name, f"{value!r} is not a positive integer")
+        for name in _NON_NEGATIVE_INTS:
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0:
+                _fail(name, f"{value!r} is not a non-negative integer")
         if not _is_int(self.seed):
             _fail("seed", f"{self.seed!r} is not an integer")
         if not _is_number(self.lr) or not self.lr > 0:
@@ -245,6 +256,8 @@ class GemSettings:
             parts["necessity_weight"] = float(self.necessity_weight)
         if not self.connected_growth:
             parts["connected_growth"] = False
+        if self.necessity_lead:
+            parts["necessity_lead"] = int(self.necessity_lead)
         return parts
 
 

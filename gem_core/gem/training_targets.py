@@ -105,6 +105,26 @@ def _graded(dist, settings: GemSettings, ks: Sequence[int], policy: str,
 
 def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
                       instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
+    """Per-pair training targets in [0, 1] for Gem (:func:`base_targets`), with
+    ``settings.necessity_lead`` pairs of each ranked first by greedy necessity within its top-K
+    set at the smallest K of ``k_grid`` (:mod:`gem_core.gem.necessity_order`)."""
+    targets = base_targets(dist, settings, k_grid, instances, black_box)
+    if not settings.necessity_lead:
+        return targets
+    if instances is None or black_box is None:
+        raise ValueError("necessity_lead needs the instances and the black box (forward passes)")
+    from gem_core.gem.necessity_order import candidate_sets, lead_with, necessity_order
+    from gem_core.models.predict import predict_proba
+
+    predicted = predict_proba(black_box, list(instances)).argmax(-1)
+    leads = necessity_order(instances, candidate_sets(targets, min(k_grid)), predicted, black_box,
+                            settings.necessity_lead,
+                            drop_isolated=settings.protocol.value == "drop_isolated")
+    return lead_with(targets, leads)
+
+
+def base_targets(dist, settings: GemSettings, k_grid: Sequence[int],
+                 instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
 
     The kind is ``settings.target_kind``:

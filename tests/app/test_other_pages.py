@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gem_core.data.config import get_spec
+from gem_core.data.config import DATASETS, get_spec, target_names
 from theme import METHOD_COLORS
 
 from .conftest import make_app, networks, no_exception, texts
@@ -271,3 +271,15 @@ def test_explore_reads_non_mutagen_as_a_chemist_writes_it():
     shown = " ".join(texts(at.markdown) + texts(at.caption))
     assert "true class **non-mutagen**" in shown
     assert "nonmutagen" not in shown
+
+
+def test_how_gem_is_described_says_when_its_first_edges_follow_necessity():
+    from teaching import describe_gem
+
+    from gem_core.api import GemSettings
+
+    for name in DATASETS:
+        for target in target_names(get_spec(name)):
+            lead = GemSettings.for_dataset(get_spec(name), target).necessity_lead
+            text = describe_gem(get_spec(name), target)
+            assert (f"its first {lead} edges" in text) == bool(lead), (name, target, text)

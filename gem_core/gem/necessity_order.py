@@ -1,0 +1,146 @@
+"""Greedy necessity order: which pairs of an explanation to delete first to change the prediction.
+
+GNNX-Bench's necessity@k deletes an explainer's top-k pairs and asks whether the target's
+prediction changes. Gem's graded training targets say which pairs belong to the distilled
+explanation at each budget K, but not which of them matter most once deleted: over the paper's
+Mutagenicity grid (K = 15 … 30) every pair of the 15-pair explanation gets the same grade, so the
+order of Gem's first few pairs is left to chance, and a loss-driven descent (``refine`` over
+K = 1 … 30) orders them by what *alone* keeps the prediction (sufficiency), not by what its
+deletion destroys.
+
+:func:`necessity_order` orders a candidate set (the teacher's explanation at the smallest K) the
+way a deletion experiment would: step by step it deletes the candidate whose deletion, together
+with the pairs deleted before it, gives the highest loss of the target's predicted class (under
+the evaluation protocol). :func:`lead_with` then puts those pairs first in a training target
+without changing which pairs the target ranks in its top-K sets: the top-K sets of the teacher
+(and so the accuracy it teaches) stay as they were, only their internal order changes.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from gem_core.data.instances import Instance
+from gem_core.data.packed import PackedGraphs
+from gem_core.data.ranking import topk_mask
+from gem_core.gem.distill.conventions import TIE_TOL, cross_entropy, order_key
+from gem_core.models.targets import uses_edge_attr
+
+#: directed edges per forward pass of the deletion copies (cache-resident chunks on a CPU)
+MAX_EDGES = 65_536
+#: the share of the [0, 1] target range the leading pairs take: the others are scaled into
+#: [0, 1 − LEAD_SPAN] and the ``n`` leading pairs get 1, 1 − LEAD_SPAN / n, …
+LEAD_SPAN = 0.2
+
+
+@torch.no_grad()
+def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor], labels: Tensor,
+                    black_box, steps: int, drop_isolated: bool = False,
+                    max_edges: int = MAX_EDGES) -> list[list[int]]:
+    """Per instance, up to ``steps`` pair indices of its ``candidates`` mask in greedy deletion
+    order.
+
+    Each step deletes, for every instance at once, the candidate whose deletion from the graph
+    (with the pairs deleted at earlier steps) gives the highest cross-entropy of ``labels`` (the
+    class the target predicts on the whole instance): the deletion most likely to change the
+    prediction. Ties go to the lower pair index. ``drop_isolated``: copies lose the nodes the
+    deletions leave without an edge (GNNX-Bench's protocol). Every copy of a step (one per
+    remaining candidate of every instance) is evaluated in batched forward passes of at most
+    ``max_edges`` directed edges. Losses closer than about ``TIE_TOL`` count as a tie.
+    """
+    if len(candidates) != len(instances) or labels.numel() != len(instances):
+        raise ValueError("need one candidate mask and one label per instance")
+    if steps < 0:
+        raise ValueError(f"steps must be non-negative, got {steps}")
+    order: list[list[int]] = [[] for _ in instances]
+    if not instances or steps == 0:
+        return order
+    packed = PackedGraphs.from_instances(instances, edge_attr=uses_edge_attr(black_box))
+    start = packed.pair_ptr[:-1].numpy()
+    counts = packed.pair_counts().numpy()
+    alive = np.ones(packed.num_pairs, dtype=bool)
+    remaining = [np.flatnonzero(c.reshape(-1).bool().numpy()) for c in candidates]
+    for inst, c in zip(instances, remaining):
+        if c.size and c.max() >= inst.num_pairs:
+            raise ValueError("a candidate mask is longer than its instance's pairs")
+    labels = labels.reshape(-1).long()
+    for _ in range(steps):
+        busy = [i for i, c in enumerate(remaining) if c.size]
+        if not busy:
+            break
+        copy_inst, copy_pair, kept, kept_copy = [], [], [], []
+        for i in busy:
+            pos = start[i] + np.arange(counts[i])
+            live = pos[alive[pos]]
+            for j in remaining[i]:
+                c = len(copy_inst)
+                copy_inst.append(i)
+                copy_pair.append(j)
+                keep = live[live != start[i] + j]
+                kept.append(keep)
+                kept_copy.append(np.full(keep.size, c, dtype=np.int64))
+        losses = _copy_losses(packed, np.array(copy_inst), kept, kept_copy, labels, black_box,
+                              drop_isolated, max_edges)
+        inst_of = np.array(copy_inst)
+        pair_of = np.array(copy_pair)
+        # losses within about TIE_TOL are a tie (batched float noise must not decide an order)
+        key = order_key(torch.from_numpy(losses), TIE_TOL).numpy()
+        bounds = np.append(np.searchsorted(inst_of, busy), len(copy_inst))
+        # per instance: the highest loss, ties to the lower pair index (copies are in pair order)
+        for n, i in enumerate(busy):
+            lo, hi = bounds[n], bounds[n + 1]
+            best = lo + int(np.argmax(key[lo:hi]))
+            j = int(pair_of[best])
+            order[i].append(j)
+            alive[start[i] + j] = False
+            remaining[i] = remaining[i][remaining[i] != j]
+    return order
+
+
+def _copy_losses(packed: PackedGraphs, inst: np.ndarray, kept: list[np.ndarray],
+                 kept_copy: list[np.ndarray], labels: Tensor, black_box, drop_isolated: bool,
+                 max_edges: int) -> np.ndarray:
+    """Loss of every copy ``c`` = instance ``inst[c]`` keeping the global pairs ``kept[c]``."""
+    sizes = np.array([k.size for k in kept], dtype=np.int64)
+    ends = np.cumsum(2 * sizes)
+    out, lo = [], 0
+    n = inst.shape[0]
+    while lo < n:
+        base = ends[lo - 1] if lo > 0 else 0
+        hi = max(int(np.searchsorted(ends, base + max_edges, side="right")), lo + 1)
+        pairs = np.concatenate(kept[lo:hi]) if hi > lo else np.zeros(0, dtype=np.int64)
+        copy_of = np.concatenate(kept_copy[lo:hi]) - lo
+        batch = packed.copies_batch(torch.from_numpy(inst[lo:hi]), torch.from_numpy(pairs),
+                                    torch.from_numpy(copy_of), drop_isolated=drop_isolated)
+        logits = black_box(batch)
+        out.append(cross_entropy(logits, labels[torch.from_numpy(inst[lo:hi])]).cpu())
+        lo = hi
+    return torch.cat(out).numpy()
+
+
+def lead_with(targets: Sequence[Tensor], leads: Sequence[Sequence[int]],
+              span: float = LEAD_SPAN) -> list[Tensor]:
+    """The training ``targets`` with each instance's ``leads`` ranked first, in their order.
+
+    Every other pair keeps its target scaled into ``[0, 1 − span]`` (so their order, and the
+    top-K sets beyond the leading pairs, are unchanged); the ``n`` leading pairs get
+    ``1, 1 − span / n, …, 1 − span (n − 1) / n``, above all of them.
+    """
+    if not 0 < span < 1:
+        raise ValueError(f"span must be in (0, 1), got {span}")
+    out = []
+    for t, lead in zip(targets, leads):
+        t = t.float() * (1 - span)
+        n = len(lead)
+        if n:
+            t[torch.tensor(list(lead), dtype=torch.long)] = 1 - span * torch.arange(n).float() / n
+        out.append(t)
+    return out
+
+
+def candidate_sets(targets: Sequence[Tensor], k: int) -> list[Tensor]:
+    """Each target's top-``k`` pairs (the teacher's explanation at the smallest budget)."""
+    return [topk_mask(t, k) for t in targets]
