@@ -31,7 +31,11 @@ def test_explainer_targets_are_in_unit_interval(ba_bench):
     dist = ba_bench.distillation("val")
     for kind in ("weights", "graded", "mix"):
         settings = ba_bench.gem_settings.replace(target_kind=kind)
-        targets = explainer_targets(dist, settings, ba_bench.spec.k_grid)
+        # the dataset's row leads with its necessity order (forward passes of the target)
+        assert settings.necessity_lead > 0
+        targets = explainer_targets(dist, settings, ba_bench.spec.k_grid,
+                                    instances=ba_bench.instances("val"),
+                                    black_box=ba_bench.black_box)
         assert len(targets) == len(dist)
         assert all(t.numel() == 0 or (float(t.min()) >= 0 and float(t.max()) <= 1) for t in targets)
     with pytest.raises(ValueError, match="target_kind: 'bogus' is not one of"):

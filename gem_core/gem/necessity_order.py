@@ -8,7 +8,8 @@ order of Gem's first few pairs is left to chance, and a loss-driven descent (``r
 K = 1 … 30) orders them by what *alone* keeps the prediction (sufficiency), not by what its
 deletion destroys.
 
-:func:`necessity_order` orders a candidate set (the teacher's explanation at the smallest K) the
+:func:`necessity_order` orders a candidate set (:func:`candidate_sets`: a target's own top-K set at
+the smallest K, i.e. the teacher's explanation there) the
 way a deletion experiment would: step by step it deletes the candidate whose deletion, together
 with the pairs deleted before it, gives the highest loss of the target's predicted class (under
 the evaluation protocol). :func:`lead_with` then puts those pairs first in a training target
@@ -142,5 +143,9 @@ def lead_with(targets: Sequence[Tensor], leads: Sequence[Sequence[int]],
 
 
 def candidate_sets(targets: Sequence[Tensor], k: int) -> list[Tensor]:
-    """Each target's top-``k`` pairs (the teacher's explanation at the smallest budget)."""
+    """Each target's top-``k`` pairs (:func:`~gem_core.data.ranking.topk_mask`): the teacher's
+    explanation at the smallest budget; where it has fewer than ``k`` pairs, the set is filled
+    with the next pairs by target, ties to the lower pair index, exactly as the top-K ranking
+    of the targets fills it (so leading with them leaves every top-K set of the targets as it
+    was)."""
     return [topk_mask(t, k) for t in targets]

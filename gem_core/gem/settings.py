@@ -109,8 +109,8 @@ class GemSettings:
         necessity_weight: the ``sufficient`` rule's weight λ of necessity: a candidate pair's
             loss is ``CE(f(S), y) − λ · log(1 − p_y(f(G \\ S)))`` (0: sufficiency alone).
         necessity_lead: how many pairs of each training target are ranked first by greedy
-            necessity (:mod:`gem_core.gem.necessity_order`): within the teacher's explanation at
-            the smallest K, the pair whose deletion most raises the loss of the target's
+            necessity (:mod:`gem_core.gem.necessity_order`): within the targets' top-K set at
+            the smallest K (the teacher's explanation there), the pair whose deletion most raises the loss of the target's
             prediction (judged under :attr:`protocol`), then the next with it deleted, … The
             top-K sets the targets teach stay the same; 0: off.
         target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
