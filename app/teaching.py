@@ -98,7 +98,8 @@ def describe_gem(spec, target: str = "paper") -> str:
     if settings.necessity_lead:
         text += (f" Inside the smallest explanation, its first {settings.necessity_lead} edges "
                  f"are the ones whose deletion, one after another, most shakes the model's "
-                 f"prediction, so deleting Gem's top edges is what changes the prediction.")
+                 f"prediction (what the field's necessity score tests: delete the top edges, does "
+                 f"the prediction change?).")
     if settings.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
