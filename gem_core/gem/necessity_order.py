@@ -25,13 +25,12 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
-from gem_core.data.packed import PackedGraphs
 from gem_core.data.ranking import topk_mask
-from gem_core.gem.distill.conventions import TIE_TOL, cross_entropy, order_key
+from gem_core.gem.distill.conventions import TIE_TOL, order_key
+from gem_core.gem.distill.layout import CPU_MAX_EDGES, _Layout
+from gem_core.gem.distill.refine import _subset_losses
 from gem_core.models.targets import uses_edge_attr
 
-#: directed edges per forward pass of the deletion copies (cache-resident chunks on a CPU)
-MAX_EDGES = 65_536
 #: the share of the [0, 1] target range the leading pairs take: the others are scaled into
 #: [0, 1 − LEAD_SPAN] and the ``n`` leading pairs get 1, 1 − LEAD_SPAN / n, …
 LEAD_SPAN = 0.2
@@ -40,7 +39,7 @@ LEAD_SPAN = 0.2
 @torch.no_grad()
 def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor], labels: Tensor,
                     black_box, steps: int, drop_isolated: bool = False,
-                    max_edges: int = MAX_EDGES) -> list[list[int]]:
+                    max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
     """Per instance, up to ``steps`` pair indices of its ``candidates`` mask in greedy deletion
     order.
 
@@ -59,7 +58,8 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
     order: list[list[int]] = [[] for _ in instances]
     if not instances or steps == 0:
         return order
-    packed = PackedGraphs.from_instances(instances, edge_attr=uses_edge_attr(black_box))
+    layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
+    packed = layout.packed
     start = packed.pair_ptr[:-1].numpy()
     counts = packed.pair_counts().numpy()
     alive = np.ones(packed.num_pairs, dtype=bool)
@@ -83,13 +83,14 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
                 keep = live[live != start[i] + j]
                 kept.append(keep)
                 kept_copy.append(np.full(keep.size, c, dtype=np.int64))
-        losses = _copy_losses(packed, np.array(copy_inst), kept, kept_copy, labels, black_box,
-                              drop_isolated, max_edges)
-        inst_of = np.array(copy_inst)
+        inst = np.array(copy_inst)
+        losses = _subset_losses(layout, inst, np.concatenate(kept), np.concatenate(kept_copy),
+                                labels, black_box, torch.device("cpu"), max_edges,
+                                drop_isolated=drop_isolated)
         pair_of = np.array(copy_pair)
         # losses within about TIE_TOL are a tie (batched float noise must not decide an order)
         key = order_key(torch.from_numpy(losses), TIE_TOL).numpy()
-        bounds = np.append(np.searchsorted(inst_of, busy), len(copy_inst))
+        bounds = np.append(np.searchsorted(inst, busy), len(copy_inst))
         # per instance: the highest loss, ties to the lower pair index (copies are in pair order)
         for n, i in enumerate(busy):
             lo, hi = bounds[n], bounds[n + 1]
@@ -99,27 +100,6 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
             alive[start[i] + j] = False
             remaining[i] = remaining[i][remaining[i] != j]
     return order
-
-
-def _copy_losses(packed: PackedGraphs, inst: np.ndarray, kept: list[np.ndarray],
-                 kept_copy: list[np.ndarray], labels: Tensor, black_box, drop_isolated: bool,
-                 max_edges: int) -> np.ndarray:
-    """Loss of every copy ``c`` = instance ``inst[c]`` keeping the global pairs ``kept[c]``."""
-    sizes = np.array([k.size for k in kept], dtype=np.int64)
-    ends = np.cumsum(2 * sizes)
-    out, lo = [], 0
-    n = inst.shape[0]
-    while lo < n:
-        base = ends[lo - 1] if lo > 0 else 0
-        hi = max(int(np.searchsorted(ends, base + max_edges, side="right")), lo + 1)
-        pairs = np.concatenate(kept[lo:hi]) if hi > lo else np.zeros(0, dtype=np.int64)
-        copy_of = np.concatenate(kept_copy[lo:hi]) - lo
-        batch = packed.copies_batch(torch.from_numpy(inst[lo:hi]), torch.from_numpy(pairs),
-                                    torch.from_numpy(copy_of), drop_isolated=drop_isolated)
-        logits = black_box(batch)
-        out.append(cross_entropy(logits, labels[torch.from_numpy(inst[lo:hi])]).cpu())
-        lo = hi
-    return torch.cat(out).numpy()
 
 
 def lead_with(targets: Sequence[Tensor], leads: Sequence[Sequence[int]],
