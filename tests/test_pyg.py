@@ -754,6 +754,10 @@ def test_adapter_options_are_the_engine_settings_of_the_same_names():
         GemExplainer(ensemble=0)
     with pytest.raises(ValueError, match="GemSettings.necessity_lead"):
         GemExplainer(necessity_lead=-2)
+    assert graph.decoder == "inner"
+    assert GemExplainer(decoder="mlp").gem_settings("node", 3, phenomenon=False).decoder == "mlp"
+    with pytest.raises(ValueError, match="GemSettings.decoder: 'dot' is not one of inner, mlp"):
+        GemExplainer(decoder="dot")
 
 
 def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():
