@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from gem_core.data.instances import Instance, collate, to_pairs
+from gem_core.evaluation.metrics import evaluate_scores
 from gem_core.evaluation.reproduce import seeded_subsample as subsample
 from gem_core.explainers.shapley import (NodeSetGame, adjacency, connected_components,
                                          exact_shapley, neighbourhood, repeated_batch,
@@ -239,4 +240,21 @@ def test_reproduce_measures_a_row_with_max_test_instances_on_its_seeded_subsampl
     assert len(out["methods"]["random"]["log_odds"]) == 3
     assert "test_instances" not in out["methods"]["gnnexplainer"]
     assert len(out["methods"]["gnnexplainer"]["log_odds"]) == 6
-    assert "Random: on a seeded subsample of 3" in reproduce.format_tables(out)
+    table = reproduce.format_tables(out)
+    assert "Random: on a seeded subsample of 3" in table
+    # every fully measured method is also scored on the slow method's own instances
+    same = out["same_subsample"]["random"]
+    picked = reproduce.subsample_indices(6, 3)
+    assert same["test_instances"] == 3 and same["indices"] == picked
+    assert set(same["methods"]) == {"gnnexplainer", "random"}
+    own = out["methods"]["random"]
+    assert same["methods"]["random"]["agreement_at_k"] == own["agreement_at_k"]
+    assert same["methods"]["random"]["necessity_at_k"] == own["necessity_at_k"]
+    wb = Workbench("tree_cycles", "cpu")
+    insts = [wb.instances("test")[j] for j in picked]
+    alone = evaluate_scores(wb.black_box, insts, wb.explain("gnnexplainer", insts).scores,
+                            wb.spec.k_grid, fidelity=False).to_dict()
+    assert same["methods"]["gnnexplainer"]["agreement_at_k"] == alone["agreement_at_k"]
+    assert same["methods"]["gnnexplainer"]["accuracy_at_k"] == alone["accuracy_at_k"]
+    assert set(same["methods"]["gnnexplainer"]["necessity_at_k"]) == {"keep_nodes", "drop_isolated"}
+    assert "every method on Random's seeded subsample of 3 test instances" in table

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
+from torch import Tensor
 
 from gem_core.evaluation import paper
 from gem_core.evaluation.faithfulness import (FINE_K, PROTOCOLS, necessity_at_k, stability,
@@ -166,6 +167,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
     results: dict[str, Any] = {}
     scores: dict[str, list] = {}
     subsampled: dict[str, tuple[list, list]] = {}
+    subsample_of: dict[str, list[int]] = {}  # a subsampled method -> its test indices
     predicted = wb.predict_proba(test).argmax(-1)  # on the whole instances, for the field's curves
     n = len(methods)
     for i, method in enumerate(methods):
@@ -173,7 +175,8 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         report(progress, lo, f"{title(method)}: fitting")
         exp = wb.explainer(method, scaled(progress, lo, lo + 0.6 * (hi - lo)))
         report(progress, lo + 0.6 * (hi - lo), f"{title(method)}: explaining")
-        insts = seeded_subsample(test, method_spec(method).max_test_instances)
+        picked = subsample_indices(len(test), method_spec(method).max_test_instances)
+        insts = [test[j] for j in picked]
         explained = wb.explain(method, insts)
         ms = explained.ms_per_instance
         if method_spec(method).batched:
@@ -187,6 +190,7 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         if len(insts) < len(test):  # a slow method measured on a seeded subsample (its row says)
             results[method]["test_instances"] = len(insts)
             subsampled[method] = (insts, explained.scores)
+            subsample_of[method] = picked
         else:
             scores[method] = explained.scores
         if hasattr(exp, "distill_seconds_"):  # learns from a distillation (Gem): what it cost
@@ -215,6 +219,11 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         "seconds": time.perf_counter() - start,
         "machine": _machine(wb.device),
     }
+    if subsample_of and scores:
+        report(progress, 0.97, "every method on the subsample")
+        out["same_subsample"] = {
+            method: same_subsample(wb, test, picked, scores, predicted, method, results[method])
+            for method, picked in subsample_of.items()}
     if wb.dataset.atom_symbols is not None and spec.mutagen_label is not None and (
             scores or subsampled):
         # molecules with a mutagen class: do the explanations find toxicophores?
@@ -229,13 +238,46 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
     return out
 
 
+def subsample_indices(n: int, limit: Optional[int], seed: int = 0) -> list[int]:
+    """Indices of at most ``limit`` of ``n`` test instances: a fixed, seeded subsample in the
+    split's order (all of them when ``limit`` is None or not smaller than ``n``)."""
+    if limit is None or n <= int(limit):
+        return list(range(n))
+    keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:int(limit)]
+    return sorted(keep.tolist())
+
+
 def seeded_subsample(test: list, limit: Optional[int], seed: int = 0) -> list:
-    """At most ``limit`` of the test instances: a fixed, seeded subsample in the split's order
-    (all of them when ``limit`` is None or not smaller than the split)."""
+    """The test instances at :func:`subsample_indices` (``test`` itself when all are kept)."""
     if limit is None or len(test) <= int(limit):
         return test
-    keep = torch.randperm(len(test), generator=torch.Generator().manual_seed(seed))[:int(limit)]
-    return [test[i] for i in sorted(keep.tolist())]
+    return [test[i] for i in subsample_indices(len(test), limit, seed)]
+
+
+#: the figures :func:`same_subsample` restricts to a slow method's subsample
+SAME_SUBSAMPLE_KEYS = ("accuracy_at_k", "agreement_at_k", "sufficiency_at_k", "necessity_at_k")
+
+
+def same_subsample(wb: Workbench, test: list, picked: list[int], scores: dict[str, list],
+                   predicted: Tensor, name: str, own: dict[str, Any]) -> dict[str, Any]:
+    """Every fully measured method scored on the seeded subsample (test indices ``picked``) of
+    the slow method ``name``, beside its own figures ``own``: the side-by-side comparison on the same
+    instances (accuracy and agreement at the paper's K, the field's curves under both
+    protocols)."""
+    from gem_core.evaluation.metrics import evaluate_scores
+
+    spec = wb.spec
+    insts = [test[j] for j in picked]
+    classes = predicted[torch.tensor(picked, dtype=torch.long)]
+    rows: dict[str, Any] = {}
+    for method, full in scores.items():
+        sub = [full[j] for j in picked]
+        res = evaluate_scores(wb.black_box, insts, sub, spec.k_grid, log_odds_k=spec.default_k,
+                              fidelity=False).to_dict()
+        res.update(field_curves(wb.black_box, insts, sub, spec.task, classes))
+        rows[method] = {key: res[key] for key in SAME_SUBSAMPLE_KEYS if key in res}
+    return {"test_instances": len(picked), "indices": list(picked),
+            "methods": {**rows, name: {key: own[key] for key in SAME_SUBSAMPLE_KEYS if key in own}}}
 
 
 def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any]:
@@ -392,6 +434,7 @@ def format_tables(result: dict[str, Any]) -> str:
         lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
                      f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
     lines += _faithfulness_table(result)
+    lines += _same_subsample_tables(result, ks)
     t = result["target"]
     theirs = paper.TARGET_ACCURACY.get(ds)
     lines += ["", f"{'' if plain else target + ' '}target GNN test accuracy "
@@ -403,6 +446,36 @@ def format_tables(result: dict[str, Any]) -> str:
 
 def _pct(value: Optional[float]) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
+
+
+#: necessity is summarised over k = 1 … NECESSITY_LEAD_K in the same-subsample table
+NECESSITY_LEAD_K = 5
+
+
+def _same_subsample_tables(result: dict[str, Any], ks: list[str]) -> list[str]:
+    """Per slow method measured on a subsample: every method's accuracy and agreement at the
+    paper's K and mean necessity over k = 1..5, on those same instances."""
+    lines: list[str] = []
+    for slow, block in (result.get("same_subsample") or {}).items():
+        head = ("".join(f"{'acc@' + k:>9}" for k in ks) + "".join(f"{'agr@' + k:>9}" for k in ks)
+                + f"{'nec@1-' + str(NECESSITY_LEAD_K) + ' drop / keep':>24}")
+        lines += ["", f"every method on {title(slow)}'s seeded subsample of "
+                      f"{block['test_instances']} test instances (%): accuracy and agreement at K, "
+                      f"mean necessity over k = 1..{NECESSITY_LEAD_K}",
+                  f"{'method':<{W}}{head}"]
+        for method, res in block["methods"].items():
+            cells = "".join(f"{_pct((res.get('accuracy_at_k') or {}).get(k)):>9}" for k in ks)
+            cells += "".join(f"{_pct((res.get('agreement_at_k') or {}).get(k)):>9}" for k in ks)
+            nec = [_mean_necessity(res, protocol) for protocol in ("drop_isolated", "keep_nodes")]
+            cells += f"{' / '.join(_pct(v) for v in nec):>24}"
+            lines.append(f"{title(method):<{W}}{cells}")
+    return lines
+
+
+def _mean_necessity(res: dict[str, Any], protocol: str) -> Optional[float]:
+    curve = (res.get("necessity_at_k") or {}).get(protocol) or {}
+    values = [curve.get(str(k)) for k in range(1, NECESSITY_LEAD_K + 1)]
+    return None if None in values else sum(values) / len(values)
 
 
 def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated") -> list[str]:
