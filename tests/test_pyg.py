@@ -754,8 +754,9 @@ def test_adapter_options_are_the_engine_settings_of_the_same_names():
         GemExplainer(ensemble=0)
     with pytest.raises(ValueError, match="GemSettings.necessity_lead"):
         GemExplainer(necessity_lead=-2)
-    assert graph.decoder == "inner"
+    assert (graph.decoder, node.decoder) == ("mlp", "inner")  # the levels' validated defaults
     assert GemExplainer(decoder="mlp").gem_settings("node", 3, phenomenon=False).decoder == "mlp"
+    assert GemExplainer(decoder="inner").gem_settings("graph", 3, phenomenon=False).decoder == "inner"
     with pytest.raises(ValueError, match="GemSettings.decoder: 'dot' is not one of inner, mlp"):
         GemExplainer(decoder="dot")
 
