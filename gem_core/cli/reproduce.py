@@ -87,8 +87,9 @@ def _workers(args: argparse.Namespace, datasets: int) -> int:
     if datasets == 1:
         return 1
     from gem_core.runtime.device import resolve_device
+    from gem_core.runtime.device_choice import REPRODUCE_WORKLOADS
 
-    if resolve_device(args.device, "batched").type != "cpu":
+    if resolve_device(args.device, REPRODUCE_WORKLOADS).type != "cpu":
         return 1
     if args.workers is not None:
         return min(args.workers, datasets)

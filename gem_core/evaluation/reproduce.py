@@ -23,6 +23,7 @@ from gem_core.evaluation.faithfulness import (FINE_K, PROTOCOLS, necessity_at_k,
                                               sufficiency_at_k)
 from gem_core.data.config import DEFAULT_TARGET, get_spec, target_spec
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
+from gem_core.runtime.device_choice import REPRODUCE_WORKLOADS
 from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
 from gem_core.service.session import Workbench, workbench
 from gem_core.runtime.progress import ProgressFn, report, scaled
@@ -143,8 +144,10 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     protocols, overall and per predicted class, and ``stability``.
     """
     methods = [check_method(m) for m in methods]
-    # a whole split explained at once: ``auto`` is the device measured faster for batched work
-    wb = bench if bench is not None else workbench(dataset, resolve_device(device, "batched"), target)
+    # fits, distillations and whole splits explained at once, all on one workbench: ``auto`` is
+    # CUDA only where it was measured faster for each of these workloads
+    wb = bench if bench is not None else workbench(dataset, resolve_device(device, REPRODUCE_WORKLOADS),
+                                                   target)
     with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
         return _reproduce(wb, methods, limit, write_assets, progress, stability)
 

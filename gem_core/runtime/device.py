@@ -10,14 +10,17 @@ import torch
 
 
 def resolve_device(device: str | torch.device | None = "auto",
-                   workload: str = "interactive") -> torch.device:
+                   workload: str | tuple[str, ...] = "interactive") -> torch.device:
     """``"auto"``/None → the device measured faster for ``workload`` on this machine (CPU without
-    CUDA; see :func:`~gem_core.runtime.device_choice.choose_device`); ``"cuda"`` without a GPU is a
-    clear error; an explicit device is used as given."""
+    CUDA; see :func:`~gem_core.runtime.device_choice.choose_device`; a tuple of workloads: one
+    device for all of them, :func:`~gem_core.runtime.device_choice.choose_for_run`); ``"cuda"``
+    without a GPU is a clear error; an explicit device is used as given."""
     if device is None or str(device) == "auto":
-        from gem_core.runtime.device_choice import choose_device
+        from gem_core.runtime import device_choice
 
-        return torch.device(choose_device(workload).device)
+        if isinstance(workload, tuple):
+            return torch.device(device_choice.choose_for_run(workload).device)
+        return torch.device(device_choice.choose_device(workload).device)
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("CUDA was requested but no CUDA device is available; use 'cpu' or 'auto'.")
