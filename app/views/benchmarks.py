@@ -159,9 +159,9 @@ def _recompute(sel) -> None:
                              default=list(REPRODUCE_METHODS),
                              format_func=method_title, key="bm_methods")
     st.caption(f"Runs target → distillation → explainers → evaluation for {sel.spec.title} on "
-               f"the selected device and rewrites the results file. Fitted models come from the "
-               f"cache when present; GNNExplainer on every test instance and fitting PGExplainer "
-               f"take minutes on a CPU.")
+               f"the selected device and rewrites the results file. Gem's and PGExplainer's fits "
+               f"come from the cache or from the fits shipped with the app; a refit (after the "
+               f"target or the settings changed) takes 20-60 s per method on a CPU.")
     if st.button("Recompute benchmarks", key="bm_recompute", icon=":material/refresh:",
                  disabled=not methods):
         try:

@@ -108,3 +108,24 @@ def download_bytes(at, key: str) -> bytes:
         except Exception:  # another run's manager
             continue
     raise LookupError(f"no media file behind the download button {key!r}")
+
+
+@pytest.fixture
+def pgexplainer_not_fitted(monkeypatch, tmp_path):
+    """A machine where PGExplainer has never been fitted: no fit held, cached or shipped (the
+    repository ships one per dataset and target in ``assets/explainers/``)."""
+    import streamlit as st
+
+    import gem_core.service.session as session
+
+    shipped = session.Workbench.shipped_path
+
+    def without_pgexplainer(self, exp):
+        return tmp_path / "not-shipped.pt" if exp.name == "pgexplainer" else shipped(self, exp)
+
+    monkeypatch.setattr(session.Workbench, "shipped_path", without_pgexplainer)
+    monkeypatch.setattr(session, "_WORKBENCHES", {})
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path / "cache"))
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()

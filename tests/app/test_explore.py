@@ -158,41 +158,32 @@ def test_gem_panel_is_explained_or_offers_a_fit():
         assert at.button(key="ex_fit_gem").label == "Fit Gem now"
 
 
-def test_fit_offer_says_how_long_the_recorded_fit_took(monkeypatch, tmp_path):
+def test_fit_offer_says_how_long_the_recorded_fit_took(pgexplainer_not_fitted):
     """A one-off fit is announced with the time it took in the shipped results, not a guess."""
     import json
 
-    import streamlit as st
-
-
-    import gem_core.service.session as session
     from gem_core.evaluation.reproduce import recorded_fit_seconds, results_path
 
     took = json.loads(results_path("ba_shapes").read_text())["methods"]["pgexplainer"]["fit_seconds"]
     assert recorded_fit_seconds("ba_shapes", "pgexplainer") == took > 0
     assert recorded_fit_seconds("ba_shapes", "random") is None  # nothing to fit
     assert recorded_fit_seconds("mutagenicity", "gem", target="no-such-target") is None
-    monkeypatch.setattr(session, "_WORKBENCHES", {})  # a fresh session: PGExplainer not fitted
-    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nor saved (its fits are cached)
-    st.cache_resource.clear()
-    try:
-        at = make_app(methods=("pgexplainer",))
-        no_exception(at)
-        offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
-        assert offer and f"this fit took {took:.0f} s" in offer[0]
-        # issue 27, item 9: on which machine, beside this one (a busy machine takes longer)
-        from state import device_label
+    # the fixture: a session where PGExplainer has no fit held, cached or shipped
+    at = make_app(methods=("pgexplainer",))
+    no_exception(at)
+    offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
+    assert offer and f"this fit took {took:.0f} s" in offer[0]
+    # issue 27, item 9: on which machine, beside this one (a busy machine takes longer)
+    from state import device_label
 
-        machine = json.loads(results_path("ba_shapes").read_text())["machine"]
-        threads = machine["threads"]
-        assert f"s on a CPU with {threads} thread{'s' if threads != 1 else ''}" in offer[0]
-        from gem_core.runtime.device import resolve_device
+    machine = json.loads(results_path("ba_shapes").read_text())["machine"]
+    threads = machine["threads"]
+    assert f"s on a CPU with {threads} thread{'s' if threads != 1 else ''}" in offer[0]
+    from gem_core.runtime.device import resolve_device
 
-        # the device the workbench resolved "auto" to (the sidebar's label adds why auto chose it)
-        assert f"here it runs on {device_label(resolve_device('auto').type)}" in offer[0]
-        assert at.button(key="ex_fit_pgexplainer").label == "Fit PGExplainer now"
-    finally:
-        st.cache_resource.clear()
+    # the device the workbench resolved "auto" to (the sidebar's label adds why auto chose it)
+    assert f"here it runs on {device_label(resolve_device('auto').type)}" in offer[0]
+    assert at.button(key="ex_fit_pgexplainer").label == "Fit PGExplainer now"
 
 
 def test_explore_explains_missing_data(monkeypatch):
