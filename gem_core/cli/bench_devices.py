@@ -122,7 +122,9 @@ def measure_dataset(dataset: str, device: str, limit: int, interactive: int, epo
     for method in ("gnnexplainer", "integrated_gradients"):
         rows[method] = _median_ms(lambda m=method: wb.explain(m, baseline_set), device, 1,
                                   len(baseline_set))
-    if spec.task == "graph" and dataset == "mutagenicity":
+    from gem_core.service.molecules import DATASET as SCREENED_DATASET
+
+    if spec.name == SCREENED_DATASET:  # the data set whose model screens libraries
         from gem_core.service.screening.chunk import ScreenSettings, finish_rows, parse_rows
 
         settings = ScreenSettings(device=device)
