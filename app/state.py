@@ -218,8 +218,8 @@ def sidebar(page: str = "") -> Selection:
             if method_spec(m).wait_note:
                 st.warning(method_spec(m).wait_note + ".", icon="⏱")
         fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
-        st.caption(f"{' and '.join(fitted)} are fitted once per dataset; the others explain "
-                   f"directly.")
+        st.caption(f"{' and '.join(fitted)} learn from the training split once per dataset "
+                   f"(their fits ship with the app); the others explain each instance directly.")
     chosen = target if not molecule_page or dataset == molecule_spec().name else DEFAULT_TARGET
     sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods), chosen)
     if molecule_page:  # the Molecule page's model: Mutagenicity, with the target chosen here
