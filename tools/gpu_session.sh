@@ -51,6 +51,15 @@ cat /tmp/c_auto/device-choice.json 2>/dev/null | tee "$OUT/device_choice.json"
 python3 -c "import json; print('auto ran on:', json.load(open('$OUT/repro_auto.json'))['machine'])" 2>/dev/null
 fi
 
+if [[ " $STAGES " == *" screen "* ]]; then
+echo "== bench screen, CPU processes against CUDA behind parsing workers (8 workers)"
+for dev in cpu cuda; do
+  GEM_CACHE_DIR=/tmp/c_screen timeout 150 python3 -m gem_core bench screen --no-ray --workers 8 \
+    --rows "${SCREEN_ROWS:-30000}" --device $dev --json "$OUT/screen_$dev.json" 2>&1 \
+    | grep -v -i warn | tee "$OUT/screen_$dev.log"
+done
+fi
+
 if [[ " $STAGES " == *" tests "* ]]; then
 
 echo "== CUDA-only tests"

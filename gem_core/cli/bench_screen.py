@@ -69,9 +69,10 @@ def _write_input(path: Path, smiles: list[str], rows: int) -> None:
             fh.write(f"{smiles[i % len(smiles)]} m{i + 1}\n")
 
 
-def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int]) -> dict[str, Any]:
+def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int],
+            device: str = "cpu") -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gem_core", "screen", str(inp), "--out", str(out),
-           "--no-progress", "--restart", "--device", "cpu", *extra]
+           "--no-progress", "--restart", "--device", device, *extra]
     if chunk:
         cmd += ["--chunk-size", str(chunk)]
     env = {**os.environ, "GEM_NUM_THREADS": "1"}
@@ -94,8 +95,14 @@ def run(args: argparse.Namespace) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     inp = folder / "library.smi"
     _write_input(inp, smiles, args.rows)
+    from gem_core.runtime.device import resolve_device
+
+    args.device = resolve_device(args.device, "screen").type  # every run on the same device
+    if args.device != "cpu" and not args.no_ray:
+        raise ValueError("bench screen's Ray runs use CPU workers: add --no-ray with --device "
+                         f"{args.device}.")
     print(f"input: {args.rows:,} rows from {len(smiles):,} distinct SMILES "
-          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores")
+          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores; --device {args.device}")
     configs = [("1 process", ["--workers", "1"]), (f"{workers} processes", ["--workers", str(workers)])]
     if not args.no_ray:
         configs += [("Ray, 1 worker", ["--workers", "1", "--ray"]),
@@ -104,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = []
     for name, extra in configs:
         out = folder / f"out-{len(outputs)}.parquet"
-        r = _screen(inp, out, extra, args.chunk_size)
+        r = _screen(inp, out, extra, args.chunk_size, args.device)
         r["molecules_per_second"] = args.rows / r["seconds"]
         results["runs"][name] = r
         outputs.append(out)
@@ -127,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         big = folder / f"library-{rows}.smi"
         _write_input(big, smiles, rows)
         r = _screen(big, folder / f"mem-{rows}.parquet", ["--workers", str(workers)],
-                    args.chunk_size)
+                    args.chunk_size, args.device)
         results.setdefault("memory", {})[str(rows)] = r
         print(f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
               f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB")
