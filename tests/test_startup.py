@@ -193,3 +193,14 @@ def test_a_cold_explain_never_imports_dynamo_and_answers_as_in_process(tmp_path)
     assert proc.stdout.strip().splitlines()[-1] == "deferred"
     assert json.loads((tmp_path / "there.json").read_text()) == \
         json.loads((tmp_path / "here.json").read_text())
+
+
+def test_a_spawned_worker_does_not_run_the_command_line(monkeypatch):
+    """A ``spawn`` worker of ``python -m gem_core`` (the screen's parsing workers on CUDA) imports
+    ``gem_core.__main__`` again as ``__mp_main__`` (multiprocessing's ``_fixup_main_from_name``).
+    Unguarded, that ran the command line on the worker's own arguments and the worker exited
+    (seen on an H200: ``screen --device cuda --workers 8`` ended in ``BrokenProcessPool``)."""
+    import runpy
+
+    monkeypatch.setattr(sys, "argv", ["gem_core", "--multiprocessing-fork"])
+    runpy.run_module("gem_core.__main__", run_name="__mp_main__")  # must not raise SystemExit
