@@ -3,7 +3,6 @@ into it, the one fit pipeline the three front-ends build through, and the keys o
 explainers, which must never change."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -128,26 +127,6 @@ def test_the_key_of_every_shipped_explainer_is_unchanged():
             assert meta["key"] == key and meta["target"] == digest
             seen.add((name, target))
     assert seen == set(SHIPPED_KEYS)
-
-
-@pytest.mark.parametrize("dataset, target", sorted(SHIPPED_KEYS))
-def test_each_shipped_explainer_loads_through_the_session_without_a_refit(dataset, target,
-                                                                         monkeypatch, tmp_path):
-    from gem_core.explainers.gem import GemExplainer
-    from gem_core.service.session import Workbench
-
-    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nothing cached: only the assets count
-
-    def no_fit(*args, **kwargs):
-        raise AssertionError("the shipped explainer was refitted")
-
-    monkeypatch.setattr(GemExplainer, "fit", no_fit)
-    wb = Workbench(dataset, "cpu", target=target)
-    assert wb.is_fitted("gem")
-    gem = wb.explainer("gem")
-    stem = dataset if target == "paper" else f"{dataset}-{target}"
-    assert Path(gem.loaded_from_).name == f"{stem}.pt"
-    assert gem.state_key(wb.context) == SHIPPED_KEYS[(dataset, target)]
 
 
 # ----------------------------------------------------------------------------- the one pipeline

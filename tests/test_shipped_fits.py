@@ -1,7 +1,7 @@
-"""The PGExplainer fits shipped in ``assets/explainers/`` (one per dataset and target): each one
-loads through the session without a refit, for the target and settings it was fitted for, and is
-the fit a fresh machine would make (so ``reproduce`` and the app give the same numbers with or
-without it, only sooner)."""
+"""The fits shipped in ``assets/explainers/``, Gem's and PGExplainer's, one per dataset and target:
+each one loads through the session without a refit, for the target and settings it was fitted
+for, and a PGExplainer fit is the fit a fresh machine would make (so ``reproduce`` and the app give
+the same numbers with or without it, only sooner)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,24 +24,32 @@ def test_every_dataset_and_target_ships_a_pgexplainer_fit():
     assert files == {_stem(d, t) for d, t in SHIPPED}
 
 
+@pytest.mark.parametrize("method", ["gem", "pgexplainer"])
 @pytest.mark.parametrize("dataset, target", SHIPPED)
-def test_each_shipped_pgexplainer_loads_without_a_refit(dataset, target, monkeypatch, tmp_path):
-    from gem_core.explainers.pgexplainer import PGExplainerBaseline
+def test_each_shipped_fit_loads_without_a_refit(method, dataset, target, monkeypatch, tmp_path):
+    from gem_core.explainers import REGISTRY
     from gem_core.service.session import Workbench
 
+    from tests.test_gem_settings import SHIPPED_KEYS
+
     monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))  # nothing cached: only the assets count
+    wb = Workbench(dataset, "cpu", target=target)
 
     def no_fit(*args, **kwargs):
-        raise AssertionError("the shipped PGExplainer was refitted")
+        raise AssertionError(f"the shipped {method} was refitted")
 
-    monkeypatch.setattr(PGExplainerBaseline, "fit", no_fit)
-    wb = Workbench(dataset, "cpu", target=target)
-    assert wb.is_fitted("pgexplainer")
-    exp = wb.explainer("pgexplainer")
-    assert Path(exp.loaded_from_).name == f"{_stem(dataset, target)}.pt"
-    scores = exp.explain(wb.instances("test")[:3])
+    monkeypatch.setattr(type(REGISTRY[method].create(wb.context)), "fit", no_fit)
+    assert wb.is_fitted(method)
+    exp = wb.explainer(method)
+    gem_stem = dataset if target == "paper" else f"{dataset}-{target}"
+    stem = gem_stem if method == "gem" else _stem(dataset, target)
+    assert Path(exp.loaded_from_).name == f"{stem}.pt"
+    if method == "gem":
+        assert exp.state_key(wb.context) == SHIPPED_KEYS[(dataset, target)]
+    test = wb.instances("test")[:3]
+    scores = exp.explain(test)
     assert all(s.shape == (inst.num_pairs,) and bool(torch.isfinite(s).all())
-               for s, inst in zip(scores, wb.instances("test")[:3]))
+               for s, inst in zip(scores, test))
 
 
 def test_a_shipped_fit_of_another_target_is_not_used(monkeypatch, tmp_path):
