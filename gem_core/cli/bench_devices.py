@@ -151,7 +151,11 @@ def _auto_choices() -> dict[str, dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    from gem_core.data.config import get_spec
+
+    datasets = [get_spec(d.strip()).name for d in args.datasets.split(",") if d.strip()]
+    if not datasets:
+        raise ValueError("--datasets names no data set.")
     if args.devices:
         devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     else:
