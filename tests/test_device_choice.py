@@ -161,3 +161,22 @@ def test_bench_devices_times_every_workload_and_names_autos_pick(cache, tmp_path
         assert bench["auto"]["reproduce"]["device"] == "cpu"
         assert main(["bench", "devices", "--devices", "cpu,cuda", "--no-progress"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_reproduce_asks_auto_about_every_workload_it_runs(cache, monkeypatch):
+    """``reproduce`` fits, distils and explains whole splits on one workbench: ``auto`` is asked
+    about each of these (a single slower part once made it slower than the CPU on an H200)."""
+    import argparse
+
+    from gem_core.cli.reproduce import _workers
+
+    asked = []
+
+    def fake(workload="interactive", **_):
+        asked.append(workload)
+        return device_choice.DeviceChoice(workload, "cpu", "stub")
+
+    monkeypatch.setattr(device_choice, "choose_device", fake)
+    args = argparse.Namespace(device="auto", workers=None)
+    assert _workers(args, 2) >= 1
+    assert asked == list(device_choice.REPRODUCE_WORKLOADS) == ["fit", "distillation", "batched"]
