@@ -1,8 +1,7 @@
 """``python -m gem_core``: the command line (:func:`gem_core.cli.main`).
 
-Guarded, because a worker process started with the ``spawn`` method (the screen's parsing workers
-on CUDA) imports this module again under the name ``__mp_main__``: unguarded, each worker ran the
-command line on its own arguments and died, and the pool broke.
+Guarded, so that importing this module runs nothing: a ``spawn`` worker of a process started from
+this file's path imports it again as ``__mp_main__`` (one started with ``-m`` does not).
 """
 import sys
 

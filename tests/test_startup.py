@@ -195,11 +195,10 @@ def test_a_cold_explain_never_imports_dynamo_and_answers_as_in_process(tmp_path)
         json.loads((tmp_path / "here.json").read_text())
 
 
-def test_a_spawned_worker_does_not_run_the_command_line(monkeypatch):
-    """A ``spawn`` worker of ``python -m gem_core`` (the screen's parsing workers on CUDA) imports
-    ``gem_core.__main__`` again as ``__mp_main__`` (multiprocessing's ``_fixup_main_from_name``).
-    Unguarded, that ran the command line on the worker's own arguments and the worker exited
-    (seen on an H200: ``screen --device cuda --workers 8`` ended in ``BrokenProcessPool``)."""
+def test_importing_the_entry_point_runs_nothing(monkeypatch):
+    """A ``spawn`` worker of a process started from ``gem_core/__main__.py``'s path imports that
+    file again as ``__mp_main__``: it must not run the command line on the worker's arguments.
+    (Started with ``-m``, CPython skips the re-import; ``tests/test_screen.py`` runs that layout.)"""
     import runpy
 
     monkeypatch.setattr(sys, "argv", ["gem_core", "--multiprocessing-fork"])

@@ -55,7 +55,8 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     found: list[type[BaseException]] = [UserError, ValueError]
     for module, name in (("gem_core.data.config", "UnknownDatasetError"),
                          ("gem_core.data.datasets", "DataUnavailableError"),
-                         ("gem_core.runtime.store", "ArtifactError")):
+                         ("gem_core.runtime.store", "ArtifactError"),
+                         ("gem_core.runtime.workers", "WorkerLostError")):
         loaded = sys.modules.get(module)
         if loaded is not None:
             found.append(getattr(loaded, name))

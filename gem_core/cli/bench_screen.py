@@ -79,10 +79,11 @@ def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int],
     proc = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True,
                           env=env)
     if proc.returncode != 0 or not proc.stdout.strip():
-        raise RuntimeError(f"screen failed: {proc.stderr.strip()[-500:]}")
+        raise RuntimeError(f"screen failed: {proc.stderr.strip()[-3000:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     if res["rc"] != 0:
-        raise RuntimeError(f"screen exited {res['rc']}: {proc.stderr.strip()[-500:]}")
+        # a worker's own error comes before the parent's; keep enough of stderr to show it
+        raise RuntimeError(f"screen exited {res['rc']}: {proc.stderr.strip()[-3000:]}")
     return res
 
 

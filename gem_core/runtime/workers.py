@@ -13,7 +13,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Optional
 
-__all__ = ["worker_pool", "die_with_parent"]
+__all__ = ["worker_pool", "die_with_parent", "WorkerLostError"]
+
+
+class WorkerLostError(RuntimeError):
+    """A worker process of a pool died (killed, out of memory, a crash in native code): said
+    in one line by the command line, with what to do, instead of ``BrokenProcessPool``'s
+    traceback."""
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 

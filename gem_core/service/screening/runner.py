@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from gem_core.explainers import check_method, method_spec
-from gem_core.runtime.workers import worker_pool
+from gem_core.runtime.workers import WorkerLostError, worker_pool
 from gem_core.data.config import check_k
 from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse_chunk,
                                               screen_chunk, warm_up)
@@ -114,6 +114,13 @@ class _Inline:
         pass
 
 
+def _worker_lost() -> WorkerLostError:
+    return WorkerLostError(
+        "A worker process of this screen died before finishing its chunk (killed, out of "
+        "memory, or a crash in native code). The chunks finished so far are kept: run the same "
+        "command again to resume, or with --workers 1 to screen in this process.")
+
+
 class _Processes:
     name = "processes"
 
@@ -124,11 +131,21 @@ class _Processes:
         self.pool = worker_pool(workers, spawn=self.gpu)
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
+        from concurrent.futures.process import BrokenProcessPool
+
         fn = parse_chunk if self.gpu else screen_chunk
-        return self.pool.submit(fn, index, rows, self.settings)
+        try:
+            return self.pool.submit(fn, index, rows, self.settings)
+        except BrokenProcessPool as exc:  # a worker died since the last result
+            raise _worker_lost() from exc
 
     def result(self, handle: Any) -> Any:
-        index, out = handle.result()
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            index, out = handle.result()
+        except BrokenProcessPool as exc:
+            raise _worker_lost() from exc
         return (index, finish_rows(out, self.settings)) if self.gpu else (index, out)
 
     def close(self) -> None:
