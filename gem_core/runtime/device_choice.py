@@ -24,9 +24,10 @@ Probe (CUDA's lead) against the real work on the CUDA side (ratio of ms per inst
   time: parsing, toxicophores and fragment SMILES stay on the CPU);
 - interactive: probe 2.7-3.3x behind; 1.2-2.3x slower.
 
-The margins keep every one of these on a device that was not measured slower by more than
-rounding (so CUDA's real gains on Integrated Gradients and BA-shapes' distillation are left on
-the table: never slower came first). A run made of several workloads (``reproduce``: fits,
+The margins keep ``auto`` off CUDA for every workload that ran slower there. The probe cannot
+tell those from the ones CUDA wins, so CUDA's real gains (Integrated Gradients, BA-shapes'
+distillation, Mutagenicity's batched Gem and GNNExplainer) are left to ``--device cuda``: never
+picking the slower device came first. A run made of several workloads (``reproduce``: fits,
 distillations, batched explanations) goes to CUDA only when every one of them does
 (:func:`choose_for_run`): when the batched probe alone chose its device, ``reproduce --dataset
 ba_shapes`` ran on the H200 and had not finished after 83 s; on the CPU it took 53-56 s.
