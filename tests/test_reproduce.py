@@ -165,3 +165,41 @@ def test_stability_of_a_seeded_method_is_opt_in_and_says_so(ba_bench):
     assert stab["value"] is None and not stab["measured"] and "--stability" in stab["note"]
     _check_curves(out["methods"]["random"], [str(k) for k in range(1, 11)])
     assert "sufficiency" in format_tables(out)
+
+
+def test_a_plain_run_keeps_the_stability_an_earlier_run_measured(monkeypatch, tmp_path):
+    """``reproduce`` without ``--stability`` rewrites the results file: a stability measured by
+    an earlier run is kept while this run repeats that run's results, and dropped once they differ."""
+    import gem_core.evaluation.reproduce as reproduce
+
+    target = tmp_path / "tree_cycles.json"
+    monkeypatch.setattr(reproduce, "results_path", lambda *args: target)
+    bench = Workbench("tree_cycles", "cpu")
+    first = run_reproduce("tree_cycles", device="cpu", bench=bench)
+    assert first["methods"]["gem"]["stability"]["measured"] is False
+    assert first["methods"]["random"]["stability"]["measured"] is False
+
+    def measured_earlier(change=None):
+        written = json.loads(target.read_text())
+        for method in ("gem", "random"):
+            written["methods"][method]["stability"] = {
+                "value": 0.5, "seeds": [0, 1, 2], "deterministic": False, "k": 6, "measured": True}
+        if change:
+            change(written)
+        target.write_text(json.dumps(written))
+
+    measured_earlier()
+    again = run_reproduce("tree_cycles", device="cpu", bench=bench)
+    for method in ("gem", "random"):
+        kept = again["methods"][method]["stability"]
+        assert kept["measured"] is True and kept["value"] == 0.5 and "earlier run" in kept["note"]
+    assert json.loads(target.read_text())["methods"]["gem"]["stability"]["value"] == 0.5
+
+    # the earlier run's Gem explained differently: its stability no longer describes this Gem
+    def other_gem(written):
+        written["methods"]["gem"]["accuracy_at_k"]["6"] -= 0.1
+
+    measured_earlier(other_gem)
+    third = run_reproduce("tree_cycles", device="cpu", bench=bench)
+    assert third["methods"]["gem"]["stability"]["measured"] is False
+    assert third["methods"]["random"]["stability"]["value"] == 0.5

@@ -236,7 +236,9 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
             out["toxicophores"]["methods"][method] = {**row["methods"][method],
                                                       "molecules": row["molecules"]}
     if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
-        save_json(out, results_path(spec.name, wb.target_name))
+        path = results_path(spec.name, wb.target_name)
+        keep_measured_stability(out, _read_json(path))
+        save_json(out, path)
     report(progress, 1.0, "done")
     return out
 
@@ -304,6 +306,44 @@ def _seed_of(explainer) -> Optional[int]:
         if isinstance(seed, int) and not isinstance(seed, bool):
             return seed
     return None
+
+
+def _read_json(path: Path) -> Optional[dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+#: per-method keys that time a run rather than describe its explanations
+RUN_TIME_KEYS = frozenset({"ms_per_instance", "cold_ms_per_instance", "fit_seconds",
+                           "distill_seconds", "seconds", "stability"})
+
+
+def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, Any]]) -> None:
+    """Keep a stability that an earlier run measured (``--stability``, minutes of refits) when
+    this run did not measure it and its explanations are the earlier run's, value for value.
+
+    A plain ``reproduce`` rewrites the shipped results file; without this it would replace the
+    measured stability of every seeded method by "not measured". Identical results (every key
+    but timings) mean the same target, data and settings, so the refits would repeat too.
+    """
+    if not previous:
+        return
+    before = previous.get("methods", {})
+    for method, result in out.get("methods", {}).items():
+        mine, old = result.get("stability") or {}, (before.get(method) or {})
+        kept = old.get("stability") or {}
+        if mine.get("measured", True) or not kept.get("measured"):
+            continue
+        # compared as written (JSON: string keys, lists), as the earlier run's values were read
+        mine_json = json.loads(json.dumps({k: v for k, v in result.items()
+                                           if k not in RUN_TIME_KEYS}))
+        same = mine_json == {k: v for k, v in old.items() if k not in RUN_TIME_KEYS}
+        if same:
+            result["stability"] = {**kept, "note": "measured by an earlier run with --stability, "
+                                                   "whose other results this run repeats exactly"}
 
 
 def method_stability(wb: Workbench, method: str, test, held, scores,
