@@ -14,7 +14,7 @@ import torch
 
 from gem_core.data.instances import Instance, collate, to_pairs
 from gem_core.evaluation.metrics import evaluate_scores
-from gem_core.evaluation.reproduce import seeded_subsample as subsample
+from gem_core.evaluation.reproduce import subsample_indices
 from gem_core.explainers.shapley import (NodeSetGame, adjacency, connected_components,
                                          exact_shapley, neighbourhood, repeated_batch,
                                          shapley_values)
@@ -212,10 +212,10 @@ def test_bad_settings_are_refused_with_a_clear_message():
 
 
 def test_reproduce_subsample_is_seeded_sorted_and_bounded():
-    items = list(range(250))
-    a, b = subsample(items, 100), subsample(items, 100)
-    assert a == b and len(a) == 100 and a == sorted(a) and a != items[:100]
-    assert subsample(items, None) is items and subsample(items[:35], 100) == items[:35]
+    a, b = subsample_indices(250, 100), subsample_indices(250, 100)
+    assert a == b and len(a) == 100 and a == sorted(a) and a != list(range(100))
+    assert subsample_indices(250, None) == list(range(250))
+    assert subsample_indices(35, 100) == list(range(35))
 
 
 def test_reproduce_measures_a_row_with_max_test_instances_on_its_seeded_subsample(monkeypatch):

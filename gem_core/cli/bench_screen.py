@@ -98,12 +98,12 @@ def run(args: argparse.Namespace) -> int:
     _write_input(inp, smiles, args.rows)
     from gem_core.runtime.device import resolve_device
 
-    args.device = resolve_device(args.device, "screen").type  # every run on the same device
-    if args.device != "cpu" and not args.no_ray:
-        raise ValueError("bench screen's Ray runs use CPU workers: add --no-ray with --device "
-                         f"{args.device}.")
+    device = resolve_device(args.device, "screen").type  # every run on the same device
+    if device != "cpu" and not args.no_ray:
+        raise ValueError(f"bench screen's Ray runs use CPU workers: add --no-ray with --device "
+                         f"{device}.")
     print(f"input: {args.rows:,} rows from {len(smiles):,} distinct SMILES "
-          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores; --device {args.device}")
+          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores; --device {device}")
     configs = [("1 process", ["--workers", "1"]), (f"{workers} processes", ["--workers", str(workers)])]
     if not args.no_ray:
         configs += [("Ray, 1 worker", ["--workers", "1", "--ray"]),
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = []
     for name, extra in configs:
         out = folder / f"out-{len(outputs)}.parquet"
-        r = _screen(inp, out, extra, args.chunk_size, args.device)
+        r = _screen(inp, out, extra, args.chunk_size, device)
         r["molecules_per_second"] = args.rows / r["seconds"]
         results["runs"][name] = r
         outputs.append(out)
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         big = folder / f"library-{rows}.smi"
         _write_input(big, smiles, rows)
         r = _screen(big, folder / f"mem-{rows}.parquet", ["--workers", str(workers)],
-                    args.chunk_size, args.device)
+                    args.chunk_size, device)
         results.setdefault("memory", {})[str(rows)] = r
         print(f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
               f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB")

@@ -252,13 +252,6 @@ def subsample_indices(n: int, limit: Optional[int], seed: int = 0) -> list[int]:
     return sorted(keep.tolist())
 
 
-def seeded_subsample(test: list, limit: Optional[int], seed: int = 0) -> list:
-    """The test instances at :func:`subsample_indices` (``test`` itself when all are kept)."""
-    if limit is None or len(test) <= int(limit):
-        return test
-    return [test[i] for i in subsample_indices(len(test), limit, seed)]
-
-
 #: the figures :func:`same_subsample` restricts to a slow method's subsample
 SAME_SUBSAMPLE_KEYS = ("accuracy_at_k", "agreement_at_k", "sufficiency_at_k", "necessity_at_k")
 
@@ -316,9 +309,10 @@ def _read_json(path: Path) -> Optional[dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-#: per-method keys that time a run rather than describe its explanations
-RUN_TIME_KEYS = frozenset({"ms_per_instance", "cold_ms_per_instance", "fit_seconds",
-                           "distill_seconds", "seconds", "stability"})
+#: per-method keys that two runs of the same explanations may differ in: the timings, and the
+#: stability itself (measured or not)
+RUN_SPECIFIC_KEYS = frozenset({"ms_per_instance", "cold_ms_per_instance", "fit_seconds",
+                               "distill_seconds", "seconds", "stability"})
 
 
 def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, Any]]) -> None:
@@ -339,8 +333,8 @@ def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, An
             continue
         # compared as written (JSON: string keys, lists), as the earlier run's values were read
         mine_json = json.loads(json.dumps({k: v for k, v in result.items()
-                                           if k not in RUN_TIME_KEYS}))
-        same = mine_json == {k: v for k, v in old.items() if k not in RUN_TIME_KEYS}
+                                           if k not in RUN_SPECIFIC_KEYS}))
+        same = mine_json == {k: v for k, v in old.items() if k not in RUN_SPECIFIC_KEYS}
         if same:
             result["stability"] = {**kept, "note": "measured by an earlier run with --stability, "
                                                    "whose other results this run repeats exactly"}

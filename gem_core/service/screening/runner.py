@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,8 +132,6 @@ class _Processes:
         self.pool = worker_pool(workers, spawn=self.gpu)
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
-        from concurrent.futures.process import BrokenProcessPool
-
         fn = parse_chunk if self.gpu else screen_chunk
         try:
             return self.pool.submit(fn, index, rows, self.settings)
@@ -140,8 +139,6 @@ class _Processes:
             raise _worker_lost() from exc
 
     def result(self, handle: Any) -> Any:
-        from concurrent.futures.process import BrokenProcessPool
-
         try:
             index, out = handle.result()
         except BrokenProcessPool as exc:
