@@ -64,7 +64,7 @@ _TARGETS = {
 
 def describe_gem(spec, target: str = "paper") -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses."""
-    from gem_core.api import GemSettings
+    from gem_core.api import GemSettings, check_stop
 
     settings = GemSettings.for_dataset(spec, target)
     budgets = settings.budgets(spec.k_grid)
@@ -103,8 +103,21 @@ def describe_gem(spec, target: str = "paper") -> str:
     if settings.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
-    return text + (" After training it never calls the model to explain: one forward "
-                   "pass of the auto-encoder per batch." if not
-                   settings.condition_on_prediction else
-                   " Explaining a batch is one forward pass of the model (for its prediction) "
-                   "and one of the auto-encoder.")
+    check = settings.check.value
+    if check == "off":
+        return text + (" After training it never calls the model to explain: one forward "
+                       "pass of the auto-encoder per batch." if not
+                       settings.condition_on_prediction else
+                       " Explaining a batch is one forward pass of the model (for its "
+                       "prediction) and one of the auto-encoder.")
+    lead = settings.necessity_lead
+    stop = check_stop(budgets, lead)
+    where = f"from edge {lead + 1} on" if lead else "from the first edge on"
+    rule = ("takes the one the prediction holds on most surely" if check == "best" else
+            "keeps Gem's own next edge unless the prediction fails on it and holds with another")
+    return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
+                   f"next {settings.check_width} edges it {rule}; the prediction holds when the "
+                   f"model, shown only the edges so far, still predicts what it predicts on the "
+                   f"whole graph, whether the nodes left without an edge stay or go. Explaining a batch is one forward "
+                   f"pass of the auto-encoder and a few small batched passes of the model per "
+                   f"edge checked, milliseconds per instance.")

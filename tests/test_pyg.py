@@ -658,8 +658,36 @@ def test_fast_path_matches_the_engine(fitted_gin, house):
     cg = node_computation_graphs(house.x, house.edge_index, [0, 9, 30], 3)
     # hop labels from the BFS that cut the graphs == the engine's own labelling
     assert torch.equal(hop_columns(cg.hops, gem.num_hops).unsqueeze(1), gem._label_columns(cg.packed()))
-    # scores of the packed fast path == the engine's explain on the instances
-    assert torch.allclose(algo._scores(cg), torch.cat(gem.explain(cg.instances)), atol=1e-6)
+    # scores of the packed fast path == the engine's explain on the instances (unchecked)
+    algo.check = "off"
+    try:
+        raw = algo._scores(cg)
+    finally:
+        algo.check = None
+    assert torch.allclose(raw, torch.cat(gem.explain(cg.instances)), atol=1e-6)
+
+
+def test_the_adapters_check_is_the_engines(fitted_gin, house):
+    """The adapter's default node-level check (``repair`` of 3 after the lead, up to max(k)) is
+    the engine's :func:`checked_scores` on the same scores; turning it off needs no refit."""
+    from gem_core.gem.checked_ranking import checked_scores
+
+    model, explainer = fitted_gin
+    algo = explainer.algorithm
+    cg = node_computation_graphs(house.x, house.edge_index, [0, 9, 30], 3)
+    packed = cg.packed()
+    black_box = algo._black_box(model, {}, house.x.device)
+    predicted = algo._predict(black_box, model, packed)
+    algo.check = "off"
+    try:
+        raw = algo._scores(cg, model)
+    finally:
+        algo.check = None
+    lead = algo.settings_.necessity_lead
+    expected = checked_scores(black_box, packed, raw, predicted, start=lead,
+                              stop=max(algo.k_grid), width=3, rule="repair")
+    assert torch.equal(algo._scores(cg, model), expected)
+    assert sorted(expected.tolist()) == pytest.approx(sorted(raw.tolist()))
 
 
 def test_graph_structure_cache_follows_in_place_edits(fitted_gin, house):

@@ -83,9 +83,11 @@ def test_salts_follow_largest_fragment(tmp_path):
 
 
 def test_rows_match_the_explain_command(tmp_path):
+    """With --check the screen's rows are `explain`'s (and the Molecule page's): the target
+    checks Gem's ranking in both."""
     smiles = ["O=[N+]([O-])c1ccc(C)cc1", "Nc1ccc2cc3ccccc3cc2c1", "C1OC1c1ccccc1"]
     src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
-    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6), workers=1)
+    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6, check=True), workers=1)
     rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
     for smi, row in zip(smiles, rows):
         ref = explain_smiles(smi, k=6, device="cpu")
@@ -106,16 +108,46 @@ def test_each_molecule_gets_its_own_k_by_default_as_explain_and_the_app(tmp_path
     smiles = ["O=[N+]([O-])c1ccc(C)cc1", "CCO", "Nc1ccc2cc3ccccc3cc2c1"]
     src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
     assert ScreenSettings().k is None
-    screen(src, tmp_path / "x.parquet", ScreenSettings(), workers=1)
+    screen(src, tmp_path / "x.parquet", ScreenSettings(check=True), workers=1)
     rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
     for smi, row in zip(smiles, rows):
         n = smiles_to_instance(smi).instance.num_pairs
         assert len(row["bonds"]) == suggested_k(n) < n
         assert row["bonds"] == explain_smiles(smi, device="cpu", read=False)["explanation"]["bonds"]
     proc = _run_cli("screen", str(src), "--out", str(tmp_path / "auto.parquet"), "--k", "auto",
-                    "--no-progress")
+                    "--check", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert pq.read_table(tmp_path / "auto.parquet").to_pylist() == rows
+
+
+def test_without_check_the_screen_ranks_with_gems_one_pass(tmp_path):
+    """By default a screen keeps Gem's one-pass ranking (the check costs milliseconds per
+    molecule); the workbench's Gem, which the Molecule page shares, keeps its check."""
+    from gem_core.service.screening.chunk import _explainer, _model
+    from gem_core.service.screening.runner import check_settings
+
+    settings = check_settings(ScreenSettings())
+    model = _model(settings)
+    held = model.explainer("gem")
+    assert str(held.settings.check) != "off"  # the molecule row's choice
+    plain = _explainer(model, settings)
+    assert str(plain.settings.check) == "off" and plain.autoencoder_ is held.autoencoder_
+    assert str(held.settings.check) != "off"  # the copy changed nothing of the held Gem
+    assert _explainer(model, check_settings(ScreenSettings(check=True))) is held
+    smiles = ["O=[N+]([O-])c1ccc(C)cc1", "Nc1ccc2cc3ccccc3cc2c1"]
+    src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
+    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6), workers=1)
+    rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
+    import torch
+
+    from gem_core.data.ranking import ranked_pairs
+
+    for smi, row in zip(smiles, rows):
+        inst = smiles_to_instance(smi).instance
+        (scores,) = plain.explain([inst]).scores
+        pairs = inst.pairs
+        assert row["bonds"] == [[int(pairs[0, j]), int(pairs[1, j])]
+                                for j in ranked_pairs(torch.as_tensor(scores), 6)]
 
 
 def test_table_input_with_named_columns_and_csv_output(tmp_path):

@@ -7,6 +7,7 @@ import torch
 from gem_core.cli import main
 from gem_core.evaluation.metrics import evaluate_scores
 from gem_core.gem.autoencoder import GemAutoEncoder
+from gem_core.gem.pipeline import GemPipeline
 from gem_core.gem.training_targets import explainer_targets
 from gem_core.evaluation import tuning
 from gem_core.service.session import Workbench
@@ -82,7 +83,10 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
                for s, i in (("train", train), ("val", val))]
     gem = GemAutoEncoder.from_settings(wb.gem_settings, device="cpu", max_epochs=4, seed=1)
     gem.fit(train, targets[0], val, targets[1])
-    direct = evaluate_scores(wb.black_box, val, gem.explain(val), wb.spec.k_grid, fidelity=False)
+    # explained as the registry's Gem explains: the auto-encoder, then the row's check
+    pipeline = GemPipeline(wb.gem_settings, wb.spec.k_grid, wb.black_box, wb.spec.num_classes)
+    direct = evaluate_scores(wb.black_box, val, pipeline.explain(gem, val), wb.spec.k_grid,
+                             fidelity=False)
     swept = result["variants"]["short"]["per_seed"][1]
     assert swept["seed"] == 1
     for k in wb.spec.k_grid:
@@ -98,9 +102,10 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
     # stability across the two seeds: the Jaccard of their top-K edges at the smallest K
     from gem_core.evaluation.faithfulness import stability
 
-    seed1 = gem.explain(val)
-    seed0 = GemAutoEncoder.from_settings(wb.gem_settings, device="cpu", max_epochs=4, seed=0).fit(
-        train, targets[0], val, targets[1]).explain(val)
+    seed1 = pipeline.explain(gem, val)
+    seed0 = pipeline.explain(GemAutoEncoder.from_settings(
+        wb.gem_settings, device="cpu", max_epochs=4, seed=0).fit(
+        train, targets[0], val, targets[1]), val)
     k = min(wb.spec.k_grid)
     assert short["stability"] == {"k": k, "value": pytest.approx(stability([seed0, seed1], k))}
     assert "stability across the seeds" in format_sweep(result)

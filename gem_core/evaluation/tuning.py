@@ -55,6 +55,8 @@ TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "condition_on_prediction": _parse_bool, "target_ks": parse_ks, "protocol": str,
     "necessity_weight": float, "connected_growth": _parse_bool, "necessity_lead": int,
 }
+# what it does when it explains (read at explain time: no refit)
+EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {"check": str, "check_width": int}
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
@@ -98,9 +100,9 @@ def parse_variant(text: str) -> Variant:
         key = key.strip()
         if not eq:
             raise ValueError(f"variant {name!r}: expected key=value, got {item!r}")
-        parser = EXPLAINER_KEYS.get(key) or TARGET_KEYS.get(key)
+        parser = EXPLAINER_KEYS.get(key) or TARGET_KEYS.get(key) or EXPLAIN_KEYS.get(key)
         if parser is None:
-            known = ", ".join(sorted(EXPLAINER_KEYS) + sorted(TARGET_KEYS))
+            known = ", ".join(sorted(EXPLAINER_KEYS) + sorted(TARGET_KEYS) + sorted(EXPLAIN_KEYS))
             raise ValueError(f"variant {name!r}: unknown setting {key!r} (known: {known})")
         try:
             overrides[key] = parser(value.strip())
@@ -226,7 +228,7 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             start = time.perf_counter()
             gem = pipeline.fit_autoencoder(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
             fit_seconds = time.perf_counter() - start
-            scores = gem.explain(pipeline.inputs(val))
+            scores = pipeline.explain(gem, val)
             seed_scores.append(scores)
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}

@@ -101,16 +101,17 @@ class GemExplainer(Explainer):
     # ------------------------------------------------------------------ explain
     @property
     def reads_prediction(self) -> bool:  # type: ignore[override]
-        return self.settings.condition_on_prediction
+        return self.settings.condition_on_prediction or self.settings.check.value != "off"
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         return self._explain_predicted(instances, progress, None)
 
     def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
                            predicted: Optional[Tensor]) -> list[Tensor]:
-        """One forward pass of the auto-encoder; ``predicted`` None: the target predicts."""
+        """One forward pass of the auto-encoder, then the settings' check
+        (:meth:`GemPipeline.explain`); ``predicted`` None: the target predicts."""
         assert self.autoencoder_ is not None
-        return self.autoencoder_.explain(self.pipeline().inputs(instances, predicted))
+        return self.pipeline().explain(self.autoencoder_, instances, predicted)
 
     # ------------------------------------------------------------------ persistence
     def state_key(self, context: ExplainerContext) -> Optional[str]:

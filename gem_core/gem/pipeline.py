@@ -14,6 +14,9 @@ distil; the pipeline does the rest the same way for all of them.
 3. *fit* the graph auto-encoder (:class:`~gem_core.gem.autoencoder.GemAutoEncoder`) on what it
    reads, the instances with, under ``condition_on_prediction``, the target's predicted class
    appended to every node (:func:`with_predicted_class`), early-stopped on the validation targets.
+
+At explain time, :meth:`GemPipeline.check` applies the settings' ``check`` (the target checks
+Gem's ranking, :mod:`gem_core.gem.checked_ranking`) the same way for every front-end.
 """
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
+from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
+from gem_core.gem.checked_ranking import check_stop, checked_scores
 from gem_core.gem.distill import Distillation
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
@@ -107,6 +112,38 @@ class GemPipeline:
         num_classes = (self.black_box.num_classes if self.num_classes is None
                        else self.num_classes)
         return with_predicted_class(instances, self.black_box, int(num_classes), predicted)
+
+    def explain(self, autoencoder: GemAutoEncoder, instances: Sequence[Instance],
+                predicted: Optional[Tensor] = None) -> list[Tensor]:
+        """Gem's scores of ``instances``: one forward pass of the fitted ``autoencoder`` on
+        what it reads (:meth:`inputs`), then the settings' check (:meth:`check`).
+        ``predicted``: the target's classes on the instances, when the caller has them."""
+        instances = list(instances)
+        if self.settings.check.value == "off" or not instances:
+            return list(autoencoder.explain(self.inputs(instances, predicted)))
+        if predicted is None:
+            from gem_core.models.predict import predict_proba
+
+            predicted = predict_proba(self.black_box, instances).argmax(-1)
+        scores = autoencoder.explain(self.inputs(instances, predicted))
+        packed = PackedGraphs.from_instances(instances)
+        return packed.split_pairs(self.check(packed, torch.cat(list(scores)), predicted))
+
+    def check(self, packed: PackedGraphs, scores: Tensor, predicted: Optional[Tensor] = None
+              ) -> Tensor:
+        """Gem's flat pair ``scores`` of the ``packed`` instances (their own features) reordered
+        by the settings' ``check`` from position ``necessity_lead`` to the largest budget K
+        (unchanged when the check is off). ``predicted``: the target's classes on the whole
+        instances, when the caller has them (else one batched forward computes them)."""
+        s = self.settings
+        if s.check.value == "off" or packed.num_instances == 0:
+            return scores
+        if predicted is None:
+            with torch.no_grad():
+                predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
+        stop = check_stop(s.budgets(self.k_grid), s.necessity_lead)
+        return checked_scores(self.black_box, packed, scores, predicted, start=s.necessity_lead,
+                              stop=stop, width=s.check_width, rule=s.check.value)
 
     def autoencoder(self) -> GemAutoEncoder:
         """A new, unfitted auto-encoder with the settings' hyperparameters."""

@@ -23,6 +23,7 @@ from typing import Any, Union
 
 from gem_core.data.config import DatasetSpec, check_k, target_config
 from gem_core.data.protocol import PROTOCOLS
+from gem_core.gem.checked_ranking import CHECK_RULES
 from gem_core.gem.distill import LABEL_SOURCES, TOPK_POLICIES
 
 
@@ -66,13 +67,17 @@ class Decoder(_Choice):
     mlp = "mlp"
 
 
+#: how the target checks Gem's ranking at explain time (:mod:`gem_core.gem.checked_ranking`):
+#: off, repair, best
+CheckRule = _Choice("CheckRule", [(r, r) for r in CHECK_RULES], module=__name__)
+
 _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
                                       "label_source": LabelSource, "decoder": Decoder,
-                                      "protocol": EvalProtocol}
+                                      "protocol": EvalProtocol, "check": CheckRule}
 _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
-                  "ensemble")
+                  "ensemble", "check_width")
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
 _NON_NEGATIVE_INTS = ("necessity_lead",)
 
@@ -141,6 +146,14 @@ class GemSettings:
             one seed's initialisation and shuffling decide alone, so Gem refitted with another
             seed keeps more of the same top-K edges (stability across seeds).
         seed: seeds the auto-encoder's initialisation, shuffling and noise.
+        check: how the target checks Gem's ranking when it explains (a deviation from the
+            paper; :mod:`gem_core.gem.checked_ranking`): ``off`` (Gem's one-pass ranking),
+            ``repair`` (Gem's next pair unless the target's prediction fails on it and holds
+            with another of the :attr:`check_width` next ones) or ``best`` (of those, the one
+            the prediction holds on most surely). Positions :attr:`necessity_lead` to the
+            largest budget K are checked. Read at explain time only: a fitted Gem is the same
+            whatever the check.
+        check_width: how many of Gem's next pairs the check compares at each position.
     """
 
     target_kind: Union[TargetKind, str] = TargetKind.graded
@@ -169,6 +182,8 @@ class GemSettings:
     edge_features: bool = False
     ensemble: int = 1
     seed: int = 0
+    check: Union[CheckRule, str] = CheckRule("off")
+    check_width: int = 3
 
     def __post_init__(self) -> None:
         for name, choice in _CHOICES.items():

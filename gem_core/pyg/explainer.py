@@ -146,6 +146,15 @@ class GemExplainer(ExplainerAlgorithm):
             split on three outside models), ``"inner"`` for node level. The engine's Gem uses
             ``"mlp"`` on BA-shapes and Tree-cycles, where the inner product could not tell apart
             edges at the same nodes.
+        check: how the model checks Gem's ranking when it explains (one batched forward of
+            ``check_width`` copies of each graph per checked position and protocol; positions
+            ``necessity_lead`` to max(``k``)): ``"off"`` (Gem's one-pass ranking), ``"repair"``
+            (Gem's next edge unless the prediction fails on it and holds with another of the
+            next ``check_width``) or ``"best"`` (of those, the one the prediction holds on most
+            surely). Default ``"best"`` for graph level, ``"repair"`` for node level: the
+            engine's choices (see ``docs/pyg.md`` for what they cost and give).
+        check_width: how many of Gem's next edges the check compares; default 5 for graph level,
+            3 for node level.
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -164,8 +173,11 @@ class GemExplainer(ExplainerAlgorithm):
                  condition_on_prediction: Optional[bool] = None,
                  target_ks: Optional[Sequence[int]] = None,
                  necessity_weight: Optional[float] = None, necessity_lead: int = 0,
-                 ensemble: int = 1, decoder: Optional[str] = None):
+                 ensemble: int = 1, decoder: Optional[str] = None,
+                 check: Optional[str] = None, check_width: Optional[int] = None):
         super().__init__()
+        self.check = check
+        self.check_width = check_width
         self.ensemble = ensemble
         self.decoder = decoder
         self.necessity_lead = necessity_lead
@@ -364,7 +376,14 @@ class GemExplainer(ExplainerAlgorithm):
             lr=self._lr(level), hidden=self.hidden, batch_size=self.batch_size,
             max_epochs=self.epochs, patience=self.patience, num_hops=max(hops, 1),
             ensemble=self.ensemble, decoder=self.decoder or ("mlp" if graph else "inner"),
-            seed=self.seed)
+            seed=self.seed, **self._check_options(level))
+
+    def _check_options(self, level: str) -> dict[str, Any]:
+        """``check`` and ``check_width`` as given, else the level's defaults."""
+        graph = level == "graph"
+        return {"check": self.check if self.check is not None else ("best" if graph else "repair"),
+                "check_width": (self.check_width if self.check_width is not None
+                                else (5 if graph else 3))}
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the
@@ -444,9 +463,17 @@ class GemExplainer(ExplainerAlgorithm):
         under ``condition_on_prediction``, one batched forward of ``model`` for its classes)."""
         if len(graphs) == 0 or graphs.local_pairs.size(1) == 0:
             return torch.zeros(graphs.local_pairs.size(1))
-        packed = graphs.packed()
-        if self.settings_.condition_on_prediction:
-            packed = self._with_predicted_class(packed, model, model_kwargs or {})
+        packed = own = graphs.packed()
+        # the check is read when explaining: changing it after the fit needs no refit
+        settings = self.settings_.replace(**self._check_options(self.task_level_))
+        checks = str(settings.check) != "off"
+        black_box = predicted = None
+        if settings.condition_on_prediction or checks:
+            black_box = self._black_box(model, model_kwargs or {}, packed.x.device)
+            predicted = self._predict(black_box, model, packed)
+        if settings.condition_on_prediction:
+            onehot = torch.eye(self.num_classes_)[predicted][packed.node_owner()]
+            packed = replace(packed, x=torch.cat([packed.x.float(), onehot.to(packed.x.device)], 1))
         gem = self.gem_
         gem._check_compatible(packed)
         # the packed input side of gem.explain(instances), built without per-instance objects;
@@ -456,27 +483,37 @@ class GemExplainer(ExplainerAlgorithm):
         else:
             columns = gem._label_columns(packed)
         prepared = PreparedInstances(packed, columns)
-        return torch.cat(list(gem.explain(prepared))).float()
+        scores = torch.cat(list(gem.explain(prepared))).float()
+        if checks:  # the model checks Gem's ranking, as the engine's Gem does
+            pipeline = GemPipeline(settings, self.k_grid, black_box, self.num_classes_)
+            was_training = model.training
+            model.eval()
+            try:
+                scores = pipeline.check(own, scores, predicted)
+            finally:
+                model.train(was_training)
+        return scores
 
-
-    def _with_predicted_class(self, packed, model: Optional[nn.Module],
-                              model_kwargs: dict[str, Any]):
-        """``packed`` with the model's predicted class (one-hot) appended to every node, as
-        Gem read it at fit time (``condition_on_prediction``)."""
+    def _black_box(self, model: Optional[nn.Module], model_kwargs: dict[str, Any],
+                   device) -> PyGBlackBox:
+        """The model as the engine's black box, for its predicted classes and the check."""
         if model is None:
-            raise ValueError("this Gem reads the model's prediction (condition_on_prediction): "
-                             "explain through the Explainer, which passes the model")
+            raise ValueError("this Gem reads the model's prediction (condition_on_prediction or "
+                             "check): explain through the Explainer, which passes the model")
         kwargs = {k: v for k, v in model_kwargs.items() if not isinstance(v, Tensor)}
-        black_box = PyGBlackBox(model, self.task_level_, self.model_config.mode,
-                                self.model_config.return_type, packed.x.device, kwargs)
+        return PyGBlackBox(model, self.task_level_, self.model_config.mode,
+                           self.model_config.return_type, device, kwargs)
+
+    @staticmethod
+    def _predict(black_box: PyGBlackBox, model: nn.Module, packed) -> Tensor:
+        """The model's class on every whole packed instance (one batched forward, eval mode)."""
         was_training = model.training
         model.eval()
         try:
-            predicted = black_box(packed.forward_batch()).argmax(-1).cpu()
+            with torch.no_grad():
+                return black_box(packed.forward_batch()).argmax(-1).cpu()
         finally:
             model.train(was_training)
-        onehot = torch.eye(self.num_classes_)[predicted][packed.node_owner()]
-        return replace(packed, x=torch.cat([packed.x.float(), onehot.to(packed.x.device)], 1))
 
 
 def _accepts_batch(model: nn.Module) -> bool:

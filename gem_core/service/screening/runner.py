@@ -82,7 +82,8 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
     k = None if settings.k is None else check_k(settings.k)
     device = resolve_device(settings.device, "screen").type
     return ScreenSettings(method=method, k=k, target=settings.target, device=device,
-                          largest_fragment=bool(settings.largest_fragment))
+                          largest_fragment=bool(settings.largest_fragment),
+                          check=bool(settings.check))
 
 
 def _chunks(rows: Iterator[InputRow], size: int) -> Iterator[tuple[int, list[InputRow]]]:

@@ -1,0 +1,186 @@
+"""Gem proposes, the target checks: a ranking of Gem's pairs grown with the target's outputs.
+
+Gem's auto-encoder scores every pair in one forward pass; its top-k is what an explanation keeps
+at budget k. A small fragment can look like another class to the target (the "small-fragment
+bias" of molecule classifiers), so a top-k that Gem ranks well may still not be *sufficient*: the
+target predicts something else on it. The check (a deviation from the paper, off unless a
+setting turns it on) reorders Gem's ranking between two positions ``start`` and ``stop``: at each
+position it looks at the ``width`` best pairs Gem has not placed yet, asks the target, in one
+batched forward per protocol for every instance at once, what it predicts on the explanation so
+far plus each of them, and places
+
+* ``repair``: Gem's own next pair, unless the target's prediction does not hold on it while it
+  holds with another candidate (then the candidate with the highest probability of the
+  predicted class among those that hold);
+* ``best``: the candidate whose explanation holds with the highest probability of the predicted
+  class (ties: Gem's order).
+
+"Holds" means the target predicts the class it predicts on the whole instance, under both
+evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
+lower of the two. Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
+order. Only the target's outputs are read, so Gem stays model-agnostic; the cost is
+``stop - start`` batched forwards of the target per protocol, on ``width`` copies of each
+instance.
+
+The returned scores are Gem's own values, reassigned along the new order (the best score to the
+first pair, …) and made strictly decreasing there, so that every top-k reads the checked order.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from gem_core.data.packed import PackedGraphs
+from gem_core.data.protocol import PROTOCOLS, Protocol
+
+#: the rules of the check (``off``: Gem's ranking as it is)
+CHECK_RULES = ("off", "repair", "best")
+
+
+def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
+                   start: int, stop: int, width: int, rule: str,
+                   protocols: tuple[str, ...] = PROTOCOLS) -> Tensor:
+    """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
+
+    Args:
+        black_box: the target, ``InstanceBatch -> logits [B, C]`` (outputs only).
+        packed: the explained instances (their own features: what the target reads).
+        scores: Gem's score of every packed pair, ``[P]``.
+        predicted: the target's class on each whole instance, ``[B]``.
+        start / stop: the positions of the ranking the check decides (``start`` ≥ 0; pairs
+            ranked before ``start`` or from ``stop`` on keep Gem's order).
+        width: how many of Gem's next pairs are candidates at each position (≥ 1).
+        rule: ``"repair"`` or ``"best"`` (see the module docstring); ``"off"`` returns
+            ``scores`` unchanged.
+        protocols: the protocols under which the prediction must hold.
+    Returns:
+        ``[P]`` float32 scores, the same values as ``scores`` in another order.
+    """
+    if rule not in CHECK_RULES:
+        raise ValueError(f"check rule {rule!r} is not one of {', '.join(CHECK_RULES)}")
+    if int(width) < 1:
+        raise ValueError(f"check width must be at least 1, got {width}")
+    scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
+    if scores.numel() != packed.num_pairs:
+        raise ValueError(f"{scores.numel()} scores for {packed.num_pairs} pairs")
+    if rule == "off" or packed.num_pairs == 0 or stop <= start:
+        return scores
+    order = _gem_order(packed, scores)  # [B, Pmax] local pair ids, -1 padded
+    counts = packed.pair_counts()
+    ranking = _check(black_box, packed, order, counts, torch.as_tensor(predicted).long().cpu(),
+                     max(int(start), 0), int(stop), int(width), rule, protocols)
+    return _reassign(packed, scores, ranking, counts)
+
+
+def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
+    """Each instance's pairs in Gem's order (best first, ties to the lower pair index), as
+    local pair ids in a ``[B, Pmax]`` table padded with -1."""
+    counts = packed.pair_counts()
+    n, width = packed.num_instances, int(counts.max()) if counts.numel() else 0
+    order = torch.full((n, max(width, 1)), -1, dtype=torch.long)
+    for i, part in enumerate(packed.split_pairs(scores)):
+        order[i, :part.numel()] = torch.sort(part.double(), descending=True, stable=True).indices
+    return order
+
+
+def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predicted: Tensor,
+           start: int, stop: int, width: int, rule: str, protocols: tuple[str, ...]) -> Tensor:
+    """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
+    target, one position for every instance at a time."""
+    n, cols = order.shape
+    ranking = order.clone()
+    placed = torch.zeros(n, cols, dtype=torch.bool)  # over columns of ``order``
+    placed[:, :start] = True
+    pair_ptr = packed.pair_ptr[:-1]
+    for pos in range(start, min(stop, cols)):
+        active = torch.nonzero(counts > pos).view(-1)
+        if active.numel() == 0:
+            break
+        # the first `width` columns of Gem's order not placed yet (they lie before pos + width)
+        span = min(pos + width, cols)
+        free = ~placed[active, :span] & (order[active, :span] >= 0)
+        rank = torch.cumsum(free.long(), 1)
+        is_cand = free & (rank <= width)
+        row, col = torch.nonzero(is_cand, as_tuple=True)  # row-major: Gem's order within a row
+        if row.numel() == 0:
+            break
+        inst = active[row]
+        n_copies = int(row.numel())
+        # copy c keeps the pairs placed so far in its instance, plus its candidate
+        kept = ranking[inst, :pos]  # [C, pos] local ids
+        cand = order[inst, col]
+        local = torch.cat([kept, cand[:, None]], 1)
+        pair_index = (local + pair_ptr[inst][:, None]).reshape(-1)
+        pair_copy = torch.arange(n_copies).repeat_interleave(pos + 1)
+        cls = predicted[inst]
+        prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
+        holds = torch.ones(n_copies, dtype=torch.bool)
+        with torch.no_grad():
+            for protocol in protocols:
+                batch = packed.copies_batch(inst, pair_index, pair_copy,
+                                            drop_isolated=Protocol(protocol) is Protocol.DROP_ISOLATED)
+                p = torch.softmax(black_box(batch).detach().to("cpu", torch.float64), -1)
+                prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
+                holds &= p.argmax(-1) == cls
+        pick = _pick(row, holds, prob, rule, len(active))
+        chosen_col = col[pick]
+        chosen_row = row[pick]
+        ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
+        placed[active[chosen_row], chosen_col] = True
+    # the positions after the checked ones: Gem's order of what is left
+    for i in range(n):
+        done = min(int(counts[i]), stop, cols)
+        if done <= start:
+            continue
+        rest = order[i, :int(counts[i])][~placed[i, :int(counts[i])]]
+        ranking[i, done:done + rest.numel()] = rest
+    return ranking
+
+
+def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> Tensor:
+    """Per row, the index (into the flat candidates) of the candidate the rule places."""
+    first = torch.full((n_rows,), -1, dtype=torch.long)
+    idx = torch.arange(row.numel())
+    # the first candidate of each row: the smallest flat index (candidates are row-major)
+    first.scatter_reduce_(0, row, idx, reduce="amin", include_self=False)
+    # the best: holds first, then the highest probability, ties to Gem's order (lower index)
+    key = holds.double() * 2.0 + prob  # prob in [0, 1]
+    best_key = torch.full((n_rows,), -1.0, dtype=torch.float64)
+    best_key.scatter_reduce_(0, row, key, reduce="amax", include_self=True)
+    is_best = key == best_key[row]
+    best = torch.full((n_rows,), row.numel(), dtype=torch.long)
+    best.scatter_reduce_(0, row[is_best], idx[is_best], reduce="amin", include_self=True)
+    if rule == "best":
+        return best
+    # repair: Gem's next pair unless it fails while another candidate holds
+    first_holds = holds[first]
+    any_holds = torch.zeros(n_rows, dtype=torch.bool)
+    any_holds.scatter_reduce_(0, row, holds, reduce="amax", include_self=True)
+    return torch.where(first_holds | ~any_holds, first, best)
+
+
+def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Tensor) -> Tensor:
+    """Gem's score values given out along ``ranking``, strictly decreasing."""
+    out = scores.clone()
+    ptr = packed.pair_ptr[:-1]
+    for i in range(packed.num_instances):
+        c = int(counts[i])
+        if c == 0:
+            continue
+        values = torch.sort(scores[int(ptr[i]):int(ptr[i]) + c], descending=True).values
+        if bool((values[1:] >= values[:-1]).any()):  # ties: topk_mask's index order would undo
+            for r in range(1, c):                     # the checked order; one float step down
+                if values[r] >= values[r - 1]:
+                    values[r] = torch.nextafter(values[r - 1], torch.tensor(float("-inf")))
+        out[int(ptr[i]) + ranking[i, :c]] = values
+    return out
+
+
+def check_stop(budgets: tuple[int, ...], start: int, explicit: Optional[int] = None) -> int:
+    """Where the check stops: ``explicit`` when given, else the largest budget K."""
+    return int(explicit) if explicit else max(max(budgets, default=start), start)
+
+
+__all__ = ["CHECK_RULES", "checked_scores", "check_stop"]

@@ -1,0 +1,168 @@
+"""The target's check of Gem's ranking (gem_core.gem.checked_ranking) on hand-computed cases:
+hand-written black boxes whose prediction depends on a known pair or on a known node."""
+import pytest
+import torch
+
+from gem_core.data.instances import Instance
+from gem_core.data.packed import PackedGraphs
+from gem_core.data.ranking import ranked_pairs
+from gem_core.gem.checked_ranking import checked_scores
+from gem_core.gem.settings import GemSettings
+from tests.conftest import requires_mutagenicity
+from tests.test_faithfulness import marked_edge_box, marked_node_box
+
+
+def _graph(x0, x1, pairs, target=None):
+    x = torch.tensor([x0, x1], dtype=torch.float).t().contiguous()
+    return Instance(x=x, pairs=torch.tensor(pairs, dtype=torch.long).t().contiguous(), y=0,
+                    target=target)
+
+
+def _star():
+    """Centre 0 with leaves 1-4; nodes 0 and 4 marked: only the pair (0, 4) (index 3) makes the
+    marked-edge box say class 1, which it says on the whole graph."""
+    return _graph([1, 0, 0, 0, 1], [0, 0, 0, 0, 0], [(0, 1), (0, 2), (0, 3), (0, 4)])
+
+
+def _order(inst, scores):
+    return ranked_pairs(scores, inst.num_pairs)
+
+
+def _check(box, insts, scores, rule, width=3, start=0, stop=None, predicted=None):
+    packed = PackedGraphs.from_instances(insts)
+    flat = torch.cat(scores)
+    if predicted is None:
+        predicted = box(packed.forward_batch()).argmax(-1)
+    out = checked_scores(box, packed, flat, predicted, start=start,
+                         stop=stop or max(i.num_pairs for i in insts), width=width, rule=rule)
+    return packed.split_pairs(out)
+
+
+GEM = torch.tensor([0.9, 0.8, 0.7, 0.6])  # Gem ranks the deciding pair (index 3) last
+
+
+def test_off_returns_gems_scores_unchanged():
+    g = _star()
+    (out,) = _check(marked_edge_box, [g], [GEM], "off")
+    assert torch.equal(out, GEM)
+
+
+@pytest.mark.parametrize("rule", ["repair", "best"])
+def test_a_failing_next_pair_gives_way_to_a_candidate_the_prediction_holds_on(rule):
+    g = _star()
+    # width 4: every pair is a candidate at position 0; only (0, 4) alone keeps class 1
+    (out,) = _check(marked_edge_box, [g], [GEM], rule, width=4)
+    assert _order(g, out) == [3, 0, 1, 2]
+    # Gem's own values, given out along the new order
+    assert sorted(out.tolist()) == sorted(GEM.tolist())
+    assert float(out[3]) == pytest.approx(0.9)
+
+
+def test_repair_keeps_gems_pair_when_no_candidate_holds_then_takes_the_one_that_does():
+    g = _star()
+    # width 2: at position 0 neither (0, 1) nor (0, 2) holds -> Gem's (0, 1); at position 1 the
+    # candidates are (0, 2) and (0, 3): neither holds -> Gem's (0, 2); at position 2: (0, 3)
+    # fails, (0, 4) holds -> (0, 4)
+    (out,) = _check(marked_edge_box, [g], [GEM], "repair", width=2)
+    assert _order(g, out) == [0, 1, 3, 2]
+
+
+def test_best_prefers_the_surest_candidate_and_keeps_gems_order_on_ties():
+    g = _star()
+    # every candidate of position 0 fails alike (the same class-1 probability): Gem's first
+    (out,) = _check(marked_edge_box, [g], [GEM], "best", width=2)
+    assert _order(g, out)[:2] == [0, 1]
+
+
+def test_pairs_before_start_and_from_stop_on_keep_gems_order():
+    g = _star()
+    (out,) = _check(marked_edge_box, [g], [GEM], "best", width=4, start=1)
+    assert _order(g, out) == [0, 3, 1, 2]  # position 0 is Gem's, position 1 checked
+    (out,) = _check(marked_edge_box, [g], [GEM], "best", width=4, start=1, stop=1)
+    assert torch.equal(out, GEM)  # nothing between start and stop
+
+
+def test_the_prediction_must_hold_under_both_protocols():
+    # the marked-node box: class 1 iff node 3 (feature 1) is in the graph. Under keep_nodes every
+    # explanation holds; under drop_isolated only one with a pair at node 3
+    g = _graph([0, 0, 0, 0], [0, 0, 0, 1], [(0, 1), (1, 2), (2, 3)])
+    gem = torch.tensor([0.9, 0.8, 0.7])
+    (out,) = _check(marked_node_box, [g], [gem], "repair", width=3)
+    assert _order(g, out)[0] == 2  # (2, 3): the only pair the prediction holds on, both ways
+
+
+def test_many_instances_in_one_pass_each_checked_on_its_own():
+    a, b = _star(), _star()
+    gem_b = torch.tensor([0.1, 0.2, 0.3, 0.95])  # Gem already ranks (0, 4) first here
+    out_a, out_b = _check(marked_edge_box, [a, b], [GEM, gem_b], "repair", width=4)
+    assert _order(a, out_a) == [3, 0, 1, 2]
+    assert torch.equal(out_b, gem_b)  # its first pair holds: Gem's order throughout
+
+
+def test_node_task_copies_keep_their_target():
+    # node 0 is the target; class 1 iff the marked pair (0, 4) is kept (the target row is read)
+    g = _graph([1, 0, 0, 0, 1], [0, 0, 0, 0, 0], [(0, 1), (0, 2), (0, 3), (0, 4)], target=0)
+    (out,) = _check(marked_edge_box, [g], [GEM], "repair", width=4)
+    assert _order(g, out)[0] == 3
+
+
+def test_ties_in_gems_scores_cannot_undo_the_checked_order():
+    g = _star()
+    tied = torch.tensor([0.5, 0.5, 0.5, 0.5])
+    (out,) = _check(marked_edge_box, [g], [tied], "repair", width=4)
+    assert _order(g, out)[0] == 3 and len(set(out.tolist())) == 4
+
+
+def test_bad_arguments_are_refused():
+    g = _star()
+    with pytest.raises(ValueError, match="check rule"):
+        _check(marked_edge_box, [g], [GEM], "sometimes")
+    with pytest.raises(ValueError, match="width"):
+        _check(marked_edge_box, [g], [GEM], "best", width=0)
+    with pytest.raises(ValueError, match="scores for"):
+        checked_scores(marked_edge_box, PackedGraphs.from_instances([g]), GEM[:3],
+                       torch.tensor([1]), start=0, stop=4, width=2, rule="best")
+
+
+def test_settings_validate_the_check_and_leave_a_fits_key_alone():
+    with pytest.raises(ValueError, match="GemSettings.check"):
+        GemSettings(check="sometimes")
+    with pytest.raises(ValueError, match="GemSettings.check_width"):
+        GemSettings(check_width=0)
+    plain = GemSettings()
+    checked = plain.replace(check="best", check_width=5)
+    # the check is read at explain time only: a fitted Gem is the same, so is its saved key
+    assert checked.key_parts() == plain.key_parts()
+    assert str(checked.check) == "best"
+
+
+@requires_mutagenicity
+def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency():
+    """The engine's Gem on Mutagenicity checks its ranking after the necessity lead (the row's
+    choice): the lead stays Gem's, every explanation keeps Gem's values, and on validation
+    molecules the checked top-K is sufficient at least as often as Gem's one-pass top-K."""
+    from gem_core.evaluation.faithfulness import sufficiency_at_k
+    from gem_core.models.predict import predict_proba
+    from gem_core.service.session import Workbench
+
+    wb = Workbench("mutagenicity", "cpu")
+    exp = wb.explainer("gem")
+    settings = exp.settings
+    assert str(settings.check) == "best" and settings.necessity_lead == 5
+    insts = wb.instances("val")[:80]
+    predicted = predict_proba(wb.black_box, insts).argmax(-1)
+    checked = exp.explain(insts, predicted=predicted).scores
+    exp.settings = settings.replace(check="off")
+    try:
+        plain = exp.explain(insts, predicted=predicted).scores
+    finally:
+        exp.settings = settings
+    for c, p, inst in zip(checked, plain, insts):
+        assert ranked_pairs(c, 5) == ranked_pairs(p, 5)  # the lead is Gem's
+        assert sorted(c.tolist()) == pytest.approx(sorted(p.tolist()), abs=1e-5)  # ties: ulps
+    ks = [15, 20, 25]
+    for protocol in ("keep_nodes", "drop_isolated"):
+        got = sufficiency_at_k(wb.black_box, (insts, checked), ks, protocol, predicted=predicted)
+        was = sufficiency_at_k(wb.black_box, (insts, plain), ks, protocol, predicted=predicted)
+        assert all(got.at_k[k] >= was.at_k[k] for k in ks), (protocol, got.at_k, was.at_k)
+        assert sum(got.at_k.values()) > sum(was.at_k.values())
