@@ -46,7 +46,10 @@ loss*. The K heaviest remaining edges are the **distilled explanation**.
 Distillation needs many forward passes of the model per instance, so it is too slow to run for
 every new question. Gem therefore trains a small **graph auto-encoder** to generate the distilled
 explanations from the graph itself; after training, explaining a new instance is one forward
-pass, with no per-instance optimisation. What exactly it reads and learns is below, for the
+pass, with no per-instance optimisation. Then the model checks Gem's ranking: it is shown the
+explanation so far plus each of Gem's next few edges, and the edge that keeps its prediction
+goes next (a few batched calls of the model, milliseconds; a deviation from the paper that makes
+explanations sufficient more often). What exactly it reads and learns is below, for the
 example's dataset.
 """
 

@@ -119,7 +119,8 @@ def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
 _ROWS: tuple[MethodSpec, ...] = (
     MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
                description="Gem: a graph auto-encoder trained on distilled Granger-causal "
-                           "explanations; one forward pass per batch",
+                           "explanations; one forward pass per batch, then the target checks "
+                           "its ranking (a few batched calls)",
                teacher="distilled_predicted"),
     MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
                batched=False, in_reproduce=True, settings={"label_source": "true"},

@@ -20,7 +20,8 @@ evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability com
 lower of the two. Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
 order. Only the target's outputs are read, so Gem stays model-agnostic; the cost is
 ``stop - start`` batched forwards of the target per protocol, on ``width`` copies of each
-instance.
+instance (``repair``: on one copy, Gem's next pair, and on the other candidates only of the
+instances where it fails).
 
 The returned scores are Gem's own values, reassigned along the new order (the best score to the
 first pair, …) and made strictly decreasing there, so that every top-k reads the checked order.
@@ -88,12 +89,14 @@ def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
 def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predicted: Tensor,
            start: int, stop: int, width: int, rule: str, protocols: tuple[str, ...]) -> Tensor:
     """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
-    target, one position for every instance at a time."""
+    target, one position for every instance at a time. ``repair`` asks first about Gem's next
+    pair alone and about the other candidates only where it fails (most positions cost one copy
+    per instance instead of ``width``)."""
     n, cols = order.shape
     ranking = order.clone()
     placed = torch.zeros(n, cols, dtype=torch.bool)  # over columns of ``order``
     placed[:, :start] = True
-    pair_ptr = packed.pair_ptr[:-1]
+    judge = _Judge(black_box, packed, ranking, predicted, protocols)
     for pos in range(start, min(stop, cols)):
         active = torch.nonzero(counts > pos).view(-1)
         if active.numel() == 0:
@@ -106,24 +109,19 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         row, col = torch.nonzero(is_cand, as_tuple=True)  # row-major: Gem's order within a row
         if row.numel() == 0:
             break
-        inst = active[row]
-        n_copies = int(row.numel())
-        # copy c keeps the pairs placed so far in its instance, plus its candidate
-        kept = ranking[inst, :pos]  # [C, pos] local ids
-        cand = order[inst, col]
-        local = torch.cat([kept, cand[:, None]], 1)
-        pair_index = (local + pair_ptr[inst][:, None]).reshape(-1)
-        pair_copy = torch.arange(n_copies).repeat_interleave(pos + 1)
-        cls = predicted[inst]
-        prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
-        holds = torch.ones(n_copies, dtype=torch.bool)
-        with torch.no_grad():
-            for protocol in protocols:
-                batch = packed.copies_batch(inst, pair_index, pair_copy,
-                                            drop_isolated=Protocol(protocol) is Protocol.DROP_ISOLATED)
-                p = torch.softmax(black_box(batch).detach().to("cpu", torch.float64), -1)
-                prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
-                holds &= p.argmax(-1) == cls
+        holds = torch.zeros(row.numel(), dtype=torch.bool)
+        prob = torch.full((row.numel(),), -1.0, dtype=torch.float64)
+        if rule == "repair":  # Gem's next pair first; the others only where it fails
+            first = rank[row, col] == 1
+            asked = torch.nonzero(first).view(-1)
+            holds[asked], prob[asked] = judge(active[row[asked]], order[active[row[asked]], col[asked]], pos)
+            failed = torch.zeros(len(active), dtype=torch.bool)
+            failed[row[asked]] = ~holds[asked]
+            asked = torch.nonzero(~first & failed[row]).view(-1)
+        else:
+            asked = torch.arange(row.numel())
+        if asked.numel():
+            holds[asked], prob[asked] = judge(active[row[asked]], order[active[row[asked]], col[asked]], pos)
         pick = _pick(row, holds, prob, rule, len(active))
         chosen_col = col[pick]
         chosen_row = row[pick]
@@ -139,15 +137,46 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
     return ranking
 
 
+class _Judge:
+    """Asks the target about copies of instances: the pairs placed so far plus one candidate."""
+
+    def __init__(self, black_box, packed: PackedGraphs, ranking: Tensor, predicted: Tensor,
+                 protocols: tuple[str, ...]):
+        self.black_box, self.packed, self.ranking = black_box, packed, ranking
+        self.predicted, self.protocols = predicted, protocols
+        self.pair_ptr = packed.pair_ptr[:-1]
+
+    def __call__(self, inst: Tensor, cand: Tensor, pos: int) -> tuple[Tensor, Tensor]:
+        """Per copy (instance ``inst[c]``, its ``pos`` placed pairs and local pair
+        ``cand[c]``): whether the prediction holds under every protocol, and the lowest
+        probability of the predicted class among them."""
+        n_copies = int(inst.numel())
+        local = torch.cat([self.ranking[inst, :pos], cand[:, None]], 1)
+        pair_index = (local + self.pair_ptr[inst][:, None]).reshape(-1)
+        pair_copy = torch.arange(n_copies).repeat_interleave(pos + 1)
+        cls = self.predicted[inst]
+        prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
+        holds = torch.ones(n_copies, dtype=torch.bool)
+        with torch.no_grad():
+            for protocol in self.protocols:
+                drop = Protocol(protocol) is Protocol.DROP_ISOLATED
+                batch = self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
+                p = torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
+                prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
+                holds &= p.argmax(-1) == cls
+        return holds, prob
+
+
 def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> Tensor:
-    """Per row, the index (into the flat candidates) of the candidate the rule places."""
+    """Per row, the index (into the flat candidates) of the candidate the rule places
+    (candidates not asked about have ``prob`` -1 and do not hold)."""
     first = torch.full((n_rows,), -1, dtype=torch.long)
     idx = torch.arange(row.numel())
     # the first candidate of each row: the smallest flat index (candidates are row-major)
     first.scatter_reduce_(0, row, idx, reduce="amin", include_self=False)
     # the best: holds first, then the highest probability, ties to Gem's order (lower index)
     key = holds.double() * 2.0 + prob  # prob in [0, 1]
-    best_key = torch.full((n_rows,), -1.0, dtype=torch.float64)
+    best_key = torch.full((n_rows,), -2.0, dtype=torch.float64)
     best_key.scatter_reduce_(0, row, key, reduce="amax", include_self=True)
     is_best = key == best_key[row]
     best = torch.full((n_rows,), row.numel(), dtype=torch.long)
