@@ -148,7 +148,7 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
     wb = Workbench("mutagenicity", "cpu")
     exp = wb.explainer("gem")
     settings = exp.settings
-    assert str(settings.check) == "best" and settings.necessity_lead == 5
+    assert str(settings.check) == "repair" and settings.necessity_lead == 5
     insts = wb.instances("val")[:80]
     predicted = predict_proba(wb.black_box, insts).argmax(-1)
     checked = exp.explain(insts, predicted=predicted).scores

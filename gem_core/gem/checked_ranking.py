@@ -28,8 +28,6 @@ first pair, …) and made strictly decreasing there, so that every top-k reads t
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -207,9 +205,9 @@ def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Ten
     return out
 
 
-def check_stop(budgets: tuple[int, ...], start: int, explicit: Optional[int] = None) -> int:
-    """Where the check stops: ``explicit`` when given, else the largest budget K."""
-    return int(explicit) if explicit else max(max(budgets, default=start), start)
+def check_stop(budgets: tuple[int, ...], start: int) -> int:
+    """Where the check stops: at the largest budget K (never before ``start``)."""
+    return max(max(budgets, default=start), start)
 
 
 __all__ = ["CHECK_RULES", "checked_scores", "check_stop"]
