@@ -106,11 +106,18 @@ def test_node_task_copies_keep_their_target():
     assert _order(g, out)[0] == 3
 
 
-def test_ties_in_gems_scores_cannot_undo_the_checked_order():
+def test_ties_in_gems_scores_cannot_undo_the_checked_order_and_stay_where_it_keeps_them():
     g = _star()
     tied = torch.tensor([0.5, 0.5, 0.5, 0.5])
     (out,) = _check(marked_edge_box, [g], [tied], "repair", width=4)
-    assert _order(g, out)[0] == 3 and len(set(out.tolist())) == 4
+    assert _order(g, out) == [3, 0, 1, 2]
+    # (0, 4) moved ahead of its tied peers; the three it passed keep their tie (index order)
+    assert float(out[3]) == 0.5 and float(out[0]) < 0.5
+    assert float(out[0]) == float(out[1]) == float(out[2])
+    # where the check keeps Gem's order, Gem's ties (symmetric bonds) stay ties
+    b = _graph([1, 0, 0, 0, 1], [0, 0, 0, 0, 0], [(0, 4), (0, 1), (0, 2), (0, 3)])
+    (kept,) = _check(marked_edge_box, [b], [tied], "repair", width=4)
+    assert torch.equal(kept, tied)
 
 
 def test_bad_arguments_are_refused():

@@ -189,19 +189,27 @@ def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> T
 
 
 def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Tensor) -> Tensor:
-    """Gem's score values given out along ``ranking``, strictly decreasing."""
+    """Gem's score values given out along ``ranking``. Equal values stay equal where the
+    ranking keeps such pairs in index order (the order :func:`~gem_core.data.ranking.topk_mask`
+    gives ties), so ties Gem made, of symmetric bonds say, remain ties; elsewhere a value moves
+    one float step below its predecessor so that every top-k reads the checked order."""
     out = scores.clone()
     ptr = packed.pair_ptr[:-1]
+    down = torch.tensor(float("-inf"))
     for i in range(packed.num_instances):
         c = int(counts[i])
         if c == 0:
             continue
-        values = torch.sort(scores[int(ptr[i]):int(ptr[i]) + c], descending=True).values
-        if bool((values[1:] >= values[:-1]).any()):  # ties: topk_mask's index order would undo
-            for r in range(1, c):                     # the checked order; one float step down
-                if values[r] >= values[r - 1]:
-                    values[r] = torch.nextafter(values[r - 1], torch.tensor(float("-inf")))
-        out[int(ptr[i]) + ranking[i, :c]] = values
+        gem = torch.sort(scores[int(ptr[i]):int(ptr[i]) + c], descending=True).values
+        order = ranking[i, :c]
+        values = gem.clone()
+        if bool(((gem[1:] == gem[:-1]) & (order[1:] < order[:-1])).any()):
+            for r in range(1, c):
+                if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
+                    values[r] = values[r - 1]  # a tie in index order: it stays a tie
+                elif values[r] >= values[r - 1]:
+                    values[r] = torch.nextafter(values[r - 1], down)
+        out[int(ptr[i]) + order] = values
     return out
 
 

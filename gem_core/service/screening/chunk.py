@@ -50,9 +50,9 @@ class ScreenSettings:
     batched one), ``k`` explanation bonds (``None``: each molecule's own K, a quarter of its
     bonds as on the Molecule page, :func:`gem_core.service.molecules.molecule_k`), the
     Mutagenicity ``target`` (default: the molecule default of the target registry),
-    ``device``, whether salts keep their ``largest_fragment``, and whether the target
-    ``check``\ s Gem's ranking as on the Molecule page (:mod:`gem_core.gem.checked_ranking`; off by
-    default: it costs 3-22 ms per molecule where Gem's one pass costs 0.1)."""
+    ``device``, whether salts keep their ``largest_fragment``, and whether the target checks
+    Gem's ranking as on the Molecule page (``check``, :mod:`gem_core.gem.checked_ranking`; off by
+    default: it costs milliseconds per molecule where Gem's one pass costs 0.1)."""
 
     method: str = "gem"
     k: Optional[int] = None
