@@ -7,7 +7,6 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
