@@ -677,7 +677,7 @@ def test_the_adapters_check_is_the_engines(fitted_gin, house):
     cg = node_computation_graphs(house.x, house.edge_index, [0, 9, 30], 3)
     packed = cg.packed()
     black_box = algo._black_box(model, {}, house.x.device)
-    predicted = algo._predict(black_box, model, packed)
+    predicted = algo._predict(black_box, packed)
     algo.check = "off"
     try:
         raw = algo._scores(cg, model)

@@ -460,17 +460,30 @@ class GemExplainer(ExplainerAlgorithm):
     def _scores(self, graphs: ComputationGraphs, model: Optional[nn.Module] = None,
                 model_kwargs: Optional[dict[str, Any]] = None) -> Tensor:
         """Gem's score of every stacked pair, all computation graphs in one forward pass (plus,
-        under ``condition_on_prediction``, one batched forward of ``model`` for its classes)."""
+        under ``condition_on_prediction`` or the check, one batched forward of ``model`` for its
+        classes and the check's; the model in eval mode meanwhile)."""
         if len(graphs) == 0 or graphs.local_pairs.size(1) == 0:
             return torch.zeros(graphs.local_pairs.size(1))
-        packed = own = graphs.packed()
+        packed = graphs.packed()
         # the check is read when explaining: changing it after the fit needs no refit
         settings = self.settings_.replace(**self._check_options(self.task_level_))
         checks = str(settings.check) != "off"
-        black_box = predicted = None
-        if settings.condition_on_prediction or checks:
+        black_box = None
+        was_training = model is not None and model.training
+        if settings.condition_on_prediction or checks:  # the model is called: in eval mode
             black_box = self._black_box(model, model_kwargs or {}, packed.x.device)
-            predicted = self._predict(black_box, model, packed)
+            model.eval()
+        try:
+            return self._checked_scores(graphs, packed, settings, black_box, checks)
+        finally:
+            if black_box is not None:
+                model.train(was_training)
+
+    def _checked_scores(self, graphs: ComputationGraphs, packed, settings: GemSettings,
+                        black_box: Optional[PyGBlackBox], checks: bool) -> Tensor:
+        """:meth:`_scores` with the model (when called at all) in eval mode."""
+        own = packed
+        predicted = None if black_box is None else self._predict(black_box, packed)
         if settings.condition_on_prediction:
             onehot = torch.eye(self.num_classes_)[predicted][packed.node_owner()]
             packed = replace(packed, x=torch.cat([packed.x.float(), onehot.to(packed.x.device)], 1))
@@ -486,12 +499,7 @@ class GemExplainer(ExplainerAlgorithm):
         scores = torch.cat(list(gem.explain(prepared))).float()
         if checks:  # the model checks Gem's ranking, as the engine's Gem does
             pipeline = GemPipeline(settings, self.k_grid, black_box, self.num_classes_)
-            was_training = model.training
-            model.eval()
-            try:
-                scores = pipeline.check(own, scores, predicted)
-            finally:
-                model.train(was_training)
+            scores = pipeline.check(own, scores, predicted)
         return scores
 
     def _black_box(self, model: Optional[nn.Module], model_kwargs: dict[str, Any],
@@ -505,15 +513,10 @@ class GemExplainer(ExplainerAlgorithm):
                            self.model_config.return_type, device, kwargs)
 
     @staticmethod
-    def _predict(black_box: PyGBlackBox, model: nn.Module, packed) -> Tensor:
-        """The model's class on every whole packed instance (one batched forward, eval mode)."""
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad():
-                return black_box(packed.forward_batch()).argmax(-1).cpu()
-        finally:
-            model.train(was_training)
+    def _predict(black_box: PyGBlackBox, packed) -> Tensor:
+        """The model's class on every whole packed instance (one batched forward)."""
+        with torch.no_grad():
+            return black_box(packed.forward_batch()).argmax(-1).cpu()
 
 
 def _accepts_batch(model: nn.Module) -> bool:
