@@ -153,6 +153,27 @@ def test_evaluate_log_odds_finite_with_saturating_model(node_setup):
     json.dumps(res.to_dict(), allow_nan=False)
 
 
+def test_node_bounded_forwards_give_the_one_forward_probabilities(graph_setup):
+    from gem_core.models.predict import node_bounded_slices
+
+    bb, _, insts = graph_setup
+    sizes = [inst.num_nodes for inst in insts]
+    slices = node_bounded_slices(sizes, budget=20)
+    assert [i for part in slices for i in range(len(insts))[part]] == list(range(len(insts)))
+    assert all(sum(sizes[part]) <= 20 or part.stop - part.start == 1 for part in slices)
+    assert len(slices) > 1
+    assert node_bounded_slices([50, 3], budget=20) == [slice(0, 1), slice(1, 2)]
+    assert node_bounded_slices([], budget=20) == []
+    masks = [torch.rand(inst.num_pairs) < 0.5 for inst in insts]
+    # the same probabilities up to float rounding (matrix kernels may differ by batch size)
+    assert torch.allclose(predict_proba(bb, insts, max_nodes=20), predict_proba(bb, insts),
+                          rtol=0, atol=1e-6)
+    assert torch.allclose(predict_proba(bb, insts, masks, max_nodes=20),
+                          predict_proba(bb, insts, masks), rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        predict_proba(bb, insts, batch_size=2, max_nodes=20)
+
+
 # ----------------------------------------------------------------------------- accuracy
 
 @pytest.mark.parametrize("setup", ["node_setup", "graph_setup"])

@@ -103,6 +103,28 @@ def test_ranked_puts_nan_last():
     assert ranked_pairs(torch.tensor([float("nan"), 0.3, 0.7]), 3) == [2, 1, 0]
 
 
+def test_ranking_many_instances_at_once_is_ranking_each():
+    from gem_core.data.ranking import ranked_pairs_of_many
+
+    gen = torch.Generator().manual_seed(0)
+    scores, ks = [], []
+    for i in range(200):
+        p = 1 + i % 13
+        s = torch.randint(0, 4, (p,), generator=gen).float() / 4  # many ties
+        s[torch.rand(p, generator=gen) < 0.1] = float("nan")
+        s[torch.rand(p, generator=gen) < 0.05] = float("-inf")
+        s[torch.rand(p, generator=gen) < 0.1] = -0.0
+        scores.append(s if i % 2 else s.numpy())
+        ks.append(1 + i % 17)  # K below, at and above the pair count
+    assert ranked_pairs_of_many(scores, ks) == [ranked_pairs(torch.as_tensor(s), k)
+                                                for s, k in zip(scores, ks)]
+    assert ranked_pairs_of_many([], []) == []
+    with pytest.raises(ValueError):
+        ranked_pairs_of_many(scores[:2], [3])
+    with pytest.raises(ValueError):
+        ranked_pairs_of_many(scores[:1], [0])
+
+
 # ----------------------------------------------------------------------------- PyG
 
 class GraphGIN(nn.Module):

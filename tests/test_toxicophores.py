@@ -346,3 +346,24 @@ def test_real_classes_are_the_classes_of_the_matches(tu_molecules):
         assert toxicophore_classes(mol.mol) == list(match_toxicophores(mol.mol))
         neutral = instance_to_mol(inst, ds.atom_symbols, restore_charges=False)
         assert toxicophore_classes(neutral) == list(match_toxicophores(neutral))
+
+
+@requires_mutagenicity
+def test_the_element_screen_never_skips_a_class_that_matches(tu_molecules):
+    from gem_core.chemistry.element_screen import element_counts, may_match, query_element_screen
+    from gem_core.chemistry.toxicophores import prepare_mol
+
+    ds, insts, mols = tu_molecules
+    screens = {t.name: query_element_screen(t.query) for t in TOXICOPHORES if t.query is not None}
+    skipped = 0
+    for mol in mols[::2]:
+        m = prepare_mol(mol.mol)
+        counts = element_counts(m)
+        assert counts is not None
+        for tox in TOXICOPHORES:
+            if tox.query is None:
+                continue
+            if not may_match(screens[tox.name], counts):
+                skipped += 1
+                assert not m.HasSubstructMatch(tox.query), (tox.name, Chem.MolToSmiles(m))
+    assert skipped > len(mols[::2])  # the screen does skip queries (more than one per molecule)

@@ -215,22 +215,22 @@ def _induced_smiles(heavy: Chem.Mol, atoms: set[int]) -> str:
     """SMILES of ``atoms`` of ``heavy`` with all bonds between them and a ``*`` on each bond to
     an atom outside them."""
     rw = Chem.RWMol(heavy)
-    use, bonds = set(atoms), set()
-    for bond in heavy.GetBonds():
-        a, b = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
-        inside = (a in atoms) + (b in atoms)
-        if inside == 0:  # never a bond between two attachment points
-            continue
-        bonds.add(bond.GetIdx())
-        if inside == 1:  # the neighbour outside becomes an attachment point
-            out = b if a in atoms else a
-            use.add(out)
-            dummy = rw.GetAtomWithIdx(out)
-            dummy.SetAtomicNum(0)
-            dummy.SetFormalCharge(0)
-            dummy.SetNumExplicitHs(0)
-            dummy.SetNoImplicit(True)
-            dummy.SetIsotope(0)
+    use, bonds, outside = set(atoms), set(), set()
+    # only the bonds of the fragment's own atoms: never a bond between two attachment points
+    for atom in map(heavy.GetAtomWithIdx, atoms):
+        for bond in atom.GetBonds():
+            bonds.add(bond.GetIdx())
+            other = bond.GetOtherAtomIdx(atom.GetIdx())
+            if other not in atoms:  # the neighbour outside becomes an attachment point
+                outside.add(other)
+    for out in outside:
+        use.add(out)
+        dummy = rw.GetAtomWithIdx(out)
+        dummy.SetAtomicNum(0)
+        dummy.SetFormalCharge(0)
+        dummy.SetNumExplicitHs(0)
+        dummy.SetNoImplicit(True)
+        dummy.SetIsotope(0)
     with rdBase.BlockLogs():
         return Chem.MolFragmentToSmiles(rw, atomsToUse=sorted(use),
                                         bondsToUse=sorted(bonds) or None, canonical=True)

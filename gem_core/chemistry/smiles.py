@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
+import numpy as np
 from rdkit import Chem, rdBase
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
@@ -49,15 +50,14 @@ _ATOM_COLUMN = {s: i for i, s in enumerate(MUTAGENICITY_ATOMS)}
 
 
 @functools.lru_cache(maxsize=None)
-def _one_hot_tables() -> tuple[torch.Tensor, torch.Tensor]:
-    """The atom and bond one-hot tables (rows are node / edge features; ``index_select`` copies
-    them), made on first use so that parsing and rejecting a SMILES needs no torch."""
-    import torch
-
+def _one_hot_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The atom and bond one-hot tables (float32 rows are node / edge features; a row lookup in
+    numpy costs a third of torch's ``index_select`` on a molecule), made on first use."""
     from gem_core.data.datasets import BOND_ORDERS
 
     assert len(_BOND_LABEL) == len(BOND_ORDERS)
-    return torch.eye(len(MUTAGENICITY_ATOMS)), torch.eye(len(BOND_ORDERS))
+    return (np.eye(len(MUTAGENICITY_ATOMS), dtype=np.float32),
+            np.eye(len(BOND_ORDERS), dtype=np.float32))
 
 #: Example molecules for the app (name -> SMILES); every one converts with smiles_to_instance.
 EXAMPLE_SMILES: dict[str, str] = {
@@ -284,13 +284,13 @@ def _charge_warnings(mol: Chem.Mol, atoms: Optional[list[Chem.Atom]] = None) -> 
     return out
 
 
-def _one_hot(table: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
-    """A new ``[len(rows), k]`` tensor of one-hot rows (in the default dtype, like torch.zeros)."""
+def _one_hot(table: np.ndarray, rows: Sequence[int]) -> torch.Tensor:
+    """A new ``[len(rows), k]`` tensor of one-hot rows, in the default dtype (like torch.zeros)."""
     import torch
 
-    if table.dtype != torch.get_default_dtype():  # the default dtype changed after import
-        table = table.to(torch.get_default_dtype())
-    return table.index_select(0, torch.tensor(rows))
+    out = torch.from_numpy(table[np.asarray(rows, dtype=np.intp)])
+    dtype = torch.get_default_dtype()
+    return out if out.dtype == dtype else out.to(dtype)
 
 
 def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
@@ -338,7 +338,8 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
 
     # Node k < n0 of the graph is atom k of ``mol``; AddHs appends the hydrogens after them.
     n0 = mol.GetNumAtoms()
-    symbols = [a.GetSymbol() for a in _atom_list(mol)]
+    heavy_atoms = _atom_list(mol)  # atom k of mol is atom k of molh below
+    symbols = [a.GetSymbol() for a in heavy_atoms]
     columns = [_ATOM_COLUMN.get(sym) for sym in symbols]
     if None in columns:
         unsupported: list[str] = []
@@ -384,7 +385,7 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
             f"{_show(text)} has bond types the dataset does not use ({', '.join(kinds)}); only single, "
             f"double and triple bonds are supported.", "bond_type")
 
-    warnings.extend(_charge_warnings(molh, _atom_list(molh, n0)))
+    warnings.extend(_charge_warnings(molh, heavy_atoms))  # AddHs keeps charges and radicals
     if n > LARGE_MOLECULE_ATOMS:
         warnings.append(f"{n} atoms including hydrogens: larger than all but "
                         f"{LARGE_TRAINING_MOLECULES} of the {TRAINING_MOLECULES:,} training "
@@ -399,7 +400,7 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
     x = _one_hot(atom_one_hot, columns)
     bonds.sort()
     us, vs, labels, bond_idx = zip(*bonds)
-    pairs = torch.tensor([us, vs], dtype=torch.long)
+    pairs = torch.from_numpy(np.array([us, vs], dtype=np.int64))
     edge_attr = _one_hot(bond_one_hot, labels)
 
     inst = Instance(x=x, pairs=pairs, y=-1, target=None, edge_attr=edge_attr, dataset=DATASET, index=-1)

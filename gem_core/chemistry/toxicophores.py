@@ -61,6 +61,7 @@ from rdkit.Chem.rdMolDescriptors import CalcNumAromaticRings
 from torch import Tensor
 
 from gem_core.chemistry.convert import as_pair_list, instance_to_mol
+from gem_core.chemistry.element_screen import element_counts, may_match, query_element_screen
 from gem_core.data.datasets import MUTAGENICITY_ATOMS
 from gem_core.data.config import check_k
 from gem_core.data.ranking import roc_auc, topk_mask
@@ -159,6 +160,8 @@ TOXICOPHORES: tuple[Toxicophore, ...] = (
 )
 
 TOXICOPHORE_NAMES: tuple[str, ...] = tuple(t.name for t in TOXICOPHORES)
+#: Each SMARTS class's element screen: a molecule without the elements it needs is not matched.
+_SCREENS = {t.name: query_element_screen(t.query) for t in TOXICOPHORES if t.query is not None}
 _BY_NAME = {t.name: t for t in TOXICOPHORES}
 _MIN_FUSED_RINGS = 3
 
@@ -244,10 +247,13 @@ def match_toxicophores(mol: Chem.Mol) -> dict[str, list[tuple[int, ...]]]:
     """
     n = mol.GetNumAtoms()
     m = prepare_mol(mol)
+    counts = element_counts(m)
     out: dict[str, list[tuple[int, ...]]] = {}
     for tox in TOXICOPHORES:
         if tox.query is None:
             found = _fused_aromatic_systems(m)
+        elif not may_match(_SCREENS[tox.name], counts):
+            continue
         else:
             found = [_with_hetero_hydrogens(m, t)
                      for t in m.GetSubstructMatches(tox.query, maxMatches=10000)]
@@ -264,9 +270,10 @@ def toxicophore_classes(mol: Chem.Mol) -> list[str]:
     all, or some fused system exists), without collecting the matches.
     """
     m = prepare_mol(mol)
+    counts = element_counts(m)
     return [tox.name for tox in TOXICOPHORES
-            if (m.HasSubstructMatch(tox.query) if tox.query is not None
-                else _fused_aromatic_systems(m))]
+            if (may_match(_SCREENS[tox.name], counts) and m.HasSubstructMatch(tox.query)
+                if tox.query is not None else _fused_aromatic_systems(m))]
 
 
 def _mask_from_matches(mol: Chem.Mol, pair_list: list[tuple[int, int]],

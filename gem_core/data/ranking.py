@@ -2,7 +2,7 @@
 
 Every explainer hands over one score per undirected pair of an instance (higher = more
 important). :func:`topk_mask` keeps the K highest (ties broken by the lower pair index, never
-more than K pairs, all pairs when K >= P; NaN ranks lowest); :func:`ranked_pairs`,
+more than K pairs, all pairs when K >= P; NaN ranks lowest, tied with -inf); :func:`ranked_pairs`,
 :func:`rank_scores`, :func:`tied_at_cut` and :func:`topk_overlap` read the same order; :func:`roc_auc` is the
 rank statistic of scores against a 0/1 labelling. The explanation subgraph keeps the top-K pairs
 (all nodes kept, other edges deleted, not masked: a PyG edge mask still counts the edge in GCN
@@ -10,6 +10,7 @@ normalisation); the complement subgraph deletes them.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -25,8 +26,9 @@ def as_scores(scores: Any) -> Tensor:
     if s.dim() != 1:
         s = s.reshape(-1)
     s = s.to(torch.float64)
-    # NaN counts as the least important score so it never displaces a real one.
-    return torch.nan_to_num(s, nan=float("-inf"))
+    # NaN counts as the least important score so it never displaces a real one (tied with
+    # -inf; the map is idempotent, so every reader of these scores ranks them alike).
+    return torch.nan_to_num(s, nan=float("-inf"), neginf=float("-inf"))
 
 
 def topk_mask(scores: Tensor, k: int) -> Tensor:
@@ -87,6 +89,27 @@ def ranked_pairs(scores: Tensor, k: int) -> list[int]:
     s = as_scores(scores)
     chosen = torch.nonzero(topk_mask(s, k)).view(-1)
     return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
+
+
+def ranked_pairs_of_many(scores: Sequence[Any], ks: Sequence[int]) -> list[list[int]]:
+    """:func:`ranked_pairs` of many instances at once: ``scores[i]``'s top ``ks[i]`` pair
+    indices, best first, in the same order (ties: lower pair index first; NaN and -inf lowest), from one
+    sort of all scores instead of a few tensor operations per instance (a screen ranks 2,000
+    molecules per chunk)."""
+    if len(scores) != len(ks):
+        raise ValueError(f"need one k per instance: got {len(ks)} for {len(scores)}")
+    ks = [check_k(k) for k in ks]
+    arrays = [as_scores(s).numpy() for s in scores]
+    if not arrays:
+        return []
+    sizes = np.array([a.size for a in arrays], dtype=np.int64)
+    flat = np.concatenate(arrays)
+    owner = np.repeat(np.arange(len(arrays)), sizes)
+    # owner first, then the score descending (-(-inf) = inf sorts last), then the pair index
+    order = np.lexsort((np.arange(flat.size), -flat, owner))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return [(order[start:start + min(k, size)] - start).tolist()
+            for start, size, k in zip(starts.tolist(), sizes.tolist(), ks)]
 
 
 def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:

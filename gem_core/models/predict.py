@@ -11,23 +11,52 @@ from torch import Tensor
 from gem_core.data.instances import Instance, collate
 
 
+#: Nodes per forward where a caller bounds them (``max_nodes``; the screen does). A forward's
+#: activations then stay in the CPU's caches: the strong Mutagenicity target ran 2.5x faster
+#: per molecule in forwards of 250 molecules (about 7k nodes) than in one forward of a
+#: 2,000-molecule screening chunk (55k nodes), with bit-identical probabilities. Other models
+#: may differ in the last bits between batch sizes (matrix kernels chosen by size), which is
+#: why the default stays one forward.
+NODES_PER_FORWARD = 4096
+
+
+def node_bounded_slices(num_nodes: Sequence[int], budget: int = NODES_PER_FORWARD) -> list[slice]:
+    """Consecutive slices of instances with at most ``budget`` nodes each (an instance larger
+    than the budget gets a slice of its own)."""
+    slices, start, nodes = [], 0, 0
+    for i, n in enumerate(num_nodes):
+        if i > start and nodes + n > budget:
+            slices.append(slice(start, i))
+            start, nodes = i, 0
+        nodes += int(n)
+    if len(num_nodes):
+        slices.append(slice(start, len(num_nodes)))
+    return slices
+
+
 @torch.no_grad()
 def predict_proba(black_box, instances: Sequence[Instance],
                   pair_masks: Optional[Sequence[Tensor]] = None,
-                  batch_size: Optional[int] = None) -> Tensor:
+                  batch_size: Optional[int] = None, max_nodes: Optional[int] = None) -> Tensor:
     """Class probabilities ``[N, C]`` (CPU, float64) of the black box on the instances.
 
     ``pair_masks`` keeps only the selected pairs of each instance (others deleted).
-    One forward pass, or one per chunk of ``batch_size`` instances.
+    One forward pass, or one per chunk of ``batch_size`` instances, or one per run of
+    instances with at most ``max_nodes`` nodes.
     """
     n = len(instances)
     if n == 0:
         raise ValueError("no instances to predict")
-    step = n if not batch_size else int(batch_size)
+    if batch_size and max_nodes:
+        raise ValueError("give batch_size or max_nodes, not both")
+    if max_nodes:
+        slices = node_bounded_slices([inst.num_nodes for inst in instances], int(max_nodes))
+    else:
+        step = int(batch_size) if batch_size else n
+        slices = [slice(start, start + step) for start in range(0, n, step)]
     out = []
-    for start in range(0, n, step):
-        chunk = instances[start:start + step]
-        masks = None if pair_masks is None else pair_masks[start:start + step]
-        logits = black_box(collate(chunk, masks))
+    for part in slices:
+        masks = None if pair_masks is None else pair_masks[part]
+        logits = black_box(collate(instances[part], masks))
         out.append(torch.softmax(logits.detach().to("cpu", torch.float64), dim=-1))
     return torch.cat(out, dim=0)

@@ -164,11 +164,13 @@ class Workbench:
             return self._instances[key]
 
     def predict_proba(self, instances: Sequence[Instance],
-                      pair_masks: Optional[Sequence[Tensor]] = None) -> Tensor:
-        """Class probabilities ``[N, C]`` of the target (optionally keeping only some pairs)."""
+                      pair_masks: Optional[Sequence[Tensor]] = None,
+                      max_nodes: Optional[int] = None) -> Tensor:
+        """Class probabilities ``[N, C]`` of the target (optionally keeping only some pairs;
+        ``max_nodes``: forwards of at most that many nodes, :func:`~gem_core.models.predict.predict_proba`)."""
         from gem_core.models.predict import predict_proba
 
-        return predict_proba(self.black_box, list(instances), pair_masks)
+        return predict_proba(self.black_box, list(instances), pair_masks, max_nodes=max_nodes)
 
     # ------------------------------------------------------------------ distillation
     def distillation(self, split: str = "train", progress: Optional[ProgressFn] = None,
