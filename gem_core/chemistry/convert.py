@@ -201,7 +201,7 @@ def fragment_smiles(mol: Chem.Mol, pairs) -> str:
     if not pair_list:
         return ""
     bond_indices(mol, pair_list)  # validates the pairs
-    heavy, gone = _heavy_atom_mol(mol)
+    heavy, gone = _heavy_atom_mol(mol)  # a new molecule: _induced_smiles may change it
     atoms = set()
     for i, j in pair_list:
         atoms.update(k for k in (_index_after_removal(int(i), gone),
@@ -211,13 +211,13 @@ def fragment_smiles(mol: Chem.Mol, pairs) -> str:
     return _induced_smiles(heavy, atoms)
 
 
-def _induced_smiles(heavy: Chem.Mol, atoms: set[int]) -> str:
-    """SMILES of ``atoms`` of ``heavy`` with all bonds between them and a ``*`` on each bond to
-    an atom outside them."""
-    rw = Chem.RWMol(heavy)
+def _induced_smiles(rw: Chem.RWMol, atoms: set[int]) -> str:
+    """SMILES of ``atoms`` of ``rw`` with all bonds between them and a ``*`` on each bond to
+    an atom outside them. ``rw`` is changed (its attachment atoms become dummies): a molecule
+    of the caller's own, not copied again (a copy costs as much as the SMILES)."""
     use, bonds, outside = set(atoms), set(), set()
     # only the bonds of the fragment's own atoms: never a bond between two attachment points
-    for atom in map(heavy.GetAtomWithIdx, atoms):
+    for atom in map(rw.GetAtomWithIdx, atoms):
         for bond in atom.GetBonds():
             bonds.add(bond.GetIdx())
             other = bond.GetOtherAtomIdx(atom.GetIdx())

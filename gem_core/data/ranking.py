@@ -99,11 +99,12 @@ def ranked_pairs_of_many(scores: Sequence[Any], ks: Sequence[int]) -> list[list[
     if len(scores) != len(ks):
         raise ValueError(f"need one k per instance: got {len(ks)} for {len(scores)}")
     ks = [check_k(k) for k in ks]
-    arrays = [as_scores(s).numpy() for s in scores]
-    if not arrays:
+    if not scores:
         return []
+    arrays = [np.asarray(s, dtype=np.float64).reshape(-1) if isinstance(s, np.ndarray)
+              else as_scores(s).numpy() for s in scores]
     sizes = np.array([a.size for a in arrays], dtype=np.int64)
-    flat = np.concatenate(arrays)
+    flat = as_scores(torch.from_numpy(np.concatenate(arrays))).numpy()  # one NaN map for all
     owner = np.repeat(np.arange(len(arrays)), sizes)
     # owner first, then the score descending (-(-inf) = inf sorts last), then the pair index
     order = np.lexsort((np.arange(flat.size), -flat, owner))
