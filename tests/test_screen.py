@@ -347,6 +347,19 @@ def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
     assert table.equals(screen_chunk(3, rows, settings)[1])
 
 
+def test_timing_the_steps_of_a_chunk_changes_nothing_and_names_every_step():
+    """``bench screen --steps`` reads these times; timing must not change the rows."""
+    from gem_core.service.screening.chunk import StepTimes, explain_rows
+
+    rows = list(iter_rows(io.BytesIO(b"\n".join(MIXED_LINES) + b"\n")))
+    settings = ScreenSettings(k=5, device="cpu")
+    times = StepTimes()
+    assert explain_rows(rows, settings, times).equals(explain_rows(rows, settings))
+    assert set(times.seconds) == {"parsing", "target's forward", "explainer", "top-K bonds",
+                                  "toxicophore classes", "fragment SMILES", "output table"}
+    assert all(sec >= 0 for sec in times.seconds.values())
+
+
 def test_screen_opens_on_the_molecule_default_target_and_keeps_target_paper(tmp_path, capsys):
     """Issue 27, item 11: ``screen`` uses the target row marked as the molecule default (the
     strong one) unless ``--target`` says otherwise, and says which model answered."""

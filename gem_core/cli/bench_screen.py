@@ -6,7 +6,8 @@ repeated to ``--rows``. (The TU NCI1 graphs carry integer atom types with no pub
 and no bond orders, so they cannot be rebuilt as molecules; RDKit's NCI sample stands for them.)
 Each configuration runs the real CLI in a fresh process, end to end (SMILES file in, Parquet
 out, start-up included); the outputs must be byte-identical. Peak memory is the largest
-resident set of any process of a run.
+resident set of any process of a run. ``--steps N`` also times each step of a chunk in this
+process (one torch thread, the model loaded first) on the input's first N rows.
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also run the parallel path on these input sizes and compare peak memory "
                         "(e.g. 100000 1000000)")
     p.add_argument("--keep", metavar="DIR", default=None, help="keep input and outputs in DIR")
+    p.add_argument("--steps", type=int, default=0, metavar="N",
+                   help="also time each step of a chunk on the first N rows, in this process "
+                        "(ms per row: parsing, the target, the explainer, fragments, ...)")
 
 
 def source_smiles() -> list[str]:
@@ -85,6 +89,33 @@ def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int],
         # a worker's own error comes before the parent's; keep enough of stderr to show it
         raise RuntimeError(f"screen exited {res['rc']}: {proc.stderr.strip()[-3000:]}")
     return res
+
+
+def step_times(inp: Path, rows: int, chunk_size: Optional[int]) -> dict[str, float]:
+    """Milliseconds per input row of each step of ``explain_rows`` on the first ``rows`` rows of
+    ``inp`` (the screen's default settings, one torch thread, the model loaded beforehand)."""
+    import itertools
+
+    import torch
+
+    from gem_core.service.screening import DEFAULT_CHUNK_SIZE
+    from gem_core.service.screening.chunk import ScreenSettings, StepTimes, explain_rows, warm_up
+    from gem_core.service.screening.reader import iter_rows
+
+    settings = ScreenSettings()
+    threads = torch.get_num_threads()
+    warm_up(settings)  # one thread, the model loaded
+    try:
+        with open(inp, "rb") as fh:
+            batch = list(itertools.islice(iter_rows(fh), rows))
+        size = chunk_size or DEFAULT_CHUNK_SIZE
+        times = StepTimes()
+        with times.step("whole chunk"):
+            for start in range(0, len(batch), size):
+                explain_rows(batch[start:start + size], settings, times)
+    finally:
+        torch.set_num_threads(threads)
+    return {name: 1e3 * sec / max(len(batch), 1) for name, sec in times.seconds.items()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -140,5 +171,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
               f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB")
         big.unlink()
+    if args.steps:
+        steps = step_times(inp, min(args.steps, args.rows), args.chunk_size)
+        results["steps_ms_per_row"] = steps
+        print(f"  steps of a chunk, first {min(args.steps, args.rows):,} rows, 1 thread (ms per row):")
+        for name, ms in steps.items():
+            print(f"    {name:<22} {ms:7.3f}")
     write_json({"bench": {"screen": results}}, args.json)
     return 0 if results["identical_outputs"] else 1

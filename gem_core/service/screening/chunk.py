@@ -7,7 +7,9 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -17,8 +19,8 @@ import pyarrow as pa
 from gem_core.data.config import molecule_default_target
 from gem_core.service.screening.reader import InputRow
 
-__all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "screen_chunk", "parse_chunk", "parse_rows",
-           "finish_rows", "explain_rows"]
+__all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "StepTimes", "screen_chunk", "parse_chunk",
+           "parse_rows", "finish_rows", "explain_rows"]
 
 #: Output columns, in order. ``bonds`` are atom-index pairs (``explain``'s numbering), best
 #: first, ``scores`` theirs; ``message`` is the rejection message, or the parser's notes for an
@@ -95,6 +97,31 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+class StepTimes:
+    """Seconds :func:`explain_rows` spends per step, summed over the chunks it is given
+    (``bench screen --steps``); ``None`` in its place times nothing."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+@contextmanager
+def _step(times: Optional[StepTimes], name: str) -> Iterator[None]:
+    if times is None:
+        yield
+    else:
+        with times.step(name):
+            yield
+
+
 @dataclass
 class ParsedChunk:
     """Rows after parsing: the output columns filled so far and the accepted molecules
@@ -104,9 +131,15 @@ class ParsedChunk:
     parsed: list[tuple[int, Any]]
 
 
-def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
+def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings,
+               times: Optional[StepTimes] = None) -> ParsedChunk:
     """Parse every row into a Mutagenicity-like graph; rejected rows get status, reason and the
     app's message."""
+    with _step(times, "parsing"):
+        return _parse_rows(rows, settings)
+
+
+def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
     from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 
     out: dict[str, list[Any]] = {name: [None] * len(rows) for name in SCHEMA.names}
@@ -126,7 +159,8 @@ def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChun
     return ParsedChunk(out, parsed)
 
 
-def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
+def finish_rows(chunk: ParsedChunk, settings: ScreenSettings,
+                times: Optional[StepTimes] = None) -> pa.Table:
     """Predict and explain the accepted molecules of a parsed chunk (one batch)."""
     from gem_core.chemistry.convert import fragment_smiles
     from gem_core.chemistry.toxicophores import toxicophore_classes
@@ -136,39 +170,56 @@ def finish_rows(chunk: ParsedChunk, settings: ScreenSettings) -> pa.Table:
         from gem_core.runtime.device import deterministic_algorithms
 
         with deterministic_algorithms(settings.device):  # CUDA: a resumed run gives the same bytes
-            _explain_parsed(parsed, settings, out)
+            _explain_parsed(parsed, settings, out, times)
         for i, mol in parsed:
             out["status"][i] = STATUS_OK
             out["canonical_smiles"][i] = mol.smiles
             out["message"][i] = _one_line(" ".join(mol.warnings)) or None
-            out["toxicophores"][i] = toxicophore_classes(mol.mol)
-            out["fragment"][i] = fragment_smiles(mol.mol, out["bonds"][i])
-    return pa.Table.from_pydict(out, schema=SCHEMA)
+        with _step(times, "toxicophore classes"):
+            for i, mol in parsed:
+                out["toxicophores"][i] = toxicophore_classes(mol.mol)
+        with _step(times, "fragment SMILES"):
+            for i, mol in parsed:
+                out["fragment"][i] = fragment_smiles(mol.mol, out["bonds"][i])
+    with _step(times, "output table"):
+        return pa.Table.from_pydict(out, schema=SCHEMA)
 
 
-def explain_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> pa.Table:
-    """Parse, predict and explain ``rows`` (one batch) into a table of :data:`SCHEMA`."""
-    return finish_rows(parse_rows(rows, settings), settings)
+def explain_rows(rows: Sequence[InputRow], settings: ScreenSettings,
+                 times: Optional[StepTimes] = None) -> pa.Table:
+    """Parse, predict and explain ``rows`` (one batch) into a table of :data:`SCHEMA`
+    (``times``: add each step's seconds there)."""
+    return finish_rows(parse_rows(rows, settings, times), settings, times)
 
 
 def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
-                    out: dict[str, list[Any]]) -> None:
+                    out: dict[str, list[Any]], times: Optional[StepTimes] = None) -> None:
     from gem_core.data.ranking import ranked_pairs_of_many
-    from gem_core.service.molecules import CLASS_NAMES, molecule_k
-
     from gem_core.models.predict import NODES_PER_FORWARD
+    from gem_core.service.molecules import molecule_k
 
     model = _model(settings)
     instances = [mol.instance for _, mol in parsed]
-    # on the CPU, forwards of a few thousand nodes (cache-sized) instead of the whole chunk
-    proba_t = model.predict_proba(
-        instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None)
+    with _step(times, "target's forward"):
+        # on the CPU, forwards of a few thousand nodes (cache-sized) instead of the whole chunk
+        proba_t = model.predict_proba(
+            instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None)
     labels_t = proba_t.argmax(-1)
-    # the prediction is made once: an explainer that reads it (Gem) gets it from here
-    explained = _explainer(model, settings).explain(instances, predicted=labels_t)
-    proba, labels = proba_t.numpy(), labels_t.numpy()
-    arrays = [s.detach().float().cpu().numpy() for s in explained]
-    tops = ranked_pairs_of_many(arrays, [molecule_k(settings.k, s.shape[0]) for s in arrays])
+    with _step(times, "explainer"):
+        # the prediction is made once: an explainer that reads it (Gem) gets it from here
+        explained = _explainer(model, settings).explain(instances, predicted=labels_t)
+    with _step(times, "top-K bonds"):
+        proba, labels = proba_t.numpy(), labels_t.numpy()
+        arrays = [s.detach().float().cpu().numpy() for s in explained]
+        tops = ranked_pairs_of_many(arrays, [molecule_k(settings.k, s.shape[0]) for s in arrays])
+        _fill_model_columns(parsed, proba, labels, arrays, tops, out)
+
+
+def _fill_model_columns(parsed: list[tuple[int, Any]], proba: np.ndarray, labels: np.ndarray,
+                        arrays: list[np.ndarray], tops: list[list[int]],
+                        out: dict[str, list[Any]]) -> None:
+    from gem_core.service.molecules import CLASS_NAMES
+
     for (i, mol), p, label, scores, top in zip(parsed, proba, labels, arrays, tops):
         out["prediction"][i] = CLASS_NAMES[int(label)]
         out["p_mutagen"][i] = float(p[0])
