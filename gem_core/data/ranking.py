@@ -93,24 +93,42 @@ def ranked_pairs(scores: Tensor, k: int) -> list[int]:
 
 def ranked_pairs_of_many(scores: Sequence[Any], ks: Sequence[int]) -> list[list[int]]:
     """:func:`ranked_pairs` of many instances at once: ``scores[i]``'s top ``ks[i]`` pair
-    indices, best first, in the same order (ties: lower pair index first; NaN and -inf lowest), from one
-    sort of all scores instead of a few tensor operations per instance (a screen ranks 2,000
-    molecules per chunk)."""
+    indices, best first, in the same order (ties: lower pair index first; NaN and -inf lowest),
+    from one sort of all scores instead of a few tensor operations per instance (a screen ranks
+    2,000 molecules per chunk)."""
     if len(scores) != len(ks):
         raise ValueError(f"need one k per instance: got {len(ks)} for {len(scores)}")
-    ks = [check_k(k) for k in ks]
     if not scores:
         return []
     arrays = [np.asarray(s, dtype=np.float64).reshape(-1) if isinstance(s, np.ndarray)
               else as_scores(s).numpy() for s in scores]
-    sizes = np.array([a.size for a in arrays], dtype=np.int64)
-    flat = as_scores(torch.from_numpy(np.concatenate(arrays))).numpy()  # one NaN map for all
-    owner = np.repeat(np.arange(len(arrays)), sizes)
+    sizes = [a.size for a in arrays]
+    chosen, counts = ranked_flat(np.concatenate(arrays), sizes, ks)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    local = (chosen - np.repeat(starts, counts)).tolist()
+    ends = np.cumsum(counts).tolist()
+    return [local[end - n:end] for end, n in zip(ends, counts.tolist())]
+
+
+def ranked_flat(flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The ranking of :func:`ranked_pairs_of_many` on scores laid end to end (instance ``i``
+    owns the next ``sizes[i]`` values): ``(chosen, counts)``, the flat positions of every
+    instance's top ``ks[i]`` pairs, best first, instance after instance, and how many each has."""
+    if len(sizes) != len(ks):
+        raise ValueError(f"need one k per instance: got {len(ks)} for {len(sizes)}")
+    ks_arr = np.array([check_k(k) for k in ks], dtype=np.int64)
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    flat = as_scores(flat_scores).numpy()  # one NaN map for all
+    if flat.size != int(sizes_arr.sum()):
+        raise ValueError(f"{flat.size} scores for instances of {int(sizes_arr.sum())} pairs")
+    owner = np.repeat(np.arange(sizes_arr.size), sizes_arr)
     # owner first, then the score descending (-(-inf) = inf sorts last), then the pair index
     order = np.lexsort((np.arange(flat.size), -flat, owner))
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    return [(order[start:start + min(k, size)] - start).tolist()
-            for start, size, k in zip(starts.tolist(), sizes.tolist(), ks)]
+    starts = np.concatenate([[0], np.cumsum(sizes_arr)[:-1]]).astype(np.int64)
+    rank = np.arange(flat.size) - np.repeat(starts, sizes_arr)  # position within its instance
+    counts = np.minimum(ks_arr, sizes_arr)
+    return order[rank < np.repeat(counts, sizes_arr)], counts
 
 
 def topk_overlap(scores_a: Tensor, scores_b: Tensor, k: int) -> int:
