@@ -99,6 +99,24 @@ def test_many_instances_in_one_pass_each_checked_on_its_own():
     assert torch.equal(out_b, gem_b)  # its first pair holds: Gem's order throughout
 
 
+def test_the_target_may_be_asked_in_node_bounded_runs_of_copies(monkeypatch):
+    """On the CPU the copies are judged in runs of at most NODES_PER_FORWARD nodes (cache-sized
+    forwards); a run boundary between copies changes no decision."""
+    from gem_core.gem import checked_ranking
+
+    insts = [_star() for _ in range(7)]
+    gen = torch.Generator().manual_seed(0)
+    scores = [torch.rand(4, generator=gen) for _ in insts]
+    predicted = marked_edge_box(PackedGraphs.from_instances(insts).forward_batch()).argmax(-1)
+    whole = _check(marked_edge_box, insts, scores, "best", width=3, predicted=predicted)
+    monkeypatch.setattr(checked_ranking, "NODES_PER_FORWARD", 6)  # about one copy per run
+    calls = []
+    box = lambda batch: calls.append(batch.num_instances) or marked_edge_box(batch)
+    runs = _check(box, insts, scores, "best", width=3, predicted=predicted)
+    assert all(torch.equal(a, b) for a, b in zip(whole, runs))
+    assert max(calls) < 7 and len(calls) > 8  # the copies were asked in several forwards
+
+
 def test_node_task_copies_keep_their_target():
     # node 0 is the target; class 1 iff the marked pair (0, 4) is kept (the target row is read)
     g = _graph([1, 0, 0, 0, 1], [0, 0, 0, 0, 0], [(0, 1), (0, 2), (0, 3), (0, 4)], target=0)

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs
 from gem_core.data.protocol import PROTOCOLS, Protocol
+from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
 
 #: the rules of the check (``off``: Gem's ranking as it is)
 CHECK_RULES = ("off", "repair", "best")
@@ -151,18 +152,31 @@ class _Judge:
         n_copies = int(inst.numel())
         local = torch.cat([self.ranking[inst, :pos], cand[:, None]], 1)
         pair_index = (local + self.pair_ptr[inst][:, None]).reshape(-1)
-        pair_copy = torch.arange(n_copies).repeat_interleave(pos + 1)
         cls = self.predicted[inst]
         prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
         holds = torch.ones(n_copies, dtype=torch.bool)
         with torch.no_grad():
             for protocol in self.protocols:
                 drop = Protocol(protocol) is Protocol.DROP_ISOLATED
-                batch = self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
-                p = torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
+                p = torch.cat([self._proba(inst[part], pair_index[part.start * (pos + 1):
+                                                                  part.stop * (pos + 1)],
+                                           pos + 1, drop) for part in self._parts(inst)])
                 prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
                 holds &= p.argmax(-1) == cls
         return holds, prob
+
+    def _parts(self, inst: Tensor) -> list[slice]:
+        """Runs of copies with at most :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes
+        on the CPU, where forwards that fit the caches are faster (one run on a GPU)."""
+        device = getattr(self.black_box, "device", None)
+        if device is not None and torch.device(device).type != "cpu":
+            return [slice(0, int(inst.numel()))]
+        return node_bounded_slices(self.packed.node_counts()[inst].tolist(), NODES_PER_FORWARD)
+
+    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: int, drop: bool) -> Tensor:
+        pair_copy = torch.arange(int(inst.numel())).repeat_interleave(per_copy)
+        batch = self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
+        return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
 
 
 def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> Tensor:
