@@ -104,7 +104,9 @@ def test_ranked_puts_nan_last():
 
 
 def test_ranking_many_instances_at_once_is_ranking_each():
-    from gem_core.data.ranking import ranked_pairs_of_many
+    import numpy as np
+
+    from gem_core.data.ranking import ranked_flat
 
     gen = torch.Generator().manual_seed(0)
     scores, ks = [], []
@@ -114,15 +116,21 @@ def test_ranking_many_instances_at_once_is_ranking_each():
         s[torch.rand(p, generator=gen) < 0.1] = float("nan")
         s[torch.rand(p, generator=gen) < 0.05] = float("-inf")
         s[torch.rand(p, generator=gen) < 0.1] = -0.0
-        scores.append(s if i % 2 else s.numpy())
+        scores.append(s)
         ks.append(1 + i % 17)  # K below, at and above the pair count
-    assert ranked_pairs_of_many(scores, ks) == [ranked_pairs(torch.as_tensor(s), k)
-                                                for s, k in zip(scores, ks)]
-    assert ranked_pairs_of_many([], []) == []
+    sizes = [s.numel() for s in scores]
+    chosen, counts = ranked_flat(torch.cat(scores).numpy(), sizes, ks)
+    starts = np.cumsum([0] + sizes[:-1])
+    ends = np.cumsum(counts)
+    got = [(chosen[e - n:e] - st).tolist() for e, n, st in zip(ends, counts, starts)]
+    assert got == [ranked_pairs(s, k) for s, k in zip(scores, ks)]
+    assert counts.tolist() == [min(k, n) for k, n in zip(ks, sizes)]
     with pytest.raises(ValueError):
-        ranked_pairs_of_many(scores[:2], [3])
+        ranked_flat(torch.cat(scores[:2]).numpy(), sizes[:2], [3])
     with pytest.raises(ValueError):
-        ranked_pairs_of_many(scores[:1], [0])
+        ranked_flat(scores[0].numpy(), sizes[:1], [0])
+    with pytest.raises(ValueError):
+        ranked_flat(scores[0].numpy(), [sizes[0] + 1], [1])
 
 
 # ----------------------------------------------------------------------------- PyG

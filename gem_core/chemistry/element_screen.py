@@ -72,8 +72,9 @@ def query_element_screen(query: Chem.Mol) -> ElementScreen:
 
 
 def element_counts(mol: Chem.Mol) -> Optional[dict[int, int]]:
-    """Atomic number -> number of atoms in ``mol`` (implicit hydrogens included), or None when
-    the formula does not account for every atom (dummy atoms): then nothing is screened out."""
+    """Atomic number -> number of atoms in ``mol`` (implicit hydrogens included; dummy atoms,
+    which no element-limited query atom matches, not counted), or None when the formula read
+    does not account for every heavy atom: then nothing is screened out."""
     counts: dict[int, int] = {}
     for symbol, number in _FORMULA_TERM.findall(CalcMolFormula(mol)):
         z = _PERIODIC.GetAtomicNumber(symbol)

@@ -91,30 +91,13 @@ def ranked_pairs(scores: Tensor, k: int) -> list[int]:
     return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
 
 
-def ranked_pairs_of_many(scores: Sequence[Any], ks: Sequence[int]) -> list[list[int]]:
-    """:func:`ranked_pairs` of many instances at once: ``scores[i]``'s top ``ks[i]`` pair
-    indices, best first, in the same order (ties: lower pair index first; NaN and -inf lowest),
-    from one sort of all scores instead of a few tensor operations per instance (a screen ranks
-    2,000 molecules per chunk)."""
-    if len(scores) != len(ks):
-        raise ValueError(f"need one k per instance: got {len(ks)} for {len(scores)}")
-    if not scores:
-        return []
-    arrays = [np.asarray(s, dtype=np.float64).reshape(-1) if isinstance(s, np.ndarray)
-              else as_scores(s).numpy() for s in scores]
-    sizes = [a.size for a in arrays]
-    chosen, counts = ranked_flat(np.concatenate(arrays), sizes, ks)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    local = (chosen - np.repeat(starts, counts)).tolist()
-    ends = np.cumsum(counts).tolist()
-    return [local[end - n:end] for end, n in zip(ends, counts.tolist())]
-
-
 def ranked_flat(flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ranking of :func:`ranked_pairs_of_many` on scores laid end to end (instance ``i``
-    owns the next ``sizes[i]`` values): ``(chosen, counts)``, the flat positions of every
-    instance's top ``ks[i]`` pairs, best first, instance after instance, and how many each has."""
+    """:func:`ranked_pairs` of many instances from one sort: the scores laid end to end
+    (instance ``i`` owns the next ``sizes[i]`` values) give ``(chosen, counts)``, the flat
+    positions of every instance's top ``ks[i]`` pairs, best first (ties: lower pair index first;
+    NaN and -inf lowest), instance after instance, and how many each has. A screen ranks 2,000
+    molecules a chunk this way instead of with a few tensor operations per molecule."""
     if len(sizes) != len(ks):
         raise ValueError(f"need one k per instance: got {len(ks)} for {len(sizes)}")
     ks_arr = np.array([check_k(k) for k in ks], dtype=np.int64)

@@ -11,12 +11,12 @@ from torch import Tensor
 from gem_core.data.instances import Instance, collate
 
 
-#: Nodes per forward where a caller bounds them (``max_nodes``; the screen does). A forward's
-#: activations then stay in the CPU's caches: the strong Mutagenicity target ran 2.5x faster
-#: per molecule in forwards of 250 molecules (about 7k nodes) than in one forward of a
-#: 2,000-molecule screening chunk (55k nodes), with bit-identical probabilities. Other models
-#: may differ in the last bits between batch sizes (matrix kernels chosen by size), which is
-#: why the default stays one forward.
+#: Nodes per forward where a caller bounds them (``max_nodes``: the screen; the check of Gem's
+#: ranking). A forward's activations then stay in the CPU's caches: the strong Mutagenicity
+#: target ran 2.5x faster per molecule in forwards of 250 molecules (about 7k nodes) than in one
+#: forward of a 2,000-molecule screening chunk (55k nodes). The probabilities are the same up to
+#: float rounding (5 of 100,000 screened molecules differed in the 9th digit: matrix kernels are
+#: chosen by size), which is why the default stays one forward.
 NODES_PER_FORWARD = 4096
 
 
