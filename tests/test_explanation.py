@@ -131,6 +131,8 @@ def test_ranking_many_instances_at_once_is_ranking_each():
         ranked_flat(scores[0].numpy(), sizes[:1], [0])
     with pytest.raises(ValueError):
         ranked_flat(scores[0].numpy(), [sizes[0] + 1], [1])
+    none, no_counts = ranked_flat(np.zeros(0), [], [])
+    assert none.size == 0 and no_counts.size == 0
 
 
 # ----------------------------------------------------------------------------- PyG

@@ -105,6 +105,8 @@ def ranked_flat(flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]
     flat = as_scores(flat_scores).numpy()  # one NaN map for all
     if flat.size != int(sizes_arr.sum()):
         raise ValueError(f"{flat.size} scores for instances of {int(sizes_arr.sum())} pairs")
+    if sizes_arr.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     owner = np.repeat(np.arange(sizes_arr.size), sizes_arr)
     # owner first, then the score descending (-(-inf) = inf sorts last), then the pair index
     order = np.lexsort((np.arange(flat.size), -flat, owner))
