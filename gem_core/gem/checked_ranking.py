@@ -155,12 +155,13 @@ class _Judge:
         cls = self.predicted[inst]
         prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
         holds = torch.ones(n_copies, dtype=torch.bool)
+        parts = self._parts(inst)  # the same runs of copies under every protocol
         with torch.no_grad():
             for protocol in self.protocols:
                 drop = Protocol(protocol) is Protocol.DROP_ISOLATED
                 p = torch.cat([self._proba(inst[part], pair_index[part.start * (pos + 1):
                                                                   part.stop * (pos + 1)],
-                                           pos + 1, drop) for part in self._parts(inst)])
+                                           pos + 1, drop) for part in parts])
                 prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
                 holds &= p.argmax(-1) == cls
         return holds, prob
