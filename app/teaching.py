@@ -115,6 +115,12 @@ def describe_gem(spec, target: str = "paper") -> str:
     where = f"from edge {lead + 1} on" if lead else "from the first edge on"
     rule = ("takes the one the prediction holds on most surely" if check == "best" else
             "keeps Gem's own next edge unless the prediction fails on it and holds with another")
+    if check == "search":
+        rule += (", and where it holds with none of them, it looks at every edge left for one "
+                 "it holds with")
+    elif check == "sustain":
+        rule += (", and where the explanation so far held and none of them keeps it so, it "
+                 "takes the edge of all those left that comes closest")
     return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
                    f"next {settings.check_width} edges it {rule}; the prediction holds when the "
                    f"model, shown only the edges so far, still predicts what it predicts on the "

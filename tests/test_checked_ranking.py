@@ -67,6 +67,61 @@ def test_repair_keeps_gems_pair_when_no_candidate_holds_then_takes_the_one_that_
     assert _order(g, out) == [0, 1, 3, 2]
 
 
+def test_search_looks_past_the_width_for_a_pair_the_prediction_holds_on():
+    g = _star()
+    # width 1: at position 0 Gem's (0, 1) fails and is the only candidate; repair keeps Gem's
+    # order, search asks every pair left and places (0, 4), the one the prediction holds on
+    (repaired,) = _check(marked_edge_box, [g], [GEM], "repair", width=1)
+    assert _order(g, repaired) == [0, 1, 2, 3]
+    (searched,) = _check(marked_edge_box, [g], [GEM], "search", width=1)
+    assert _order(g, searched) == [3, 0, 1, 2]
+    # sustain only acts once the explanation has held: here it never held before (0, 4)
+    (sustained,) = _check(marked_edge_box, [g], [GEM], "sustain", width=1)
+    assert _order(g, sustained) == [0, 1, 2, 3]
+
+
+def _marked_minus_poison_box(batch):
+    """Class 1 iff the graph has more edges between two marked nodes (feature 0) than edges
+    at a poisoned node (feature 1)."""
+    u, v = batch.edge_index
+    marked = (batch.x[u, 0] * batch.x[v, 0] > 0).double()
+    poison = ((batch.x[u, 1] + batch.x[v, 1]) > 0).double()
+    diff = torch.zeros(batch.num_instances, dtype=torch.float64).index_add_(
+        0, batch.batch[u], marked - poison)
+    return torch.stack([torch.zeros_like(diff), torch.where(diff > 0, 1.0, -1.0)], 1)
+
+
+def test_search_and_sustain_keep_a_sufficient_explanation_sufficient():
+    # marked nodes 0, 1, 2; node 5 poisoned. Pairs: 0 (0, 1) marked, 1 (3, 5) poisoned,
+    # 2 (2, 3), 3 (3, 4), 4 (1, 2) marked. Whole graph: 2 marked, 1 poisoned -> class 1
+    g = _graph([1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1],
+               [(0, 1), (3, 5), (2, 3), (3, 4), (1, 2)])
+    gem = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    # repair, width 1: (0, 1) holds; Gem's next (3, 5) breaks it and is kept (nothing else asked)
+    (repaired,) = _check(_marked_minus_poison_box, [g], [gem], "repair", width=1)
+    assert _order(g, repaired) == [0, 1, 2, 3, 4]
+    # search and sustain: where (3, 5) fails, every pair left is asked; the prediction holds on
+    # (2, 3), (3, 4) and (1, 2) alike, so Gem's order among them; (3, 5) comes last
+    for rule in ("search", "sustain"):
+        (out,) = _check(_marked_minus_poison_box, [g], [gem], rule, width=1)
+        assert _order(g, out) == [0, 2, 3, 4, 1], rule
+
+
+@pytest.mark.parametrize("rule", ["search", "sustain"])
+def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
+    a, b = _star(), _star()
+    gem_b = torch.tensor([0.1, 0.2, 0.3, 0.95])
+    calls = []
+    box = lambda batch: calls.append(batch.num_instances) or marked_edge_box(batch)
+    repaired = _check(marked_edge_box, [a, b], [GEM, gem_b], "repair", width=4)
+    out = _check(box, [a, b], [GEM, gem_b], rule, width=4)
+    assert all(torch.equal(x, y) for x, y in zip(repaired, out))
+    # b's first pair holds at once: per position one copy of it (no look past the width)
+    calls.clear()
+    (alone,) = _check(box, [b], [gem_b], rule, width=2)
+    assert torch.equal(alone, gem_b) and set(calls) == {1}
+
+
 def test_best_prefers_the_surest_candidate_and_keeps_gems_order_on_ties():
     g = _star()
     # every candidate of position 0 fails alike (the same class-1 probability): Gem's first
@@ -173,7 +228,7 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
     wb = Workbench("mutagenicity", "cpu")
     exp = wb.explainer("gem")
     settings = exp.settings
-    assert str(settings.check) == "repair" and settings.necessity_lead == 5
+    assert str(settings.check) == "search" and settings.necessity_lead == 5
     insts = wb.instances("val")[:80]
     predicted = predict_proba(wb.black_box, insts).argmax(-1)
     checked = exp.explain(insts, predicted=predicted).scores
@@ -191,3 +246,13 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
         was = sufficiency_at_k(wb.black_box, (insts, plain), ks, protocol, predicted=predicted)
         assert all(got.at_k[k] >= was.at_k[k] for k in ks), (protocol, got.at_k, was.at_k)
         assert sum(got.at_k.values()) > sum(was.at_k.values())
+    # search looks past the width only where repair finds nothing: at least as sufficient
+    exp.settings = settings.replace(check="repair")
+    try:
+        repaired = exp.explain(insts, predicted=predicted).scores
+    finally:
+        exp.settings = settings
+    for protocol in ("keep_nodes", "drop_isolated"):
+        got = sufficiency_at_k(wb.black_box, (insts, checked), ks, protocol, predicted=predicted)
+        was = sufficiency_at_k(wb.black_box, (insts, repaired), ks, protocol, predicted=predicted)
+        assert sum(got.at_k.values()) >= sum(was.at_k.values()), (protocol, got.at_k, was.at_k)

@@ -13,7 +13,16 @@ far plus each of them, and places
   holds with another candidate (then the candidate with the highest probability of the
   predicted class among those that hold);
 * ``best``: the candidate whose explanation holds with the highest probability of the predicted
-  class (ties: Gem's order).
+  class (ties: Gem's order);
+* ``search``: ``repair``, and where the prediction holds on none of the ``width`` candidates,
+  every pair Gem has not placed yet is asked too; the surest one it holds on is placed (Gem's
+  next pair when there is none);
+* ``sustain``: ``repair``, and once the explanation holds it is kept as close to holding as one
+  pair can keep it: where the prediction held on the explanation so far and holds on none of
+  the ``width`` candidates, the surest of every pair not placed yet is placed.
+
+``search`` and ``sustain`` change only the positions where ``repair`` finds nothing; the extra
+forwards are spent on those instances alone.
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
@@ -36,7 +45,9 @@ from gem_core.data.protocol import PROTOCOLS, Protocol
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
 
 #: the rules of the check (``off``: Gem's ranking as it is)
-CHECK_RULES = ("off", "repair", "best")
+CHECK_RULES = ("off", "repair", "best", "search", "sustain")
+#: the rules that look past the ``width`` candidates where none of them holds
+_LOOK_FURTHER = ("search", "sustain")
 
 
 def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
@@ -52,8 +63,8 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
         start / stop: the positions of the ranking the check decides (``start`` ≥ 0; pairs
             ranked before ``start`` or from ``stop`` on keep Gem's order).
         width: how many of Gem's next pairs are candidates at each position (≥ 1).
-        rule: ``"repair"`` or ``"best"`` (see the module docstring); ``"off"`` returns
-            ``scores`` unchanged.
+        rule: ``"repair"``, ``"best"``, ``"search"`` or ``"sustain"`` (see the module
+            docstring); ``"off"`` returns ``scores`` unchanged.
         protocols: the protocols under which the prediction must hold.
     Returns:
         ``[P]`` float32 scores, the same values as ``scores`` in another order.
@@ -96,6 +107,7 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
     placed = torch.zeros(n, cols, dtype=torch.bool)  # over columns of ``order``
     placed[:, :start] = True
     judge = _Judge(black_box, packed, ranking, predicted, protocols)
+    held = torch.zeros(n, dtype=torch.bool)  # the explanation so far holds (sustain)
     for pos in range(start, min(stop, cols)):
         active = torch.nonzero(counts > pos).view(-1)
         if active.numel() == 0:
@@ -110,7 +122,7 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
             break
         holds = torch.zeros(row.numel(), dtype=torch.bool)
         prob = torch.full((row.numel(),), -1.0, dtype=torch.float64)
-        if rule == "repair":  # Gem's next pair first; the others only where it fails
+        if rule != "best":  # Gem's next pair first; the others only where it fails
             first = rank[row, col] == 1
             asked = torch.nonzero(first).view(-1)
             holds[asked], prob[asked] = judge(active[row[asked]], order[active[row[asked]], col[asked]], pos)
@@ -124,6 +136,10 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         pick = _pick(row, holds, prob, rule, len(active))
         chosen_col = col[pick]
         chosen_row = row[pick]
+        if rule in _LOOK_FURTHER:
+            chosen_col, held[active] = _look_further(
+                judge, rule, order, placed, active, (row, col, holds, prob), is_cand,
+                held[active], pos, chosen_col, holds[pick])
         ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
         placed[active[chosen_row], chosen_col] = True
     # the positions after the checked ones: Gem's order of what is left
@@ -134,6 +150,47 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         rest = order[i, :int(counts[i])][~placed[i, :int(counts[i])]]
         ranking[i, done:done + rest.numel()] = rest
     return ranking
+
+
+def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tensor,
+                  candidates: tuple[Tensor, Tensor, Tensor, Tensor], is_cand: Tensor,
+                  held: Tensor, pos: int, chosen_col: Tensor,
+                  chosen_holds: Tensor) -> tuple[Tensor, Tensor]:
+    """``search`` and ``sustain`` past the ``width`` candidates: for the active rows where the
+    prediction holds on none of them (Gem's next pair failed, so all were asked) -- with
+    ``sustain``, only those whose explanation so far holds (``held``) -- every other pair not
+    placed yet is asked too and ``best`` ranks all of them; ``search`` takes its pick only where
+    the prediction holds on it, ``sustain`` always. Returns the chosen columns and whether the
+    prediction holds with each."""
+    row, col, holds, prob = candidates
+    n_rows = int(active.numel())
+    any_holds = torch.zeros(n_rows, dtype=torch.bool)
+    any_holds.scatter_reduce_(0, row, holds, reduce="amax", include_self=True)
+    stuck = ~any_holds & held if rule == "sustain" else ~any_holds
+    stuck = torch.nonzero(stuck).view(-1)
+    if stuck.numel() == 0:
+        return chosen_col, chosen_holds
+    rest = ~placed[active[stuck]] & (order[active[stuck]] >= 0)
+    rest[:, :is_cand.size(1)] &= ~is_cand[stuck]
+    extra_row, extra_col = torch.nonzero(rest, as_tuple=True)
+    if extra_row.numel() == 0:
+        return chosen_col, chosen_holds
+    extra_row = stuck[extra_row]
+    extra_holds, extra_prob = judge(active[extra_row], order[active[extra_row], extra_col], pos)
+    mine = torch.isin(row, stuck)
+    all_row = torch.cat([row[mine], extra_row])
+    all_col = torch.cat([col[mine], extra_col])
+    key = all_row * order.size(1) + all_col  # row-major, Gem's order within a row
+    at = torch.argsort(key)
+    all_row, all_col = all_row[at], all_col[at]
+    all_holds = torch.cat([holds[mine], extra_holds])[at]
+    all_prob = torch.cat([prob[mine], extra_prob])[at]
+    best = _pick(all_row, all_holds, all_prob, "best", n_rows)
+    out_col, out_holds = chosen_col.clone(), chosen_holds.clone()
+    take = stuck if rule == "sustain" else stuck[all_holds[best[stuck]]]
+    out_col[take] = all_col[best[take]]
+    out_holds[take] = all_holds[best[take]]
+    return out_col, out_holds
 
 
 class _Judge:
@@ -196,7 +253,8 @@ def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> T
     best.scatter_reduce_(0, row[is_best], idx[is_best], reduce="amin", include_self=True)
     if rule == "best":
         return best
-    # repair: Gem's next pair unless it fails while another candidate holds
+    # repair (search and sustain before they look further): Gem's next pair unless it fails
+    # while another candidate holds
     first_holds = holds[first]
     any_holds = torch.zeros(n_rows, dtype=torch.bool)
     any_holds.scatter_reduce_(0, row, holds, reduce="amax", include_self=True)

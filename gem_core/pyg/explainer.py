@@ -150,9 +150,12 @@ class GemExplainer(ExplainerAlgorithm):
             ``check_width`` copies of each graph per checked position and protocol; positions
             ``necessity_lead`` to max(``k``)): ``"off"`` (Gem's one-pass ranking), ``"repair"``
             (Gem's next edge unless the prediction fails on it and holds with another of the
-            next ``check_width``) or ``"best"`` (of those, the one the prediction holds on most
-            surely). Default ``"repair"``: the engine's choice on every dataset (see
-            ``docs/pyg.md`` for what it costs and gives).
+            next ``check_width``), ``"best"`` (of those, the one the prediction holds on most
+            surely), ``"search"`` or ``"sustain"`` (``"repair"`` looking at every edge left where
+            none of the next ``check_width`` holds; see
+            :mod:`gem_core.gem.checked_ranking`). Default ``"repair"``: the rule checked on the
+            outside models (the engine's Mutagenicity row uses ``"search"``, NCI1's
+            ``"sustain"``; see ``docs/pyg.md`` for what it costs and gives).
         check_width: how many of Gem's next edges the check compares; default 8 for graph level
             (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
 

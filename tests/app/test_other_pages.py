@@ -283,3 +283,19 @@ def test_how_gem_is_described_says_when_its_first_edges_follow_necessity():
             lead = GemSettings.for_dataset(get_spec(name), target).necessity_lead
             text = describe_gem(get_spec(name), target)
             assert (f"its first {lead} edges" in text) == bool(lead), (name, target, text)
+
+
+def test_how_gem_is_described_says_how_the_model_checks_its_ranking():
+    from teaching import describe_gem
+
+    from gem_core.api import GemSettings
+
+    phrases = {"search": "looks at every edge left", "sustain": "comes closest"}
+    for name in DATASETS:
+        for target in target_names(get_spec(name)):
+            rule = GemSettings.for_dataset(get_spec(name), target).check.value
+            text = describe_gem(get_spec(name), target)
+            assert ("the model checks Gem's ranking" in text) == (rule != "off"), (name, text)
+            for other, phrase in phrases.items():
+                assert (phrase in text) == (rule == other), (name, target, rule, text)
+    assert GemSettings.for_dataset(get_spec("nci1"), "paper").check.value == "sustain"
