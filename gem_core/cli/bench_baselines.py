@@ -86,16 +86,17 @@ def agreement(scores: list, reference: list, k: int) -> dict[str, Any]:
     import torch
 
     from gem_core.data import ranking
+    from gem_core.evaluation.faithfulness import jaccard
 
-    diffs, same, jaccard = [], 0, []
+    diffs, same, overlaps = [], 0, []
     for mine, ref in zip(scores, reference):
         if mine.numel():
             diffs.append(float((mine - ref).abs().max()))
             a, b = ranking.topk_mask(mine, k), ranking.topk_mask(ref, k)
-            jaccard.append(float((a & b).sum()) / float((a | b).sum()))
+            overlaps.append(jaccard(a, b))
         same += bool(torch.equal(a, b)) if mine.numel() else 1
     return {"max_abs_diff": max(diffs, default=0.0), "same_topk": same / max(len(scores), 1),
-            "topk_jaccard": statistics.mean(jaccard) if jaccard else 1.0}
+            "topk_jaccard": statistics.mean(overlaps) if overlaps else 1.0}
 
 
 def optimisation_checks(exp: Any, subset: list, reference: list, k: int) -> dict[str, Any]:
