@@ -103,6 +103,23 @@ def test_missing_screen_input_is_refused_without_torch(tmp_path):
     assert not (tmp_path / "out.csv").exists()
 
 
+def test_a_cpu_screen_checks_its_settings_without_torch():
+    """``screen`` sets no threads of its own (each chunk runs on one thread in its worker) and a
+    CPU screen's settings are checked without torch, so a Ray screen's driver starts Ray
+    (2-3 s of waiting for its processes) before the 1 s torch import instead of after it."""
+    code = ("import sys\n"
+            "from gem_core.cli import build_parser\n"
+            "from gem_core.service.screening.runner import ScreenSettings, check_settings\n"
+            "args = build_parser().parse_args(['screen', 'in.smi', '--out', 'o.parquet', '--ray'])\n"
+            "assert not hasattr(args, 'threads'), args\n"
+            "print(check_settings(ScreenSettings(device='cpu')).device)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["cpu", "[]"]
+
+
 def test_light_copies_agree_with_the_engine():
     """The constants the CLI and chemistry read without torch are the engine's."""
     from gem_core.cli import screen as screen_command

@@ -24,6 +24,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argpa
                 doc: str | None = None, *, help: str | None = None, description: str | None = None,
                 dataset: DatasetArg = True,
                 check: Callable[[argparse.Namespace], None] | None = None,
+                threads: bool = True,
                 **parser_kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
     ``--no-progress`` and ``--json``; the command's own options are added to the returned parser.
@@ -31,7 +32,8 @@ def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argpa
     ``doc`` (a command module's docstring) gives both texts: its first line is the ``--help``
     summary, the whole of it the description (shown as written). ``check(args)``, when given,
     validates the input cheaply (raising a library error) before the threads are set and
-    ``run`` imports the engine.
+    ``run`` imports the engine. ``threads=False``: the command sets its own threads (no
+    ``--threads``, and ``$GEM_NUM_THREADS`` is not applied before ``run``).
     """
     if doc is not None:
         first = doc.strip().splitlines()[0].rstrip(".")
@@ -42,7 +44,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argpa
     if dataset:
         add_dataset_arg(p, required=dataset is True)
     common = p.add_argument_group("common options")
-    add_runtime_args(common)
+    add_runtime_args(common, threads=threads)
     add_json_arg(common)
     p.set_defaults(func=run, check=check)
     return p
@@ -63,13 +65,15 @@ def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> N
                         help=f"one of: {', '.join(DATASETS)}")
 
 
-def add_runtime_args(parser: Any) -> None:
-    """``--device``, ``--threads`` and ``--no-progress``."""
+def add_runtime_args(parser: Any, threads: bool = True) -> None:
+    """``--device``, ``--threads`` (when ``threads``) and ``--no-progress``."""
     parser.add_argument("--device", default="auto",
                         help="auto (the device measured faster for this work; the CPU without "
                              "CUDA), cpu or cuda")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)")
+    if threads:
+        parser.add_argument("--threads", type=int, default=None,
+                            help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's "
+                                 "default)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 

@@ -48,7 +48,9 @@ def _k(text: str) -> int | None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "screen", run, __doc__, dataset=False, check=check)
+    # each chunk runs on one torch thread in its worker (one worker per core), so the command
+    # sets no threads of its own: a Ray screen's driver then starts Ray before importing torch
+    p = add_command(sub, "screen", run, __doc__, dataset=False, check=check, threads=False)
     p.add_argument("input", metavar="INPUT", help="a .smi / .csv / .tsv file, or - for stdin")
     p.add_argument("--out", required=True, metavar="OUTPUT",
                    help="result file: .parquet (or .pq) or .csv")
@@ -74,8 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"rows per chunk: the unit of work and of resuming "
                         f"(default: {DEFAULT_CHUNK_SIZE})")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="run the chunks as Ray tasks: on the cluster at ADDRESS ('auto' after "
-                        "`ray start --head`), or on a local one without ADDRESS")
+                   help="run the chunks as Ray tasks (CPU workers; --device auto means the CPU): "
+                        "on the cluster at ADDRESS ('auto' after `ray start --head`), or on a "
+                        "local one without ADDRESS")
     p.add_argument("--restart", action="store_true",
                    help="discard an unfinished earlier run of OUTPUT instead of resuming it")
 

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ASSETS_DIR = PROJECT_ROOT / "assets"
@@ -74,6 +73,8 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 def save_torch(obj: Any, path: Path) -> Path:
     """Atomically ``torch.save`` a state (tensors, numbers, strings, lists and dicts only)."""
+    import torch
+
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)
     return Path(path)
@@ -86,6 +87,8 @@ def load_torch(path: Path, kind: str | None = None) -> Any:
         path: the file.
         kind: if given, the loaded dict must carry ``{"kind": kind}`` (rejects foreign files).
     """
+    import torch
+
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"No artifact at {path}.")
