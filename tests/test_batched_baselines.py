@@ -175,8 +175,22 @@ def test_bench_reports_agreement_bit_identity_and_pyg_noise_floor():
     assert r["reference"]["instances"] == 3 and r["topk_jaccard"] >= 0.99
     assert r["max_abs_diff"] < 1e-5
     assert r["alone_bit_identical"] == 1.0
-    assert set(r["noise_floor"]) == {"max_abs_diff", "same_topk", "topk_jaccard"}
+    assert set(r["noise_floor"]) == {"max_abs_diff", "same_topk", "topk_jaccard", "topk_share"}
+    assert r["topk_share"] >= r["topk_jaccard"]  # a share of one set is at least the Jaccard
     assert 0.0 < r["noise_floor"]["max_abs_diff"] < 1e-3  # nudged, so not the same masks
     assert ex.max_pack_nodes > 1 and ex.init_scale == 1.0  # the bench left the explainer as it was
     ig = bench_method(IntegratedGradientsExplainer(model, task, n_steps=8), insts, [1], K, 0)
     assert "noise_floor" not in ig and ig["max_abs_diff"] < 1e-5
+
+
+def test_bench_agreement_on_a_hand_computed_case():
+    """Top-2 of [3, 2, 1, 0] is pairs {0, 1}; of PyG's [3, 0, 1, 2] it is {0, 3}: one pair shared,
+    so half of PyG's top-2 is kept, the Jaccard is 1/3 and the top-2 sets differ."""
+    from gem_core.cli.bench_baselines import agreement
+
+    mine, ref = torch.tensor([3.0, 2.0, 1.0, 0.0]), torch.tensor([3.0, 0.0, 1.0, 2.0])
+    r = agreement([mine, ref], [ref, ref], 2)
+    assert r["same_topk"] == 0.5  # the second instance is PyG's own scores
+    assert r["topk_share"] == (0.5 + 1.0) / 2
+    assert abs(r["topk_jaccard"] - (1 / 3 + 1.0) / 2) < 1e-12
+    assert r["max_abs_diff"] == 2.0
