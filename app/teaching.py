@@ -62,8 +62,19 @@ _TARGETS = {
 }
 
 
-def describe_gem(spec, target: str = "paper") -> str:
-    """What Gem learns and reads for a dataset's target, from the settings the engine uses."""
+def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> str:
+    """What Gem learns and reads for a dataset's target, from the settings the engine uses;
+    ``molecule_words``: atoms and bonds instead of nodes and edges (the Molecule page)."""
+    text = _describe_gem(spec, target)
+    if molecule_words:
+        for graph_word, chem_word in ((" an edge", " a bond"), ("edge", "bond"),
+                                      ("node", "atom"), ("whole graph", "whole molecule"),
+                                      ("per instance", "per molecule")):
+            text = text.replace(graph_word, chem_word)
+    return text
+
+
+def _describe_gem(spec, target: str) -> str:
     from gem_core.api import GemSettings, check_stop
 
     settings = GemSettings.for_dataset(spec, target)

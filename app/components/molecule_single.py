@@ -16,6 +16,7 @@ from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_mo
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
+from teaching import describe_gem
 from theme import fmt_ms, method_title
 from state import (device_label, explainer_token, explanation_reading, molecule_target,
                    prepare_molecule_k, prepare_smiles_box, session_cache, set_molecule_example,
@@ -145,6 +146,9 @@ def render_single(sel, opts: dict) -> None:
     if shown:
         with st.expander("Bond scores", key="mol_bond_table"):
             _bond_table(res, shown, k)
+        if "gem" in shown:
+            with st.expander("How Gem chose these bonds", key="mol_gem_how"):
+                st.markdown(describe_gem(model.spec, model.target_name, molecule_words=True))
         st.download_button("Download explanation (JSON)",
                            json.dumps(payload[shown[0]] if len(shown) == 1 else
                                       {"smiles": mol.input_smiles, "k": k, "methods": payload},

@@ -453,3 +453,28 @@ def test_the_molecule_page_speaks_plain_words(needs_mutagenicity_model):
              *[c for c in texts(at.sidebar.caption)]]
     found = {(word, text) for text in shown for word in JARGON if word in text}
     assert not found, found
+
+
+def test_the_page_says_how_gem_chose_the_bonds_in_a_chemists_words(needs_mutagenicity_model):
+    """With Gem among the explainers, an expander says what Gem reads, learns and how the model
+    checks its ranking, generated from the settings of the model being explained, in atoms and
+    bonds instead of nodes and edges."""
+    import re
+
+    from teaching import describe_gem
+
+    from gem_core.api import get_spec
+    from gem_core.data.config import molecule_default_target
+
+    at = _molecule_page(methods=("gem", "random"))
+    _submit(at, "O=[N+]([O-])c1ccc(C)cc1")
+    assert [e.label for e in at.expander if e.label.startswith("How Gem")] == [
+        "How Gem chose these bonds"]
+    how = describe_gem(get_spec("mutagenicity"), molecule_default_target(), molecule_words=True)
+    assert how in texts(at.markdown)
+    assert not re.search(r"\b(edges?|nodes?)\b", how), how
+    assert "the model checks Gem's ranking" in how and "whole molecule" in how
+    # without Gem, no such expander
+    at = _molecule_page(methods=("random",))
+    _submit(at, "O=[N+]([O-])c1ccc(C)cc1")
+    assert not [e for e in at.expander if e.label.startswith("How Gem")]
