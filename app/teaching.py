@@ -62,6 +62,19 @@ _TARGETS = {
 }
 
 
+def _check_rule_text(check: str) -> str:
+    """What the check does with Gem's next edges under rule ``check`` (not ``off``)."""
+    rule = ("takes the one the prediction holds on most surely" if check == "best" else
+            "keeps Gem's own next edge unless the prediction fails on it and holds with another")
+    if check == "search":
+        rule += (", and where it holds with none of them, it looks at every edge left for one "
+                 "it holds with")
+    elif check == "sustain":
+        rule += (", and where the explanation so far held and none of them keeps it so, it "
+                 "takes the edge of all those left that comes closest")
+    return rule
+
+
 def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses;
     ``molecule_words``: atoms and bonds instead of nodes and edges (the Molecule page)."""
@@ -124,14 +137,11 @@ def _describe_gem(spec, target: str) -> str:
     lead = settings.necessity_lead
     stop = check_stop(budgets, lead)
     where = f"from edge {lead + 1} on" if lead else "from the first edge on"
-    rule = ("takes the one the prediction holds on most surely" if check == "best" else
-            "keeps Gem's own next edge unless the prediction fails on it and holds with another")
-    if check == "search":
-        rule += (", and where it holds with none of them, it looks at every edge left for one "
-                 "it holds with")
-    elif check == "sustain":
-        rule += (", and where the explanation so far held and none of them keeps it so, it "
-                 "takes the edge of all those left that comes closest")
+    rule = _check_rule_text(check)
+    late = settings.check_late.value
+    if late not in ("same", check):
+        rule += (f"; from K = {max(min(spec.k_grid), lead)} on, where the smallest explanation "
+                 f"is already decided, it {_check_rule_text(late)}")
     return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
                    f"next {settings.check_width} edges it {rule}; the prediction holds when the "
                    f"model, shown only the edges so far, still predicts what it predicts on the "

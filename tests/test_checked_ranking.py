@@ -28,13 +28,14 @@ def _order(inst, scores):
     return ranked_pairs(scores, inst.num_pairs)
 
 
-def _check(box, insts, scores, rule, width=3, start=0, stop=None, predicted=None):
+def _check(box, insts, scores, rule, width=3, start=0, stop=None, predicted=None, late=None):
     packed = PackedGraphs.from_instances(insts)
     flat = torch.cat(scores)
     if predicted is None:
         predicted = box(packed.forward_batch()).argmax(-1)
     out = checked_scores(box, packed, flat, predicted, start=start,
-                         stop=stop or max(i.num_pairs for i in insts), width=width, rule=rule)
+                         stop=stop or max(i.num_pairs for i in insts), width=width, rule=rule,
+                         late=late)
     return packed.split_pairs(out)
 
 
@@ -120,6 +121,28 @@ def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
     calls.clear()
     (alone,) = _check(box, [b], [gem_b], rule, width=2)
     assert torch.equal(alone, gem_b) and set(calls) == {1}
+
+
+def test_a_late_rule_takes_over_from_its_position():
+    g = _star()
+    # width 1, repair at position 0 (Gem's failing (0, 1) stays), search from position 1: Gem's
+    # (0, 2) fails, every pair left is asked, (0, 4) holds and is placed
+    (out,) = _check(marked_edge_box, [g], [GEM], "repair", width=1, late=(1, "search"))
+    assert _order(g, out) == [0, 3, 1, 2]
+    (whole,) = _check(marked_edge_box, [g], [GEM], "repair", width=1, late=(0, "search"))
+    assert _order(g, whole) == [3, 0, 1, 2]  # search from the start
+    (never,) = _check(marked_edge_box, [g], [GEM], "repair", width=1, late=(9, "search"))
+    assert _order(g, never) == [0, 1, 2, 3]  # repair throughout
+    # a late sustain knows whether the explanation held under the early rule: (0, 1) holds
+    # under repair at position 0, so where Gem's (3, 5) breaks it, the surest pair left goes next
+    p = _graph([1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1],
+               [(0, 1), (3, 5), (2, 3), (3, 4), (1, 2)])
+    gem = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    (kept,) = _check(_marked_minus_poison_box, [p], [gem], "repair", width=1,
+                     late=(1, "sustain"))
+    assert _order(p, kept) == [0, 2, 3, 4, 1]
+    with pytest.raises(ValueError, match="not one of"):
+        _check(marked_edge_box, [g], [GEM], "repair", late=(1, "widest"))
 
 
 def test_best_prefers_the_surest_candidate_and_keeps_gems_order_on_ties():
@@ -209,11 +232,35 @@ def test_settings_validate_the_check_and_leave_a_fits_key_alone():
         GemSettings(check="sometimes")
     with pytest.raises(ValueError, match="GemSettings.check_width"):
         GemSettings(check_width=0)
+    with pytest.raises(ValueError, match="GemSettings.check_late"):
+        GemSettings(check_late="off")  # "same" keeps the check's own rule
     plain = GemSettings()
-    checked = plain.replace(check="best", check_width=5)
+    checked = plain.replace(check="best", check_width=5, check_late="search")
     # the check is read at explain time only: a fitted Gem is the same, so is its saved key
     assert checked.key_parts() == plain.key_parts()
-    assert str(checked.check) == "best"
+    assert str(checked.check) == "best" and str(checked.check_late) == "search"
+    assert str(plain.check_late) == "same"
+
+
+def test_the_pipeline_hands_the_late_rule_from_the_grids_smallest_k(monkeypatch):
+    """``check_late`` reaches the check as ``(max(min K, necessity_lead), rule)``; ``same``
+    as no late rule at all; the PyG adapter passes its option of the same name."""
+    import gem_core.gem.pipeline as pipeline_module
+    from gem_core.gem.pipeline import GemPipeline
+    from gem_core.pyg import GemExplainer
+
+    seen = []
+    monkeypatch.setattr(pipeline_module, "checked_scores",
+                        lambda *a, **kw: seen.append(kw["late"]) or a[2])
+    g = _star()
+    packed = PackedGraphs.from_instances([g])
+    for late, lead, want in (("same", 0, None), ("search", 0, (2, "search")),
+                             ("sustain", 3, (3, "sustain"))):
+        settings = GemSettings(check="repair", check_late=late, necessity_lead=lead)
+        GemPipeline(settings, (2, 4), marked_edge_box, 2).check(packed, GEM, torch.tensor([1]))
+        assert seen.pop() == want
+    assert GemExplainer(check_late="search")._check_options("graph")["check_late"] == "search"
+    assert GemExplainer()._check_options("node")["check_late"] == "same"
 
 
 @requires_mutagenicity

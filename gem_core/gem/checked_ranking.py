@@ -37,6 +37,8 @@ first pair, …) and made strictly decreasing there, so that every top-k reads t
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor
 
@@ -52,7 +54,8 @@ _LOOK_FURTHER = ("search", "sustain")
 
 def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
                    start: int, stop: int, width: int, rule: str,
-                   protocols: tuple[str, ...] = PROTOCOLS) -> Tensor:
+                   protocols: tuple[str, ...] = PROTOCOLS,
+                   late: Optional[tuple[int, str]] = None) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
 
     Args:
@@ -66,11 +69,13 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
         rule: ``"repair"``, ``"best"``, ``"search"`` or ``"sustain"`` (see the module
             docstring); ``"off"`` returns ``scores`` unchanged.
         protocols: the protocols under which the prediction must hold.
+        late: ``(position, rule)``: from that position on, that rule instead of ``rule``.
     Returns:
         ``[P]`` float32 scores, the same values as ``scores`` in another order.
     """
-    if rule not in CHECK_RULES:
-        raise ValueError(f"check rule {rule!r} is not one of {', '.join(CHECK_RULES)}")
+    for name in (rule, *(late[1:] if late else ())):
+        if name not in CHECK_RULES:
+            raise ValueError(f"check rule {name!r} is not one of {', '.join(CHECK_RULES)}")
     if int(width) < 1:
         raise ValueError(f"check width must be at least 1, got {width}")
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
@@ -81,7 +86,7 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
     order = _gem_order(packed, scores)  # [B, Pmax] local pair ids, -1 padded
     counts = packed.pair_counts()
     ranking = _check(black_box, packed, order, counts, torch.as_tensor(predicted).long().cpu(),
-                     max(int(start), 0), int(stop), int(width), rule, protocols)
+                     max(int(start), 0), int(stop), int(width), rule, protocols, late)
     return _reassign(packed, scores, ranking, counts)
 
 
@@ -97,7 +102,8 @@ def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
 
 
 def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predicted: Tensor,
-           start: int, stop: int, width: int, rule: str, protocols: tuple[str, ...]) -> Tensor:
+           start: int, stop: int, width: int, first_rule: str, protocols: tuple[str, ...],
+           late: Optional[tuple[int, str]] = None) -> Tensor:
     """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
     target, one position for every instance at a time. ``repair`` asks first about Gem's next
     pair alone and about the other candidates only where it fails (most positions cost one copy
@@ -109,6 +115,7 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
     judge = _Judge(black_box, packed, ranking, predicted, protocols)
     held = torch.zeros(n, dtype=torch.bool)  # the explanation so far holds (sustain)
     for pos in range(start, min(stop, cols)):
+        rule = late[1] if late is not None and pos >= late[0] else first_rule
         active = torch.nonzero(counts > pos).view(-1)
         if active.numel() == 0:
             break
@@ -140,6 +147,8 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
             chosen_col, held[active] = _look_further(
                 judge, rule, order, placed, active, (row, col, holds, prob), is_cand,
                 held[active], pos, chosen_col, holds[pick])
+        else:
+            held[active] = holds[pick]
         ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
         placed[active[chosen_row], chosen_col] = True
     # the positions after the checked ones: Gem's order of what is left

@@ -138,7 +138,7 @@ class GemPipeline:
               ) -> Tensor:
         """Gem's flat pair ``scores`` of the ``packed`` instances (their own features) reordered
         by the settings' ``check`` from position ``necessity_lead`` to the largest budget K
-        (unchanged when the check is off). ``predicted``: the target's classes on the whole
+        (``check_late`` from the smallest K of the grid on; unchanged when the check is off). ``predicted``: the target's classes on the whole
         instances, when the caller has them (else one batched forward computes them)."""
         s = self.settings
         if s.check.value == "off" or packed.num_instances == 0:
@@ -147,8 +147,10 @@ class GemPipeline:
             with torch.no_grad():
                 predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
         stop = check_stop(s.budgets(self.k_grid), s.necessity_lead)
+        late = (None if s.check_late.value == "same" else
+                (max(min(self.k_grid), s.necessity_lead), s.check_late.value))
         return checked_scores(self.black_box, packed, scores, predicted, start=s.necessity_lead,
-                              stop=stop, width=s.check_width, rule=s.check.value)
+                              stop=stop, width=s.check_width, rule=s.check.value, late=late)
 
     def autoencoder(self) -> GemAutoEncoder:
         """A new, unfitted auto-encoder with the settings' hyperparameters."""

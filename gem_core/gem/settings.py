@@ -70,10 +70,16 @@ class Decoder(_Choice):
 #: how the target checks Gem's ranking at explain time (:mod:`gem_core.gem.checked_ranking`):
 #: off, repair, best
 CheckRule = _Choice("CheckRule", [(r, r) for r in CHECK_RULES], module=__name__)
+#: the check's rule from the smallest K of the dataset's grid on: ``same`` (``check``'s own)
+#: or another rule
+LateCheckRule = _Choice("LateCheckRule",
+                        [("same", "same"), *[(r, r) for r in CHECK_RULES if r != "off"]],
+                        module=__name__)
 
 _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
                                       "label_source": LabelSource, "decoder": Decoder,
-                                      "protocol": EvalProtocol, "check": CheckRule}
+                                      "protocol": EvalProtocol, "check": CheckRule,
+                                      "check_late": LateCheckRule}
 _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
@@ -157,6 +163,9 @@ class GemSettings:
             largest budget K are checked. Read at explain time only: a fitted Gem is the same
             whatever the check.
         check_width: how many of Gem's next pairs the check compares at each position.
+        check_late: the check's rule from the smallest K of the dataset's grid on (``same``:
+            :attr:`check` throughout). The smallest explanation stays as :attr:`check` makes it
+            (and as stable across seeds); the larger ones may look further for sufficiency.
     """
 
     target_kind: Union[TargetKind, str] = TargetKind.graded
@@ -187,6 +196,7 @@ class GemSettings:
     seed: int = 0
     check: Union[CheckRule, str] = CheckRule("off")
     check_width: int = 3
+    check_late: Union[LateCheckRule, str] = LateCheckRule("same")
 
     def __post_init__(self) -> None:
         for name, choice in _CHOICES.items():

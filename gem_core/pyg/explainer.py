@@ -158,6 +158,8 @@ class GemExplainer(ExplainerAlgorithm):
             ``"sustain"``; see ``docs/pyg.md`` for what it costs and gives).
         check_width: how many of Gem's next edges the check compares; default 8 for graph level
             (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
+        check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
+            ``check`` throughout; the engine's NCI1 row uses ``"search"`` after ``"sustain"``).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -177,10 +179,12 @@ class GemExplainer(ExplainerAlgorithm):
                  target_ks: Optional[Sequence[int]] = None,
                  necessity_weight: Optional[float] = None, necessity_lead: int = 0,
                  ensemble: int = 1, decoder: Optional[str] = None,
-                 check: Optional[str] = None, check_width: Optional[int] = None):
+                 check: Optional[str] = None, check_width: Optional[int] = None,
+                 check_late: str = "same"):
         super().__init__()
         self.check = check
         self.check_width = check_width
+        self.check_late = check_late
         self.ensemble = ensemble
         self.decoder = decoder
         self.necessity_lead = necessity_lead
@@ -382,11 +386,12 @@ class GemExplainer(ExplainerAlgorithm):
             seed=self.seed, **self._check_options(level))
 
     def _check_options(self, level: str) -> dict[str, Any]:
-        """``check`` and ``check_width`` as given, else the level's defaults."""
+        """``check``, ``check_width`` and ``check_late`` as given, else the level's defaults."""
         graph = level == "graph"
         return {"check": self.check if self.check is not None else "repair",
                 "check_width": (self.check_width if self.check_width is not None
-                                else (8 if graph else 3))}
+                                else (8 if graph else 3)),
+                "check_late": self.check_late}
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the

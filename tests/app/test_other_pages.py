@@ -227,6 +227,9 @@ def test_how_it_works_steps_through_the_distillation():
     strong = describe_gem(mut, "strong")
     assert "every K from 1 to 30" in strong and "its bond type" in strong
     assert "mutagen" not in describe_gem(get_spec("nci1"))
+    # NCI1's check looks further from the grid's smallest K on; the others use one rule
+    assert "from K = 15 on" in describe_gem(get_spec("nci1"))
+    assert "from K = " not in describe_gem(mut) + describe_gem(get_spec("ba_shapes"))
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
 
@@ -293,9 +296,11 @@ def test_how_gem_is_described_says_how_the_model_checks_its_ranking():
     phrases = {"search": "looks at every edge left", "sustain": "comes closest"}
     for name in DATASETS:
         for target in target_names(get_spec(name)):
-            rule = GemSettings.for_dataset(get_spec(name), target).check.value
+            settings = GemSettings.for_dataset(get_spec(name), target)
+            rule, late = settings.check.value, settings.check_late.value
             text = describe_gem(get_spec(name), target)
             assert ("the model checks Gem's ranking" in text) == (rule != "off"), (name, text)
             for other, phrase in phrases.items():
-                assert (phrase in text) == (rule == other), (name, target, rule, text)
+                used = rule == other or (rule != "off" and late == other)
+                assert (phrase in text) == used, (name, target, rule, late, text)
     assert GemSettings.for_dataset(get_spec("nci1"), "paper").check.value == "sustain"
