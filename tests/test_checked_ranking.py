@@ -141,8 +141,9 @@ def test_a_late_rule_takes_over_from_its_position():
     (kept,) = _check(_marked_minus_poison_box, [p], [gem], "repair", width=1,
                      late=(1, "sustain"))
     assert _order(p, kept) == [0, 2, 3, 4, 1]
-    with pytest.raises(ValueError, match="not one of"):
-        _check(marked_edge_box, [g], [GEM], "repair", late=(1, "widest"))
+    for bad in ("widest", "off"):
+        with pytest.raises(ValueError, match="late check rule"):
+            _check(marked_edge_box, [g], [GEM], "repair", late=(1, bad))
 
 
 def test_best_prefers_the_surest_candidate_and_keeps_gems_order_on_ties():

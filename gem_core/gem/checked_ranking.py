@@ -22,7 +22,8 @@ far plus each of them, and places
   the ``width`` candidates, the surest of every pair not placed yet is placed.
 
 ``search`` and ``sustain`` change only the positions where ``repair`` finds nothing; the extra
-forwards are spent on those instances alone.
+forwards are spent on those instances alone. A ``late`` rule may take over from a position on
+(the engine's: from the grid's smallest K, past the explanation whose stability is measured).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
@@ -73,9 +74,11 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
     Returns:
         ``[P]`` float32 scores, the same values as ``scores`` in another order.
     """
-    for name in (rule, *(late[1:] if late else ())):
-        if name not in CHECK_RULES:
-            raise ValueError(f"check rule {name!r} is not one of {', '.join(CHECK_RULES)}")
+    if rule not in CHECK_RULES:
+        raise ValueError(f"check rule {rule!r} is not one of {', '.join(CHECK_RULES)}")
+    if late is not None and late[1] not in CHECK_RULES[1:]:
+        raise ValueError(f"late check rule {late[1]!r} is not one of "
+                         f"{', '.join(CHECK_RULES[1:])}")
     if int(width) < 1:
         raise ValueError(f"check width must be at least 1, got {width}")
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()

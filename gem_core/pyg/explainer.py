@@ -159,7 +159,8 @@ class GemExplainer(ExplainerAlgorithm):
         check_width: how many of Gem's next edges the check compares; default 8 for graph level
             (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
         check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
-            ``check`` throughout; the engine's NCI1 row uses ``"search"`` after ``"sustain"``).
+            ``check`` throughout; the engine's NCI1 row uses ``"search"`` after ``"sustain"``,
+            its Mutagenicity row ``"sustain"`` after ``"search"``).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
