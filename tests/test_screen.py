@@ -201,15 +201,21 @@ def test_ray_path_equals_the_local_path(tmp_path):
     assert (tmp_path / "ray.parquet").read_bytes() == (tmp_path / "local.parquet").read_bytes()
 
 
-def test_ray_workers_defer_dynamo_like_the_command_line():
-    """Each Ray worker the screen starts defers PyG's unused torch._dynamo before it imports the
-    engine (the job's worker setup hook), as the command line's process does."""
+def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_line():
+    """Each Ray worker the screen starts defers PyG's unused torch._dynamo in its first task,
+    before it imports the engine, as the command line's process does; a worker that dies
+    mid-chunk is the screen's one-line WorkerLostError, not Ray's traceback."""
+    import os
+
     import ray
 
+    from gem_core.runtime.workers import WorkerLostError
     from gem_core.service.screening.runner import _Ray
 
     backend = _Ray(ScreenSettings(), workers=1, address=None)
     try:
+        assert ray.get(backend.warming) == [True]
+
         @ray.remote(num_cpus=1)
         def probe() -> bool:
             import torch_geometric  # noqa: F401
@@ -218,6 +224,13 @@ def test_ray_workers_defer_dynamo_like_the_command_line():
             return is_deferred("torch._dynamo")
 
         assert ray.get(probe.remote()) is True
+
+        @ray.remote(num_cpus=1, max_retries=0)
+        def dies() -> None:
+            os._exit(1)
+
+        with pytest.raises(WorkerLostError, match="Ray worker of this screen died"):
+            backend.result(dies.remote())
     finally:
         backend.close()
     assert not ray.is_initialized()

@@ -186,7 +186,14 @@ class _Ray:
         return self.task.remote(index, rows, self.settings)
 
     def result(self, handle: Any) -> Any:
-        return self.ray.get(handle)
+        try:
+            return self.ray.get(handle)
+        except self.ray.exceptions.WorkerCrashedError as exc:
+            raise WorkerLostError(
+                "A Ray worker of this screen died before finishing its chunk (killed, out of "
+                "memory, a crash in native code, or a worker that cannot import gem_core: "
+                "install it where Ray's workers run, e.g. pip install -e .). The chunks "
+                "finished so far are kept: run the same command again to resume.") from exc
 
     def close(self) -> None:
         if self.started:
