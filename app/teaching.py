@@ -88,7 +88,7 @@ def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> s
 
 
 def _describe_gem(spec, target: str) -> str:
-    from gem_core.api import GemSettings, check_stop
+    from gem_core.api import GemSettings, check_late_start, check_stop
 
     settings = GemSettings.for_dataset(spec, target)
     budgets = settings.budgets(spec.k_grid)
@@ -140,8 +140,8 @@ def _describe_gem(spec, target: str) -> str:
     rule = _check_rule_text(check)
     late = settings.check_late.value
     if late not in ("same", check):
-        rule += (f"; from K = {max(min(spec.k_grid), lead)} on, where the smallest explanation "
-                 f"is already decided, it {_check_rule_text(late)}")
+        rule += (f"; from K = {check_late_start(spec.k_grid, lead)} on, where the smallest "
+                 f"explanation is already decided, it {_check_rule_text(late)}")
     return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
                    f"next {settings.check_width} edges it {rule}; the prediction holds when the "
                    f"model, shown only the edges so far, still predicts what it predicts on the "

@@ -303,4 +303,10 @@ def check_stop(budgets: tuple[int, ...], start: int) -> int:
     return max(max(budgets, default=start), start)
 
 
-__all__ = ["CHECK_RULES", "checked_scores", "check_stop"]
+def check_late_start(k_grid: tuple[int, ...], start: int) -> int:
+    """Where a late rule takes over: at the grid's smallest K, past the explanation whose
+    stability is measured (never before ``start``)."""
+    return max(min(k_grid, default=start), start)
+
+
+__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start"]

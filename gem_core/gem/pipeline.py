@@ -31,7 +31,7 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
-from gem_core.gem.checked_ranking import check_stop, checked_scores
+from gem_core.gem.checked_ranking import check_late_start, check_stop, checked_scores
 from gem_core.gem.distill import Distillation
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
@@ -148,7 +148,7 @@ class GemPipeline:
                 predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
         stop = check_stop(s.budgets(self.k_grid), s.necessity_lead)
         late = (None if s.check_late.value == "same" else
-                (max(min(self.k_grid), s.necessity_lead), s.check_late.value))
+                (check_late_start(self.k_grid, s.necessity_lead), s.check_late.value))
         return checked_scores(self.black_box, packed, scores, predicted, start=s.necessity_lead,
                               stop=stop, width=s.check_width, rule=s.check.value, late=late)
 
