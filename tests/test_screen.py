@@ -425,34 +425,66 @@ def test_a_dead_worker_is_one_clear_error_and_the_run_then_resumes(tmp_path, mon
     assert WorkerLostError in _user_error_types()
 
 
-_SPAWNED_LAYOUT = """
+_CUDA_LAYOUT = """
 import runpy, sys
 from gem_core.runtime.workers import worker_pool
 from gem_core.service.screening import runner
 
-def spawned_parsers(self, settings, workers):
+def parsing_workers(self, settings, workers):
     self.settings = settings
-    self.gpu = True  # the CUDA layout: spawned workers parse, this process predicts and explains
-    self.pool = worker_pool(workers, spawn=True)
+    self.gpu = True  # the CUDA layout: the workers parse, this process predicts and explains
+    self.pool = worker_pool(workers)
 
-runner._Processes.__init__ = spawned_parsers
+runner._Processes.__init__ = parsing_workers
 sys.argv = ["gem_core", *sys.argv[1:]]
 runpy.run_module("gem_core", run_name="__main__", alter_sys=True)  # as `python -m gem_core`
 """
 
 
-def test_the_cuda_layout_with_spawned_workers_runs_from_the_command_line(tmp_path):
-    """What `screen --device cuda --workers N` starts (spawned parsing workers; CUDA cannot be
-    forked), run on the CPU from the command line's own entry point: same bytes as one process."""
+def test_the_cuda_layout_with_parsing_workers_runs_from_the_command_line(tmp_path):
+    """What `screen --device cuda --workers N` starts (the workers parse and send packed chunks,
+    this process runs the model), run on the CPU from the command line's own entry point: the
+    same bytes as one process."""
     src = _nci_rows(tmp_path, 60)
     common = ["--device", "cpu", "--no-progress", "--chunk-size", "20"]
     env = {**os.environ, "GEM_NUM_THREADS": "1"}
-    spawned = subprocess.run([sys.executable, "-c", _SPAWNED_LAYOUT, "screen", str(src), "--out",
-                              str(tmp_path / "spawned.parquet"), "--workers", "2", *common],
-                             capture_output=True, text=True, cwd=PROJECT, env=env, timeout=600)
-    assert spawned.returncode == 0, spawned.stderr[-2000:]
-    assert "2 worker(s), processes" in spawned.stderr  # the summary goes to stderr
+    layout = subprocess.run([sys.executable, "-c", _CUDA_LAYOUT, "screen", str(src), "--out",
+                             str(tmp_path / "layout.parquet"), "--workers", "2", *common],
+                            capture_output=True, text=True, cwd=PROJECT, env=env, timeout=600)
+    assert layout.returncode == 0, layout.stderr[-2000:]
+    assert "2 worker(s), processes" in layout.stderr  # the summary goes to stderr
     one = _run_cli("screen", str(src), "--out", str(tmp_path / "one.parquet"), "--workers", "1",
                    *common)
     assert one.returncode == 0, one.stderr[-2000:]
-    assert (tmp_path / "spawned.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+    assert (tmp_path / "layout.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("lines", [MIXED_LINES, [b"not-a-smiles", b"[Na+].[Cl-]"]],
+                         ids=["mixed", "all rejected"])
+def test_a_packed_chunk_arrives_field_for_field_as_it_was_parsed(lines):
+    """The parsing workers' wire format: columns, positions, molecules and every Instance field
+    (dtype and values) come back as parse_rows made them, also for a chunk with no molecule."""
+    import dataclasses
+
+    import torch
+
+    from gem_core.service.screening.chunk import parse_chunk, parse_rows
+    from gem_core.service.screening.wire import unpack_parsed
+
+    rows = list(iter_rows(io.BytesIO(b"\n".join(lines) + b"\n")))
+    sent = parse_rows(rows, ScreenSettings())
+    index, blob = parse_chunk(7, rows, ScreenSettings())
+    got = unpack_parsed(blob)
+    assert index == 7 and isinstance(blob, bytes)
+    assert got.columns == sent.columns
+    assert [i for i, _ in got.parsed] == [i for i, _ in sent.parsed]
+    for (_, a), (_, b) in zip(sent.parsed, got.parsed):
+        assert (a.smiles, a.input_smiles, a.warnings, a.name, a.pair_bond_index) == (
+            b.smiles, b.input_smiles, b.warnings, b.name, b.pair_bond_index)
+        assert a.mol.GetNumAtoms() == b.mol.GetNumAtoms()
+        for field in dataclasses.fields(a.instance):
+            u, v = getattr(a.instance, field.name), getattr(b.instance, field.name)
+            if isinstance(u, torch.Tensor):
+                assert u.dtype == v.dtype and torch.equal(u, v), field.name
+            else:
+                assert u == v, field.name

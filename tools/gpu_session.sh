@@ -52,9 +52,15 @@ python3 -c "import json; print('auto ran on:', json.load(open('$OUT/repro_auto.j
 fi
 
 if [[ " $STAGES " == *" screen "* ]]; then
+echo "== screen --device cuda --workers 8 on 4,000 rows, whole stderr kept"
+python3 -c "from gem_core.cli.bench_screen import source_smiles as s; m = s()
+open('/tmp/lib4k.smi', 'w').writelines(f'{m[i % len(m)]} m{i}\n' for i in range(4000))"
+GEM_CACHE_DIR=/tmp/c_screen timeout 120 python3 -X faulthandler -m gem_core screen /tmp/lib4k.smi \
+  --out /tmp/lib4k.parquet --device cuda --workers 8 --no-progress --restart > "$OUT/screen_cuda_direct.log" 2>&1
+echo "rc=$?" | tee -a "$OUT/screen_cuda_direct.log"; tail -5 "$OUT/screen_cuda_direct.log"
 echo "== bench screen, CPU processes against CUDA behind parsing workers (8 workers)"
 for dev in cpu cuda; do
-  GEM_CACHE_DIR=/tmp/c_screen timeout 150 python3 -m gem_core bench screen --no-ray --workers 8 \
+  GEM_CACHE_DIR=/tmp/c_screen timeout 150 python3 -m gem_core bench screen --no-ray --workers "${SCREEN_WORKERS:-8}" \
     --rows "${SCREEN_ROWS:-30000}" --device $dev --json "$OUT/screen_$dev.json" 2>&1 \
     | grep -v -i warn | tee "$OUT/screen_$dev.log"
 done

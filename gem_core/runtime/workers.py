@@ -24,17 +24,20 @@ class WorkerLostError(RuntimeError):
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def worker_pool(workers: int, spawn: bool = False) -> ProcessPoolExecutor:
-    """A pool of ``workers`` processes, forked (they share what this process loaded) unless
-    ``spawn`` (CUDA cannot be forked), each with one torch thread and bound to this process."""
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of ``workers`` forked processes, each with one torch thread and bound to this
+    process.
+
+    Forked, they start at once and share what this process loaded (the engine, the model). That
+    holds when this process uses CUDA too, as PyTorch's data loaders do: a forked child may not
+    use CUDA itself, and ours only parse (``screen --device cuda``). Spawned workers would each
+    import torch and RDKit again before their first task."""
     import threading
 
-    ctx = multiprocessing.get_context("spawn" if spawn else "fork")
-    # A forked worker knows it came from the main thread by that thread's id (see
-    # die_with_parent); a spawned one cannot tell, so it gets no id.
-    main = None if spawn else threading.main_thread().ident
+    ctx = multiprocessing.get_context("fork")
+    # A forked worker knows it came from the main thread by that thread's id (die_with_parent).
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(os.getpid(), main))
+                               initargs=(os.getpid(), threading.main_thread().ident))
 
 
 def _worker_init(parent: int, parent_main_thread: Optional[int]) -> None:

@@ -3,7 +3,8 @@
 ``python -m gem_core screen INPUT --out OUTPUT`` is :func:`screen`; the app's batch upload calls
 :func:`explain_rows` on the uploaded rows. Modules: :mod:`.reader` (input rows),
 :mod:`.chunk` (the chunk function and the output schema), :mod:`.output` (chunk files, manifest,
-compaction), :mod:`.runner` (the run: this process, worker processes or Ray).
+compaction), :mod:`.runner` (the run: this process, worker processes or Ray), :mod:`.wire`
+(a parsed chunk's trip from a parsing worker to the process that runs the model on CUDA).
 """
 from gem_core.runtime.lazy import lazy_exports
 

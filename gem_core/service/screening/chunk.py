@@ -138,10 +138,22 @@ class ParsedChunk:
 
 def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings,
                times: Optional[StepTimes] = None) -> ParsedChunk:
-    """Parse every row into a Mutagenicity-like graph; rejected rows get status, reason and the
-    app's message."""
+    """Parse every row into a Mutagenicity-like graph and fill the columns that need no model:
+    rejected rows get status, reason and the app's message; accepted ones their status,
+    canonical SMILES, parser's notes and toxicophore classes."""
+    from gem_core.chemistry.toxicophores import toxicophore_classes
+
     with _step(times, "parsing"):
-        return _parse_rows(rows, settings)
+        chunk = _parse_rows(rows, settings)
+    out = chunk.columns
+    for i, mol in chunk.parsed:
+        out["status"][i] = STATUS_OK
+        out["canonical_smiles"][i] = mol.smiles
+        out["message"][i] = _one_line(" ".join(mol.warnings)) or None
+    with _step(times, "toxicophore classes"):
+        for i, mol in chunk.parsed:
+            out["toxicophores"][i] = toxicophore_classes(mol.mol)
+    return chunk
 
 
 def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
@@ -166,9 +178,9 @@ def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChu
 
 def finish_rows(chunk: ParsedChunk, settings: ScreenSettings,
                 times: Optional[StepTimes] = None) -> pa.Table:
-    """Predict and explain the accepted molecules of a parsed chunk (one batch)."""
+    """Predict and explain the accepted molecules of a parsed chunk (one batch), and fill the
+    columns that depend on the explanation."""
     from gem_core.chemistry.convert import fragment_smiles
-    from gem_core.chemistry.toxicophores import toxicophore_classes
 
     out, parsed = chunk.columns, chunk.parsed
     if parsed:
@@ -176,13 +188,6 @@ def finish_rows(chunk: ParsedChunk, settings: ScreenSettings,
 
         with deterministic_algorithms(settings.device):  # CUDA: a resumed run gives the same bytes
             _explain_parsed(parsed, settings, out, times)
-        for i, mol in parsed:
-            out["status"][i] = STATUS_OK
-            out["canonical_smiles"][i] = mol.smiles
-            out["message"][i] = _one_line(" ".join(mol.warnings)) or None
-        with _step(times, "toxicophore classes"):
-            for i, mol in parsed:
-                out["toxicophores"][i] = toxicophore_classes(mol.mol)
         with _step(times, "fragment SMILES"):
             for i, mol in parsed:
                 out["fragment"][i] = fragment_smiles(mol.mol, out["bonds"][i])
@@ -265,7 +270,13 @@ def screen_chunk(index: int, rows: Sequence[InputRow],
 
 
 def parse_chunk(index: int, rows: Sequence[InputRow],
-                settings: ScreenSettings) -> tuple[int, ParsedChunk]:
-    """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU."""
-    return index, parse_rows(rows, settings)
+                settings: ScreenSettings) -> tuple[int, bytes]:
+    """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU:
+    ``(index, blob)``, the :class:`ParsedChunk` packed for the trip
+    (:mod:`~gem_core.service.screening.wire`; :func:`~gem_core.service.screening.wire.unpack_parsed`
+    gives it back)."""
+    from gem_core.service.screening.wire import pack_parsed
+
+    _one_thread()
+    return index, pack_parsed(parse_rows(rows, settings))
 

@@ -31,6 +31,7 @@ from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse
                                               screen_chunk, warm_up)
 from gem_core.service.screening.output import ChunkStore, Summary, compact, output_format
 from gem_core.service.screening.reader import InputRow, count_lines, iter_rows, open_source
+from gem_core.service.screening.wire import unpack_parsed
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "ScreenResult", "screen", "check_settings", "default_workers"]
 
@@ -140,9 +141,10 @@ class _Processes:
 
     def __init__(self, settings: ScreenSettings, workers: int):
         self.settings = settings
+        # On CUDA the workers parse and this process runs the model: forked children must not
+        # touch CUDA. On the CPU each worker screens whole chunks with the model it shares.
         self.gpu = settings.device != "cpu"
-        # Forked workers share the model this process loaded; CUDA cannot be forked.
-        self.pool = worker_pool(workers, spawn=self.gpu)
+        self.pool = worker_pool(workers)
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         fn = parse_chunk if self.gpu else screen_chunk
@@ -156,7 +158,7 @@ class _Processes:
             index, out = handle.result()
         except BrokenProcessPool as exc:
             raise _worker_lost() from exc
-        return (index, finish_rows(out, self.settings)) if self.gpu else (index, out)
+        return (index, finish_rows(unpack_parsed(out), self.settings)) if self.gpu else (index, out)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
