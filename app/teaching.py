@@ -72,6 +72,9 @@ def _check_rule_text(check: str) -> str:
     elif check == "sustain":
         rule += (", and where the explanation so far held and none of them keeps it so, it "
                  "takes the edge of all those left that comes closest")
+    elif check == "climb":
+        rule += (", and where it holds with none of them, it climbs: of every edge left, it "
+                 "takes one it holds with, or else the one that brings it nearest to holding")
     return rule
 
 

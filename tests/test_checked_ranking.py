@@ -103,12 +103,39 @@ def test_search_and_sustain_keep_a_sufficient_explanation_sufficient():
     assert _order(g, repaired) == [0, 1, 2, 3, 4]
     # search and sustain: where (3, 5) fails, every pair left is asked; the prediction holds on
     # (2, 3), (3, 4) and (1, 2) alike, so Gem's order among them; (3, 5) comes last
-    for rule in ("search", "sustain"):
+    for rule in ("search", "sustain", "climb"):
         (out,) = _check(_marked_minus_poison_box, [g], [gem], rule, width=1)
         assert _order(g, out) == [0, 2, 3, 4, 1], rule
 
 
-@pytest.mark.parametrize("rule", ["search", "sustain"])
+def _two_marked_edges_box(batch):
+    """Class 1 iff the graph has at least two edges between marked nodes (feature 0), surer
+    with each one: the logit of class 1 is their count minus 1.5."""
+    u, v = batch.edge_index
+    marked = (batch.x[u, 0] * batch.x[v, 0] > 0).double() / 2  # each pair in both directions
+    count = torch.zeros(batch.num_instances, dtype=torch.float64).index_add_(
+        0, batch.batch[u], marked)
+    return torch.stack([torch.zeros_like(count), count - 1.5], 1)
+
+
+def test_climb_places_the_surest_pair_where_no_pair_makes_the_prediction_hold():
+    # marked nodes 3, 4, 5: pairs 3 (3, 4) and 4 (4, 5) are the marked edges, Gem ranks them
+    # last. No single pair makes class 1 hold at position 0 (one marked edge is not enough)
+    g = _graph([0, 0, 0, 1, 1, 1], [0] * 6, [(0, 1), (0, 2), (0, 3), (3, 4), (4, 5)])
+    gem = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    # search: nothing holds at positions 0-3, so Gem's order; the prediction holds from 5 pairs
+    (searched,) = _check(_two_marked_edges_box, [g], [gem], "search", width=1)
+    assert _order(g, searched) == [0, 1, 2, 3, 4]
+    # climb: at position 0 the surest pair is a marked one, (3, 4) (Gem's order among the
+    # two); at position 1 the prediction holds with (4, 5): it holds from 2 pairs on
+    (climbed,) = _check(_two_marked_edges_box, [g], [gem], "climb", width=1)
+    assert _order(g, climbed) == [3, 4, 0, 1, 2]
+    # as a late rule, from position 1: (0, 1) stays first, then the climb
+    (late,) = _check(_two_marked_edges_box, [g], [gem], "search", width=1, late=(1, "climb"))
+    assert _order(g, late) == [0, 3, 4, 1, 2]
+
+
+@pytest.mark.parametrize("rule", ["search", "sustain", "climb"])
 def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
     a, b = _star(), _star()
     gem_b = torch.tensor([0.1, 0.2, 0.3, 0.95])

@@ -19,9 +19,12 @@ far plus each of them, and places
   next pair when there is none);
 * ``sustain``: ``repair``, and once the explanation holds it is kept as close to holding as one
   pair can keep it: where the prediction held on the explanation so far and holds on none of
-  the ``width`` candidates, the surest of every pair not placed yet is placed.
+  the ``width`` candidates, the surest of every pair not placed yet is placed;
+* ``climb``: ``search``, and where the prediction holds on no pair at all, the surest pair is
+  placed instead of Gem's next one: the explanation climbs toward holding, one pair at a time,
+  at ``search``'s cost.
 
-``search`` and ``sustain`` change only the positions where ``repair`` finds nothing; the extra
+``search``, ``sustain`` and ``climb`` change only the positions where ``repair`` finds nothing; the extra
 forwards are spent on those instances alone. A ``late`` rule may take over from a position on
 (the engine's: from the grid's smallest K, past the explanation whose stability is measured).
 
@@ -48,9 +51,9 @@ from gem_core.data.protocol import PROTOCOLS, Protocol
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
 
 #: the rules of the check (``off``: Gem's ranking as it is)
-CHECK_RULES = ("off", "repair", "best", "search", "sustain")
+CHECK_RULES = ("off", "repair", "best", "search", "sustain", "climb")
 #: the rules that look past the ``width`` candidates where none of them holds
-_LOOK_FURTHER = ("search", "sustain")
+_LOOK_FURTHER = ("search", "sustain", "climb")
 
 
 def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
@@ -67,7 +70,7 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
         start / stop: the positions of the ranking the check decides (``start`` ≥ 0; pairs
             ranked before ``start`` or from ``stop`` on keep Gem's order).
         width: how many of Gem's next pairs are candidates at each position (≥ 1).
-        rule: ``"repair"``, ``"best"``, ``"search"`` or ``"sustain"`` (see the module
+        rule: ``"repair"``, ``"best"``, ``"search"``, ``"sustain"`` or ``"climb"`` (see the module
             docstring); ``"off"`` returns ``scores`` unchanged.
         protocols: the protocols under which the prediction must hold.
         late: ``(position, rule)``: from that position on, that rule instead of ``rule``.
@@ -168,12 +171,12 @@ def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tenso
                   candidates: tuple[Tensor, Tensor, Tensor, Tensor], is_cand: Tensor,
                   held: Tensor, pos: int, chosen_col: Tensor,
                   chosen_holds: Tensor) -> tuple[Tensor, Tensor]:
-    """``search`` and ``sustain`` past the ``width`` candidates: for the active rows where the
-    prediction holds on none of them (Gem's next pair failed, so all were asked) -- with
-    ``sustain``, only those whose explanation so far holds (``held``) -- every other pair not
-    placed yet is asked too and ``best`` ranks all of them; ``search`` takes its pick only where
-    the prediction holds on it, ``sustain`` always. Returns the chosen columns and whether the
-    prediction holds with each."""
+    """``search``, ``sustain`` and ``climb`` past the ``width`` candidates: for the active rows
+    where the prediction holds on none of them (Gem's next pair failed, so all were asked) --
+    with ``sustain``, only those whose explanation so far holds (``held``) -- every other pair
+    not placed yet is asked too and ``best`` ranks all of them; ``search`` takes its pick only
+    where the prediction holds on it, ``sustain`` and ``climb`` always. Returns the chosen
+    columns and whether the prediction holds with each."""
     row, col, holds, prob = candidates
     n_rows = int(active.numel())
     any_holds = torch.zeros(n_rows, dtype=torch.bool)
@@ -199,7 +202,7 @@ def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tenso
     all_prob = torch.cat([prob[mine], extra_prob])[at]
     best = _pick(all_row, all_holds, all_prob, "best", n_rows)
     out_col, out_holds = chosen_col.clone(), chosen_holds.clone()
-    take = stuck if rule == "sustain" else stuck[all_holds[best[stuck]]]
+    take = stuck if rule in ("sustain", "climb") else stuck[all_holds[best[stuck]]]
     out_col[take] = all_col[best[take]]
     out_holds[take] = all_holds[best[take]]
     return out_col, out_holds

@@ -157,9 +157,10 @@ class GemSettings:
             ``repair`` (Gem's next pair unless the target's prediction fails on it and holds
             with another of the :attr:`check_width` next ones), ``best`` (of those, the one
             the prediction holds on most surely), ``search`` (``repair``, and where it holds on
-            none of them, the surest of all the pairs left that it holds on) or ``sustain``
+            none of them, the surest of all the pairs left that it holds on), ``sustain``
             (``repair``, and where the explanation so far holds and none of them keeps it so,
-            the surest of all the pairs left). Positions :attr:`necessity_lead` to the
+            the surest of all the pairs left) or ``climb`` (``search``, and where no pair left
+            makes it hold, the surest of them instead of Gem's next). Positions :attr:`necessity_lead` to the
             largest budget K are checked. Read at explain time only: a fitted Gem is the same
             whatever the check.
         check_width: how many of Gem's next pairs the check compares at each position.

@@ -151,15 +151,15 @@ class GemExplainer(ExplainerAlgorithm):
             ``necessity_lead`` to max(``k``)): ``"off"`` (Gem's one-pass ranking), ``"repair"``
             (Gem's next edge unless the prediction fails on it and holds with another of the
             next ``check_width``), ``"best"`` (of those, the one the prediction holds on most
-            surely), ``"search"`` or ``"sustain"`` (``"repair"`` looking at every edge left where
-            none of the next ``check_width`` holds; see
+            surely), ``"search"``, ``"sustain"`` or ``"climb"`` (``"repair"`` looking at every
+            edge left where none of the next ``check_width`` holds; see
             :mod:`gem_core.gem.checked_ranking`). Default ``"repair"``: the rule checked on the
             outside models (the engine's Mutagenicity row uses ``"search"``, NCI1's
             ``"sustain"``; see ``docs/pyg.md`` for what it costs and gives).
         check_width: how many of Gem's next edges the check compares; default 8 for graph level
             (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
         check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
-            ``check`` throughout; the engine's NCI1 row uses ``"search"`` after ``"sustain"``,
+            ``check`` throughout; the engine's NCI1 row uses ``"climb"`` after ``"sustain"``,
             its Mutagenicity row ``"sustain"`` after ``"search"``).
 
     Attributes (after :meth:`fit`):

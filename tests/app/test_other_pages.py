@@ -293,7 +293,8 @@ def test_how_gem_is_described_says_how_the_model_checks_its_ranking():
 
     from gem_core.api import GemSettings
 
-    phrases = {"search": "looks at every edge left", "sustain": "comes closest"}
+    phrases = {"search": "looks at every edge left", "sustain": "comes closest",
+               "climb": "it climbs"}
     for name in DATASETS:
         for target in target_names(get_spec(name)):
             settings = GemSettings.for_dataset(get_spec(name), target)
