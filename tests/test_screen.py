@@ -468,8 +468,7 @@ def test_a_packed_chunk_arrives_field_for_field_as_it_was_parsed(lines):
 
     import torch
 
-    from gem_core.service.screening.chunk import parse_chunk, parse_rows
-    from gem_core.service.screening.wire import unpack_parsed
+    from gem_core.service.screening.chunk import parse_chunk, parse_rows, unpack_parsed
 
     rows = list(iter_rows(io.BytesIO(b"\n".join(lines) + b"\n")))
     sent = parse_rows(rows, ScreenSettings())

@@ -24,8 +24,8 @@ far plus each of them, and places
   placed instead of Gem's next one: the explanation climbs toward holding, one pair at a time,
   at ``search``'s cost.
 
-``search``, ``sustain`` and ``climb`` change only the positions where ``repair`` finds nothing; the extra
-forwards are spent on those instances alone. A ``late`` rule may take over from a position on
+``search``, ``sustain`` and ``climb`` change only the positions where ``repair`` finds nothing;
+the extra forwards are spent on those instances alone. A ``late`` rule may take over from a position on
 (the engine's: from the grid's smallest K, past the explanation whose stability is measured).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both

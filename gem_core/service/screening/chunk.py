@@ -21,7 +21,7 @@ from gem_core.data.config import molecule_default_target
 from gem_core.service.screening.reader import InputRow
 
 __all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "StepTimes", "screen_chunk", "parse_chunk",
-           "parse_rows", "finish_rows", "explain_rows"]
+           "parse_rows", "unpack_parsed", "finish_rows", "explain_rows"]
 
 #: Output columns, in order. ``bonds`` are atom-index pairs (``explain``'s numbering), best
 #: first, ``scores`` theirs; ``message`` is the rejection message, or the parser's notes for an
@@ -273,10 +273,17 @@ def parse_chunk(index: int, rows: Sequence[InputRow],
                 settings: ScreenSettings) -> tuple[int, bytes]:
     """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU:
     ``(index, blob)``, the :class:`ParsedChunk` packed for the trip
-    (:mod:`~gem_core.service.screening.wire`; :func:`~gem_core.service.screening.wire.unpack_parsed`
-    gives it back)."""
-    from gem_core.service.screening.wire import pack_parsed
+    (:mod:`~gem_core.service.screening.wire`; :func:`unpack_parsed` gives it back)."""
+    from gem_core.service.screening.wire import pack_molecules
 
     _one_thread()
-    return index, pack_parsed(parse_rows(rows, settings))
+    chunk = parse_rows(rows, settings)
+    return index, pack_molecules(chunk.columns, chunk.parsed)
+
+
+def unpack_parsed(blob: bytes) -> ParsedChunk:
+    """The :class:`ParsedChunk` that :func:`parse_chunk` packed."""
+    from gem_core.service.screening.wire import unpack_molecules
+
+    return ParsedChunk(*unpack_molecules(blob))
 

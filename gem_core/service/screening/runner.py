@@ -28,10 +28,9 @@ from gem_core.explainers import check_method, method_spec
 from gem_core.runtime.workers import WorkerLostError, worker_pool
 from gem_core.data.config import check_k
 from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse_chunk,
-                                              screen_chunk, warm_up)
+                                              screen_chunk, unpack_parsed, warm_up)
 from gem_core.service.screening.output import ChunkStore, Summary, compact, output_format
 from gem_core.service.screening.reader import InputRow, count_lines, iter_rows, open_source
-from gem_core.service.screening.wire import unpack_parsed
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "ScreenResult", "screen", "check_settings", "default_workers"]
 

@@ -4,10 +4,10 @@ Two costs decide how fast ``screen --device cuda --workers N`` goes, since one p
 model for all workers: what it takes to send a chunk, and what it takes to receive one.
 
 * multiprocessing pickles a worker's result with torch's reducers, which send every tensor
-  through its own shared-memory file descriptor (a socket round trip each): about 10,000 per
+  through its own shared-memory file descriptor (a socket round trip each): about 6,000 per
   chunk of 2,000 molecules. Plain :mod:`pickle` bytes avoid that.
 * Plain pickle of the molecules' :class:`~gem_core.data.instances.Instance` objects still
-  rebuilds five tensors per molecule on the receiving side (0.12 ms a molecule on one core, as
+  rebuilds three tensors per molecule on the receiving side (0.12 ms a molecule on one core, as
   long as the parsing itself). Here each tensor field of the chunk travels as one numpy array,
   and the receiver cuts it back into per-molecule views.
 
@@ -20,19 +20,20 @@ import pickle
 from dataclasses import fields, replace
 from typing import Any
 
-__all__ = ["pack_parsed", "unpack_parsed"]
+__all__ = ["pack_molecules", "unpack_molecules"]
 
 #: Instance fields sent as one array per chunk, with the dimension they are joined along.
 _JOINED = {"x": 0, "pairs": 1, "edge_attr": 0}
 
 
-def pack_parsed(chunk: Any) -> bytes:
-    """``chunk`` (a :class:`~gem_core.service.screening.chunk.ParsedChunk`) as bytes."""
+def pack_molecules(columns: dict[str, list[Any]], parsed: list[tuple[int, Any]]) -> bytes:
+    """A parsed chunk's ``columns`` and ``parsed`` molecules ``(position, MoleculeInstance)``
+    as bytes."""
     import torch
 
     from gem_core.data.instances import Instance
 
-    molecules = [mol for _, mol in chunk.parsed]
+    molecules = [mol for _, mol in parsed]
     instances = [mol.instance for mol in molecules]
     joined: dict[str, Any] = {}
     for name, dim in _JOINED.items():
@@ -46,16 +47,15 @@ def pack_parsed(chunk: Any) -> bytes:
     others = [{f.name: getattr(inst, f.name) for f in fields(Instance) if f.name not in _JOINED}
               for inst in instances]
     shells = [replace(mol, instance=None) for mol in molecules]
-    payload = (chunk.columns, [i for i, _ in chunk.parsed], shells, others, joined)
+    payload = (columns, [i for i, _ in parsed], shells, others, joined)
     return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def unpack_parsed(blob: bytes) -> Any:
-    """The :class:`~gem_core.service.screening.chunk.ParsedChunk` that :func:`pack_parsed` sent."""
+def unpack_molecules(blob: bytes) -> tuple[dict[str, list[Any]], list[tuple[int, Any]]]:
+    """The ``(columns, parsed)`` that :func:`pack_molecules` sent."""
     import torch
 
     from gem_core.data.instances import Instance
-    from gem_core.service.screening.chunk import ParsedChunk
 
     columns, positions, shells, others, joined = pickle.loads(blob)
     parts: dict[str, list[Any]] = {}
@@ -69,4 +69,4 @@ def unpack_parsed(blob: bytes) -> Any:
     for k, (i, shell) in enumerate(zip(positions, shells)):
         instance = Instance(**others[k], **{name: parts[name][k] for name in _JOINED})
         parsed.append((i, replace(shell, instance=instance)))
-    return ParsedChunk(columns, parsed)
+    return columns, parsed
