@@ -303,7 +303,7 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
     wb = Workbench("mutagenicity", "cpu")
     exp = wb.explainer("gem")
     settings = exp.settings
-    assert str(settings.check) == "search" and settings.necessity_lead == 5
+    assert str(settings.check) == "climb" and settings.necessity_lead == 5
     insts = wb.instances("val")[:80]
     predicted = predict_proba(wb.black_box, insts).argmax(-1)
     checked = exp.explain(insts, predicted=predicted).scores
@@ -321,7 +321,7 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
         was = sufficiency_at_k(wb.black_box, (insts, plain), ks, protocol, predicted=predicted)
         assert all(got.at_k[k] >= was.at_k[k] for k in ks), (protocol, got.at_k, was.at_k)
         assert sum(got.at_k.values()) > sum(was.at_k.values())
-    # search looks past the width only where repair finds nothing: at least as sufficient
+    # climb looks past the width only where repair finds nothing: at least as sufficient
     exp.settings = settings.replace(check="repair")
     try:
         repaired = exp.explain(insts, predicted=predicted).scores

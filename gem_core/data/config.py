@@ -227,6 +227,14 @@ DATASETS: dict[str, DatasetSpec] = {
             # sufficiency keep_nodes 99.0, 99.4, 99.7, 100 -> 99.0, 99.4, 99.8, 100,
             # drop_isolated 99.2, 99.3, 99.7, 100 -> 99.2, 99.2, 99.7, 100, accuracy@K mean
             # 87.5 -> 87.4 %, necessity@1..5 .328 -> .326)
+            # The check of the paper target's row until 2026-11-26: "search", then "sustain"
+            # from K = 15. "climb", the paper target's rule since, starts at the first pair
+            # here (no necessity lead) and climbs the wrong way (validation, the shipped Gem
+            # and refits with seeds 1-2; search then sustain / then climb / climb throughout:
+            # sufficiency keep_nodes at K = 15, 20, 25, 30 99.0, 99.4, 99.8, 100 / 99.0, 99.4,
+            # 99.8, 99.8 / 94.4, 94.4, 96.7, 98.5, accuracy 87.1, 87.2, 87.6, 87.8 / 87.1, 87.2,
+            # 87.6, 87.6 / 83.6, 83.1, 84.5, 86.3; stability@15 .887 / .887 / .894)
+            "check": "search", "check_late": "sustain",
             }),
         gem={"lr": 0.01,
              # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean
@@ -262,7 +270,7 @@ DATASETS: dict[str, DatasetSpec] = {
              # stability .861 -> .862 / .860, sufficiency keep_nodes 98.2, 99.2, 99.8, 99.9 ->
              # 99.0, 99.4, 99.7, 100 / 98.4, 99.3, 99.9, 100, accuracy mean 87.2 -> 87.5 / 87.3,
              # necessity@1..5 .335 -> .328 / .335. 1.2 ms (paper) and 3.4 ms (strong) per molecule
-             "check": "search", "check_width": 8,
+             "check": "climb", "check_width": 8,
              # and from K = 15 on, once the explanation has held, "sustain" keeps it as close
              # to holding as one pair can (2026-11-26, same rule, 5 networks; search -> search
              # then sustain / then best): paper target stability@15 .887 (both, the top 15 is
@@ -274,8 +282,13 @@ DATASETS: dict[str, DatasetSpec] = {
              # next (2026-11-26, same runs, same cost; sustain -> climb: stability@20 .918 ->
              # .917, sufficiency at K = 20, 25, 30 keep_nodes 99.2, 98.6, 99.0 -> 99.3, 99.2,
              # 99.0, drop_isolated 99.5, 99.5, 99.8 -> 99.7, 99.8, 99.8, accuracy 84.9, 84.6,
-             # 84.7 -> 84.9, 84.9, 84.6; K = 15 and necessity unchanged)
-             "check_late": "climb"},
+             # 84.7 -> 84.9, 84.9, 84.6; K = 15 and necessity unchanged). Then "climb" from
+             # the lead on, as the only rule (same runs; search then climb -> climb throughout:
+             # stability@15 .887 -> .883, sufficiency at K = 15, 20, 25, 30 keep_nodes 97.5,
+             # 99.3, 99.2, 99.0 -> 98.7, 99.2, 99.0, 99.0 (mean 98.75 -> 98.98), drop_isolated
+             # 99.0, 99.7, 99.8, 99.8 -> 99.8 at each K, accuracy 83.1, 84.9, 84.9, 84.6 -> 84.4,
+             # 84.7, 84.7, 84.6, necessity unchanged; NCI1's stability fell below 0.85 with it)
+             "check_late": "same"},
     ),
     "nci1": DatasetSpec(
         name="nci1",

@@ -154,13 +154,13 @@ class GemExplainer(ExplainerAlgorithm):
             surely), ``"search"``, ``"sustain"`` or ``"climb"`` (``"repair"`` looking at every
             edge left where none of the next ``check_width`` holds; see
             :mod:`gem_core.gem.checked_ranking`). Default ``"repair"``: the rule checked on the
-            outside models (the engine's Mutagenicity row uses ``"search"``, NCI1's
+            outside models (the engine's Mutagenicity row uses ``"climb"``, NCI1's
             ``"sustain"``; see ``docs/pyg.md`` for what it costs and gives).
         check_width: how many of Gem's next edges the check compares; default 8 for graph level
             (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
         check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
             ``check`` throughout; the engine's NCI1 row uses ``"climb"`` after ``"sustain"``,
-            its Mutagenicity row ``"sustain"`` after ``"search"``).
+            its Mutagenicity row ``"climb"`` throughout).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.

@@ -227,8 +227,10 @@ def test_how_it_works_steps_through_the_distillation():
     strong = describe_gem(mut, "strong")
     assert "every K from 1 to 30" in strong and "its bond type" in strong
     assert "mutagen" not in describe_gem(get_spec("nci1"))
-    # the molecule rows' check changes rule from the grid's smallest K on; BA-shapes' does not
+    # NCI1's and the strong target's checks change rule from the grid's smallest K on;
+    # Mutagenicity's paper target and BA-shapes keep one rule
     assert "from K = 15 on" in describe_gem(get_spec("nci1")) and "from K = 15 on" in strong
+    assert "from K = " not in describe_gem(mut)
     assert "from K = " not in describe_gem(get_spec("ba_shapes"))
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
