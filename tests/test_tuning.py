@@ -26,6 +26,12 @@ def test_parse_variant_types_each_setting():
     assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
     assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
     assert parse_variant("n:necessity_lead=5").overrides == {"necessity_lead": 5}
+    c = parse_variant("c:check=sustain,check_width=5,check_late=climb")
+    assert c.overrides == {"check": "sustain", "check_width": 5, "check_late": "climb"}
+    assert c.explainer_overrides() == {}  # read at explain time
+    settings = c.settings(Workbench("nci1", "cpu").gem_settings)
+    assert (settings.check.value, settings.check_width, settings.check_late.value) == (
+        "sustain", 5, "climb")
     from gem_core.gem.training_targets import format_ks, parse_ks
 
     assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
@@ -54,6 +60,7 @@ def test_parse_variant_errors_are_clear(text, message):
     ([Variant("a", {"train_on": "some"})], "train_on must be one of"),
     ([Variant("a", {"label_source": "guess"})], "label"),
     ([Variant("a", {"decoder": "dense"})], "decoder: 'dense' is not one of"),
+    ([Variant("a", {"check_late": "off"})], "check_late: 'off' is not one of"),
 ])
 def test_check_variants_rejects_bad_settings(variants, message):
     with pytest.raises(ValueError, match=message):

@@ -25,6 +25,10 @@ settings a variant may change:
              necessity_weight (the sufficient rule's weight of necessity, e.g. 1.0),
              connected_growth (true|false: may the sufficient rule pick edges anywhere),
              necessity_lead (pairs of each target ranked first by greedy necessity, e.g. 5)
+  explaining (no refit needed, but each variant is fitted anew): check
+             (off|repair|best|search|sustain|climb), check_width (next pairs compared),
+             check_late (the rule from the grid's smallest K on: same|repair|best|search|
+             sustain|climb), e.g. --variant climb-late:check_late=climb
 """
 
 

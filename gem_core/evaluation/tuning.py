@@ -56,7 +56,8 @@ TARGET_KEYS: dict[str, Callable[[str], Any]] = {
     "necessity_weight": float, "connected_growth": _parse_bool, "necessity_lead": int,
 }
 # what it does when it explains (read at explain time: no refit)
-EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {"check": str, "check_width": int}
+EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {"check": str, "check_width": int,
+                                                  "check_late": str}
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
