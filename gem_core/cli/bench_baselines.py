@@ -8,9 +8,10 @@ explainer one instance at a time on an evenly spaced subset (``--reference-limit
 times (wall clock, and the process's CPU time, which a busy machine inflates less), the speed-up
 (reference over warm batched, wall clock) and how far the scores of the subset agree: the
 largest absolute difference, the share of instances with the same top-K pairs at the dataset's
-default K, the mean Jaccard of the top-K sets and the mean share of PyG's top-K pairs kept. For GNNExplainer, which optimises, also how many
-instances optimised alone on the batched path equal PyG's to the last bit, and PyG's own noise
-floor (its agreement with itself when the initial mask is scaled by 1 + 1e-6).
+default K, the mean Jaccard of the top-K sets and the mean share of PyG's top-K pairs kept. For
+GNNExplainer, which optimises, also how many instances optimised alone on the batched path equal
+PyG's to the last bit, and PyG's own noise floor (its agreement with itself when the initial
+mask is scaled by 1 + 1e-6).
 """
 from __future__ import annotations
 

@@ -25,8 +25,9 @@ far plus each of them, and places
   at ``search``'s cost.
 
 ``search``, ``sustain`` and ``climb`` change only the positions where ``repair`` finds nothing;
-the extra forwards are spent on those instances alone. A ``late`` rule may take over from a position on
-(the engine's: from the grid's smallest K, past the explanation whose stability is measured).
+the extra forwards are spent on those instances alone. A ``late`` rule may take over from a
+position on (the engine's: from the grid's smallest K, past the explanation whose stability is
+measured).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the

@@ -138,8 +138,9 @@ class GemPipeline:
               ) -> Tensor:
         """Gem's flat pair ``scores`` of the ``packed`` instances (their own features) reordered
         by the settings' ``check`` from position ``necessity_lead`` to the largest budget K
-        (``check_late`` from the smallest K of the grid on; unchanged when the check is off). ``predicted``: the target's classes on the whole
-        instances, when the caller has them (else one batched forward computes them)."""
+        (``check_late`` from the smallest K of the grid on; unchanged when the check is off).
+        ``predicted``: the target's classes on the whole instances, when the caller has them
+        (else one batched forward computes them)."""
         s = self.settings
         if s.check.value == "off" or packed.num_instances == 0:
             return scores

@@ -68,7 +68,7 @@ class Decoder(_Choice):
 
 
 #: how the target checks Gem's ranking at explain time (:mod:`gem_core.gem.checked_ranking`):
-#: off, repair, best
+#: one of its CHECK_RULES (off, repair, best, search, sustain, climb)
 CheckRule = _Choice("CheckRule", [(r, r) for r in CHECK_RULES], module=__name__)
 #: the check's rule from the smallest K of the dataset's grid on: ``same`` (``check``'s own)
 #: or another rule
@@ -160,8 +160,8 @@ class GemSettings:
             none of them, the surest of all the pairs left that it holds on), ``sustain``
             (``repair``, and where the explanation so far holds and none of them keeps it so,
             the surest of all the pairs left) or ``climb`` (``search``, and where no pair left
-            makes it hold, the surest of them instead of Gem's next). Positions :attr:`necessity_lead` to the
-            largest budget K are checked. Read at explain time only: a fitted Gem is the same
+            makes it hold, the surest of them instead of Gem's next). Positions
+            :attr:`necessity_lead` to the largest budget K are checked. Read at explain time only: a fitted Gem is the same
             whatever the check.
         check_width: how many of Gem's next pairs the check compares at each position.
         check_late: the check's rule from the smallest K of the dataset's grid on (``same``:
