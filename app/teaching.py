@@ -91,7 +91,7 @@ def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> s
 
 
 def _describe_gem(spec, target: str) -> str:
-    from gem_core.api import GemSettings, check_late_start, check_stop
+    from gem_core.api import GemSettings, backward_budgets, check_late_start, check_stop
 
     settings = GemSettings.for_dataset(spec, target)
     budgets = settings.budgets(spec.k_grid)
@@ -145,9 +145,19 @@ def _describe_gem(spec, target: str) -> str:
     if late not in ("same", check):
         rule += (f"; from K = {check_late_start(spec.k_grid, lead)} on, where the smallest "
                  f"explanation is already decided, it {_check_rule_text(late)}")
+    backward = ""
+    backward_ks = backward_budgets(spec.k_grid, settings.check_backward.value)
+    if backward_ks:
+        at_ks = ", ".join(str(k) for _, k in backward_ks)
+        backward = (f" Where the explanation at K = {at_ks} still "
+                    f"does not hold, the model is asked the other way round too: starting from "
+                    f"the whole graph, the edges after the previous K are taken away a few at a "
+                    f"time, each time those whose loss shakes the prediction least, until K "
+                    f"are left; if the prediction holds on those, they become that explanation.")
     return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
                    f"next {settings.check_width} edges it {rule}; the prediction holds when the "
                    f"model, shown only the edges so far, still predicts what it predicts on the "
-                   f"whole graph, whether the nodes left without an edge stay or go. Explaining a batch is one forward "
+                   f"whole graph, whether the nodes left without an edge stay or go.{backward} "
+                   f"Explaining a batch is one forward "
                    f"pass of the auto-encoder and a few small batched passes of the model per "
                    f"edge checked, milliseconds per instance.")

@@ -89,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "GemSettings": "gem_core.gem.settings",
     "check_stop": "gem_core.gem.checked_ranking",
     "check_late_start": "gem_core.gem.checked_ranking",
+    "backward_budgets": "gem_core.gem.checked_ranking",
     # Results: the paper's tables measured, and the paper's numbers
     "recorded_fit_seconds": "gem_core.evaluation.reproduce",
     "recorded_results": "gem_core.evaluation.reproduce",
@@ -148,7 +149,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
     from gem_core.gem.training_targets import explainer_targets
     from gem_core.gem.settings import GemSettings
-    from gem_core.gem.checked_ranking import check_late_start, check_stop
+    from gem_core.gem.checked_ranking import backward_budgets, check_late_start, check_stop
     from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_results,
                                                recorded_target_summary, results_path,
                                                run_reproduce)

@@ -28,14 +28,15 @@ def _order(inst, scores):
     return ranked_pairs(scores, inst.num_pairs)
 
 
-def _check(box, insts, scores, rule, width=3, start=0, stop=None, predicted=None, late=None):
+def _check(box, insts, scores, rule, width=3, start=0, stop=None, predicted=None, late=None,
+           backward=()):
     packed = PackedGraphs.from_instances(insts)
     flat = torch.cat(scores)
     if predicted is None:
         predicted = box(packed.forward_batch()).argmax(-1)
     out = checked_scores(box, packed, flat, predicted, start=start,
                          stop=stop or max(i.num_pairs for i in insts), width=width, rule=rule,
-                         late=late)
+                         late=late, backward=backward)
     return packed.split_pairs(out)
 
 
@@ -133,6 +134,74 @@ def test_climb_places_the_surest_pair_where_no_pair_makes_the_prediction_hold():
     # as a late rule, from position 1: (0, 1) stays first, then the climb
     (late,) = _check(_two_marked_edges_box, [g], [gem], "search", width=1, late=(1, "climb"))
     assert _order(g, late) == [0, 3, 4, 1, 2]
+
+
+def _graded_marked_minus_poison_box(batch):
+    """As the marked-minus-poison box, surer with each marked edge more than poisoned edges:
+    the logit of class 1 is that difference minus 0.5."""
+    u, v = batch.edge_index
+    marked = (batch.x[u, 0] * batch.x[v, 0] > 0).double() / 2  # each pair in both directions
+    poison = ((batch.x[u, 1] + batch.x[v, 1]) > 0).double() / 2
+    diff = torch.zeros(batch.num_instances, dtype=torch.float64).index_add_(
+        0, batch.batch[u], marked - poison)
+    return torch.stack([torch.zeros_like(diff), diff - 0.5], 1)
+
+
+def _poison_first():
+    """Marked nodes 0, 1, 2, node 5 poisoned. Pairs 0 (3, 5) poisoned, 1 (2, 3), 2 (3, 4),
+    3 (0, 1) marked, 4 (1, 2) marked; Gem ranks them in that order. Whole graph: 2 marked, 1
+    poisoned -> class 1."""
+    g = _graph([1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1],
+               [(3, 5), (2, 3), (3, 4), (0, 1), (1, 2)])
+    return g, torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+
+
+def test_backward_finds_the_all_but_one_explanation_growth_cannot_reach():
+    g, gem = _poison_first()
+    # repair of 1 keeps Gem's order: every top-k up to 4 fails (at most 1 marked, 1 poisoned)
+    (grown,) = _check(_graded_marked_minus_poison_box, [g], [gem], "repair", width=1)
+    assert _order(g, grown) == [0, 1, 2, 3, 4]
+    # at K = 4, backwards from the whole graph: dropping the poisoned pair leaves the prediction
+    # surest (logit 1.5; dropping (2, 3) or (3, 4): 0.5; a marked pair: fails). The kept 4 in
+    # the growth's order, the dropped pair after
+    (back,) = _check(_graded_marked_minus_poison_box, [g], [gem], "repair", width=1,
+                     backward=((0, 4),))
+    assert _order(g, back) == [1, 2, 3, 4, 0]
+    assert sorted(back.tolist()) == sorted(gem.tolist())  # Gem's own values, reassigned
+    # at K = 2 and 4: the top 2 is searched backwards (the two marked pairs hold, surest); the
+    # growth goes on from there and its top 4 holds, so K = 4 is left as grown
+    (both,) = _check(_graded_marked_minus_poison_box, [g], [gem], "repair", width=1,
+                     backward=((0, 2), (2, 4)))
+    assert _order(g, both) == [3, 4, 0, 1, 2]
+    # the pairs before the previous budget stay: with start 1 the poisoned pair is fixed first;
+    # with it, both marked pairs and one neutral pair hold (logit 0.5 either way): of the two
+    # neutral pairs, the one Gem ranks lowest, (3, 4), is dropped
+    (fixed,) = _check(_graded_marked_minus_poison_box, [g], [gem], "repair", width=1,
+                      start=1, backward=((0, 4),))
+    assert _order(g, fixed) == [0, 1, 3, 4, 2]
+    # a span from the previous K (2): the top 2 stays as grown, the two marked pairs join it
+    (late,) = _check(_graded_marked_minus_poison_box, [g], [gem], "repair", width=1,
+                     backward=((2, 4),))
+    assert _order(g, late) == [0, 1, 3, 4, 2]
+
+
+def test_backward_costs_nothing_where_the_top_k_holds_and_keeps_a_failing_one_it_cannot_fix():
+    g, gem = _poison_first()
+    marked_first = torch.tensor([0.5, 0.6, 0.7, 0.9, 0.8])  # the marked pairs first: all hold
+    calls = []
+    box = lambda batch: calls.append(batch.num_instances) or _graded_marked_minus_poison_box(batch)
+    (plain,) = _check(box, [g], [marked_first], "repair", width=1)
+    n_plain = len(calls)
+    (back,) = _check(box, [g], [marked_first], "repair", width=1,
+                     backward=((0, 2), (2, 3), (3, 4)))
+    assert torch.equal(back, plain) and len(calls) == 2 * n_plain  # not one forward more
+    # a box whose prediction holds on no proper subset: backwards finds nothing, growth stays
+    whole_only = lambda batch: torch.stack(
+        [torch.zeros(batch.num_instances, dtype=torch.float64),
+         torch.bincount(batch.batch[batch.edge_index[0]], minlength=batch.num_instances)
+         .double() / 2 - 4.5], 1)
+    (kept,) = _check(whole_only, [g], [gem], "repair", width=1, backward=((0, 4),))
+    assert _order(g, kept) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("rule", ["search", "sustain", "climb"])
@@ -289,6 +358,30 @@ def test_the_pipeline_hands_the_late_rule_from_the_grids_smallest_k(monkeypatch)
         assert seen.pop() == want
     assert GemExplainer(check_late="search")._check_options("graph")["check_late"] == "search"
     assert GemExplainer()._check_options("node")["check_late"] == "same"
+
+
+def test_the_pipeline_hands_the_grid_to_the_backward_search(monkeypatch):
+    """``check_backward`` reaches the check as the pipeline's K grid (``grid``), the grid past
+    its smallest K (``late``) or nothing (``off``); it leaves a fit's key alone; the PyG adapter
+    passes its option of the same name."""
+    import gem_core.gem.pipeline as pipeline_module
+    from gem_core.gem.pipeline import GemPipeline
+    from gem_core.pyg import GemExplainer
+
+    seen = []
+    monkeypatch.setattr(pipeline_module, "checked_scores",
+                        lambda *a, **kw: seen.append(kw["backward"]) or a[2])
+    packed = PackedGraphs.from_instances([_star()])
+    for backward, want in (("off", ()), ("grid", ((0, 2), (2, 3), (3, 4))),
+                           ("late", ((2, 3), (3, 4)))):
+        settings = GemSettings(check="repair", check_backward=backward)
+        GemPipeline(settings, (4, 2, 3), marked_edge_box, 2).check(packed, GEM, torch.tensor([1]))
+        assert seen.pop() == want
+    with pytest.raises(ValueError, match="GemSettings.check_backward"):
+        GemSettings(check_backward="sometimes")
+    assert GemSettings(check_backward="grid").key_parts() == GemSettings().key_parts()
+    assert GemExplainer(check_backward="late")._check_options("graph")["check_backward"] == "late"
+    assert GemExplainer()._check_options("node")["check_backward"] == "off"
 
 
 @requires_mutagenicity

@@ -28,7 +28,10 @@ settings a variant may change:
   explaining (no refit needed, but each variant is fitted anew): check
              (off|repair|best|search|sustain|climb), check_width (next pairs compared),
              check_late (the rule from the grid's smallest K on: same|repair|best|search|
-             sustain|climb), e.g. --variant climb-late:check_late=climb
+             sustain|climb), check_backward (off|grid|late: at the grid's K, or those above
+             its smallest, where the top-K does not hold, search backwards from the whole
+             instance), e.g.
+             --variant climb-late:check_late=climb
 """
 
 

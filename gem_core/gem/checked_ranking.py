@@ -29,6 +29,15 @@ the extra forwards are spent on those instances alone. A ``late`` rule may take 
 position on (the engine's: from the grid's smallest K, past the explanation whose stability is
 measured).
 
+Growing one pair at a time cannot look ahead: where K is close to an instance's size, the
+explanation that holds may be "all but one bond", a set the growth never reaches when that bond
+is among the first it placed. ``backward`` budgets (the grid's K) get a second way in: where the
+checked top-K does not hold, the pairs after the previous budget are dropped from the whole
+instance instead, each step the ones whose removal alone leaves the prediction surest (a tenth
+of those above K, at least one: one at a time near K), until K pairs are left; when the prediction holds on those, they become positions previous K to
+K (in the order the growth had them, the others in Gem's order), and the growth goes on from
+there. An instance whose top-K holds costs nothing more.
+
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
 lower of the two. Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
@@ -60,7 +69,8 @@ _LOOK_FURTHER = ("search", "sustain", "climb")
 def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
                    start: int, stop: int, width: int, rule: str,
                    protocols: tuple[str, ...] = PROTOCOLS,
-                   late: Optional[tuple[int, str]] = None) -> Tensor:
+                   late: Optional[tuple[int, str]] = None,
+                   backward: tuple[int, ...] = ()) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
 
     Args:
@@ -75,6 +85,9 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
             docstring); ``"off"`` returns ``scores`` unchanged.
         protocols: the protocols under which the prediction must hold.
         late: ``(position, rule)``: from that position on, that rule instead of ``rule``.
+        backward: ``(previous, K)`` spans (K between ``start`` and ``stop``): where the top-K
+            does not hold, positions ``max(previous, start)`` to K are searched again
+            backwards from the whole instance (module docstring).
     Returns:
         ``[P]`` float32 scores, the same values as ``scores`` in another order.
     """
@@ -92,8 +105,11 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
         return scores
     order = _gem_order(packed, scores)  # [B, Pmax] local pair ids, -1 padded
     counts = packed.pair_counts()
+    start = max(int(start), 0)
+    spans = {int(k): max(int(previous), start) for previous, k in backward
+             if start < int(k) <= int(stop)}
     ranking = _check(black_box, packed, order, counts, torch.as_tensor(predicted).long().cpu(),
-                     max(int(start), 0), int(stop), int(width), rule, protocols, late)
+                     start, int(stop), int(width), rule, protocols, late, spans)
     return _reassign(packed, scores, ranking, counts)
 
 
@@ -110,7 +126,8 @@ def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
 
 def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predicted: Tensor,
            start: int, stop: int, width: int, first_rule: str, protocols: tuple[str, ...],
-           late: Optional[tuple[int, str]] = None) -> Tensor:
+           late: Optional[tuple[int, str]] = None,
+           backward: Optional[dict[int, int]] = None) -> Tensor:
     """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
     target, one position for every instance at a time. ``repair`` asks first about Gem's next
     pair alone and about the other candidates only where it fails (most positions cost one copy
@@ -158,6 +175,11 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
             held[active] = holds[pick]
         ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
         placed[active[chosen_row], chosen_col] = True
+        if backward and pos + 1 in backward:  # a budget K: where its top-K fails, look back
+            failing = active[~held[active] & (counts[active] > pos + 1)]
+            if failing.numel():
+                held[failing] = _eliminate(judge, order, ranking, placed, failing, counts,
+                                           backward[pos + 1], pos + 1)
     # the positions after the checked ones: Gem's order of what is left
     for i in range(n):
         done = min(int(counts[i]), stop, cols)
@@ -209,6 +231,79 @@ def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tenso
     return out_col, out_holds
 
 
+#: the share of the pairs above the budget dropped in one step of the backward search (those
+#: whose removal alone leaves the prediction surest; at least one). A tenth: on NCI1's validation
+#: molecules as sufficient as one pair a step, at less than half the cost (molecules of 100
+#: bonds). At most 0.5, so that the last step drops one pair and knows whether the rest holds.
+DROP_SHARE = 0.1
+
+
+def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tensor,
+               counts: Tensor, previous: int, k: int) -> Tensor:
+    """The backward search of budget ``k`` for the instances ``rows``: from each whole instance,
+    with its pairs ranked before ``previous`` kept, drop the pair whose removal leaves the
+    prediction surest (holding first, then the highest probability; ties: the pair Gem ranks
+    lowest goes) -- :data:`DROP_SHARE` of those above ``k`` at a time, at least one -- all rows
+    in one batched forward per protocol and step, until ``k`` pairs are left. Where the prediction holds on them, they replace positions
+    ``previous`` to ``k`` of ``ranking`` (in place, as ``placed``). Returns, per row, whether
+    the top-``k`` holds now."""
+    inverse = torch.full_like(order, -1)  # local pair id -> its column of ``order``
+    keep: list[Tensor] = []  # per row: the pool's columns still kept
+    for row in rows.tolist():
+        c = int(counts[row])
+        inverse[row, order[row, :c]] = torch.arange(c)
+        fixed = inverse[row, ranking[row, :previous]]
+        pool = torch.ones(c, dtype=torch.bool)
+        pool[fixed] = False
+        keep.append(torch.nonzero(pool).view(-1))  # Gem's order
+    need = k - previous
+    last_holds = torch.zeros(len(keep), dtype=torch.bool)
+    while True:
+        going = [r for r, kept in enumerate(keep) if kept.numel() > need]
+        if not going:
+            break
+        inst, sets, sizes = [], [], []
+        for r in going:
+            row, kept = int(rows[r]), keep[r]
+            m = kept.numel()
+            # copy j: the prefix and the pool's kept pairs but its j-th
+            without = kept.expand(m, m)[~torch.eye(m, dtype=torch.bool)].view(m, m - 1)
+            sets.append(torch.cat([ranking[row, :previous].expand(m, previous),
+                                   order[row][without]], 1).reshape(-1))
+            inst.append(torch.full((m,), row))
+            sizes.append(torch.full((m,), previous + m - 1))
+        holds, prob = judge.sets(torch.cat(inst), torch.cat(sets), torch.cat(sizes))
+        key = (holds.double() * 2.0 + prob).tolist()
+        at = 0
+        for r in going:
+            m = keep[r].numel()
+            mine = torch.tensor(key[at:at + m])
+            # the best keys first; among equals the pair Gem ranks lowest first
+            ranked = torch.sort(mine.flip(0), descending=True, stable=True).indices
+            ranked = m - 1 - ranked
+            n_drop = max(1, int((m - need) * DROP_SHARE))
+            gone = torch.zeros(m, dtype=torch.bool)
+            gone[ranked[:n_drop]] = True
+            keep[r] = keep[r][~gone]
+            last_holds[r] = holds[at + int(ranked[0])] if n_drop == 1 else False
+            at += m
+    now = torch.zeros(len(keep), dtype=torch.bool)
+    for r, kept in enumerate(keep):
+        row = int(rows[r])
+        if not bool(last_holds[r]):
+            continue  # the growth's top-k stays
+        now[r] = True
+        # the kept pairs in the order the growth placed them, the others after in Gem's order
+        grown = inverse[row, ranking[row, previous:k]]
+        position = torch.full((int(counts[row]),), k, dtype=torch.long)
+        position[grown] = torch.arange(k - previous)
+        kept = kept[torch.argsort(position[kept] * order.size(1) + kept)]
+        placed[row, grown] = False
+        placed[row, kept] = True
+        ranking[row, previous:k] = order[row, kept]
+    return now
+
+
 class _Judge:
     """Asks the target about copies of instances: the pairs placed so far plus one candidate."""
 
@@ -222,9 +317,16 @@ class _Judge:
         """Per copy (instance ``inst[c]``, its ``pos`` placed pairs and local pair
         ``cand[c]``): whether the prediction holds under every protocol, and the lowest
         probability of the predicted class among them."""
-        n_copies = int(inst.numel())
         local = torch.cat([self.ranking[inst, :pos], cand[:, None]], 1)
-        pair_index = (local + self.pair_ptr[inst][:, None]).reshape(-1)
+        return self.sets(inst, local.reshape(-1), torch.full((int(inst.numel()),), pos + 1))
+
+    def sets(self, inst: Tensor, local: Tensor, sizes: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`__call__` for copies keeping any pairs: copy ``c`` keeps the next ``sizes[c]``
+        local pair ids of ``local`` (concatenated in copy order)."""
+        n_copies = int(inst.numel())
+        sizes = sizes.long()
+        pair_index = local.long() + torch.repeat_interleave(self.pair_ptr[inst], sizes)
+        ends = torch.cumsum(sizes, 0).tolist()
         cls = self.predicted[inst]
         prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
         holds = torch.ones(n_copies, dtype=torch.bool)
@@ -232,9 +334,10 @@ class _Judge:
         with torch.no_grad():
             for protocol in self.protocols:
                 drop = Protocol(protocol) is Protocol.DROP_ISOLATED
-                p = torch.cat([self._proba(inst[part], pair_index[part.start * (pos + 1):
-                                                                  part.stop * (pos + 1)],
-                                           pos + 1, drop) for part in parts])
+                p = torch.cat([self._proba(
+                    inst[part], pair_index[(ends[part.start - 1] if part.start else 0):
+                                           ends[part.stop - 1]], sizes[part], drop)
+                    for part in parts])
                 prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
                 holds &= p.argmax(-1) == cls
         return holds, prob
@@ -247,7 +350,7 @@ class _Judge:
             return [slice(0, int(inst.numel()))]
         return node_bounded_slices(self.packed.node_counts()[inst].tolist(), NODES_PER_FORWARD)
 
-    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: int, drop: bool) -> Tensor:
+    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: Tensor, drop: bool) -> Tensor:
         pair_copy = torch.arange(int(inst.numel())).repeat_interleave(per_copy)
         batch = self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
         return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
@@ -307,10 +410,21 @@ def check_stop(budgets: tuple[int, ...], start: int) -> int:
     return max(max(budgets, default=start), start)
 
 
+def backward_budgets(k_grid: tuple[int, ...], where: str) -> tuple[tuple[int, int], ...]:
+    """Where the check also searches backwards, as ``(previous K, K)`` spans of the grid's
+    budgets (the first K's previous is 0: the check's start): ``"grid"`` at every K of
+    ``k_grid``, ``"late"`` at those above its smallest, ``"off"`` nowhere."""
+    if where not in ("off", "grid", "late"):
+        raise ValueError(f"backward check {where!r} is not one of off, grid, late")
+    ks = sorted({int(k) for k in k_grid})
+    spans = tuple(zip([0] + ks[:-1], ks))
+    return () if where == "off" else spans if where == "grid" else spans[1:]
+
+
 def check_late_start(k_grid: tuple[int, ...], start: int) -> int:
     """Where a late rule takes over: at the grid's smallest K, past the explanation whose
     stability is measured (never before ``start``)."""
     return max(min(k_grid, default=start), start)
 
 
-__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start"]
+__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start", "backward_budgets"]

@@ -31,7 +31,8 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
-from gem_core.gem.checked_ranking import check_late_start, check_stop, checked_scores
+from gem_core.gem.checked_ranking import (backward_budgets, check_late_start, check_stop,
+                                          checked_scores)
 from gem_core.gem.distill import Distillation
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
@@ -138,7 +139,8 @@ class GemPipeline:
               ) -> Tensor:
         """Gem's flat pair ``scores`` of the ``packed`` instances (their own features) reordered
         by the settings' ``check`` from position ``necessity_lead`` to the largest budget K
-        (``check_late`` from the smallest K of the grid on; unchanged when the check is off).
+        (``check_late`` from the smallest K of the grid on, ``check_backward`` at the grid's K;
+        unchanged when the check is off).
         ``predicted``: the target's classes on the whole instances, when the caller has them
         (else one batched forward computes them)."""
         s = self.settings
@@ -151,7 +153,8 @@ class GemPipeline:
         late = (None if s.check_late.value == "same" else
                 (check_late_start(self.k_grid, s.necessity_lead), s.check_late.value))
         return checked_scores(self.black_box, packed, scores, predicted, start=s.necessity_lead,
-                              stop=stop, width=s.check_width, rule=s.check.value, late=late)
+                              stop=stop, width=s.check_width, rule=s.check.value, late=late,
+                              backward=backward_budgets(self.k_grid, s.check_backward.value))
 
     def autoencoder(self) -> GemAutoEncoder:
         """A new, unfitted auto-encoder with the settings' hyperparameters."""

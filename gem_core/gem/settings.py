@@ -76,10 +76,17 @@ LateCheckRule = _Choice("LateCheckRule",
                         [("same", "same"), *[(r, r) for r in CHECK_RULES if r != "off"]],
                         module=__name__)
 
+#: where the check also searches backwards (:mod:`gem_core.gem.checked_ranking`): ``off``, at
+#: every K of the dataset's grid (``grid``) or at those above the smallest (``late``: the
+#: smallest explanation, whose stability is measured, stays as the check grows it)
+BackwardCheck = _Choice("BackwardCheck", [(b, b) for b in ("off", "grid", "late")],
+                        module=__name__)
+
 _CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
                                       "label_source": LabelSource, "decoder": Decoder,
                                       "protocol": EvalProtocol, "check": CheckRule,
-                                      "check_late": LateCheckRule}
+                                      "check_late": LateCheckRule,
+                                      "check_backward": BackwardCheck}
 _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
           "edge_features")
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
@@ -167,6 +174,11 @@ class GemSettings:
         check_late: the check's rule from the smallest K of the dataset's grid on (``same``:
             :attr:`check` throughout). The smallest explanation stays as :attr:`check` makes it
             (and as stable across seeds); the larger ones may look further for sufficiency.
+        check_backward: at the K of the dataset's grid (``grid``: every one; ``late``: those
+            above the smallest; ``off``) where the checked top-K does not hold, the target is
+            asked backwards too: the pairs after the previous K are dropped from the whole
+            instance, a few at a time, the prediction kept surest, down to K; where it holds on
+            what is left, that is the top-K (no cost where the top-K holds).
     """
 
     target_kind: Union[TargetKind, str] = TargetKind.graded
@@ -198,6 +210,7 @@ class GemSettings:
     check: Union[CheckRule, str] = CheckRule("off")
     check_width: int = 3
     check_late: Union[LateCheckRule, str] = LateCheckRule("same")
+    check_backward: Union[BackwardCheck, str] = BackwardCheck("off")
 
     def __post_init__(self) -> None:
         for name, choice in _CHOICES.items():

@@ -161,6 +161,12 @@ class GemExplainer(ExplainerAlgorithm):
         check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
             ``check`` throughout; the engine's NCI1 row uses ``"climb"`` after ``"sustain"``,
             its Mutagenicity row ``"climb"`` throughout).
+        check_backward: where the checked top-k at one of the ``k`` does not hold, the model is
+            also asked backwards (the edges after the previous ``k`` dropped from the whole graph
+            a few at a time, the prediction kept surest, down to k): ``"grid"`` at every ``k``,
+            ``"late"`` at those above the smallest, ``"off"`` (the default). The engine's
+            molecule rows use it at their K = 15, 20, 25, 30; with ``k`` every integer it adds
+            little to ``"search"`` or ``"climb"``, which already ask about every edge left.
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -181,9 +187,10 @@ class GemExplainer(ExplainerAlgorithm):
                  necessity_weight: Optional[float] = None, necessity_lead: int = 0,
                  ensemble: int = 1, decoder: Optional[str] = None,
                  check: Optional[str] = None, check_width: Optional[int] = None,
-                 check_late: str = "same"):
+                 check_late: str = "same", check_backward: str = "off"):
         super().__init__()
         self.check = check
+        self.check_backward = check_backward
         self.check_width = check_width
         self.check_late = check_late
         self.ensemble = ensemble
@@ -387,12 +394,13 @@ class GemExplainer(ExplainerAlgorithm):
             seed=self.seed, **self._check_options(level))
 
     def _check_options(self, level: str) -> dict[str, Any]:
-        """``check``, ``check_width`` and ``check_late`` as given, else the level's defaults."""
+        """``check``, ``check_width``, ``check_late`` and ``check_backward`` as given, else the
+        level's defaults."""
         graph = level == "graph"
         return {"check": self.check if self.check is not None else "repair",
                 "check_width": (self.check_width if self.check_width is not None
                                 else (8 if graph else 3)),
-                "check_late": self.check_late}
+                "check_late": self.check_late, "check_backward": self.check_backward}
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the

@@ -232,6 +232,9 @@ def test_how_it_works_steps_through_the_distillation():
     assert "from K = 15 on" in describe_gem(get_spec("nci1")) and "from K = 15 on" in strong
     assert "from K = " not in describe_gem(mut)
     assert "from K = " not in describe_gem(get_spec("ba_shapes"))
+    # the molecule rows also search backwards where the grown explanation does not hold
+    assert "taken away a few at a time" in describe_gem(mut) and "taken away" in strong
+    assert "taken away" not in describe_gem(get_spec("ba_shapes"))
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
 
