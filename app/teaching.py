@@ -131,13 +131,23 @@ def _describe_gem(spec, target: str) -> str:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
     check = settings.check.value
-    if check == "off":
+    if not settings.asks_target:
         return text + (" After training it never calls the model to explain: one forward "
                        "pass of the auto-encoder per batch." if not
                        settings.condition_on_prediction else
                        " Explaining a batch is one forward pass of the model (for its "
                        "prediction) and one of the auto-encoder.")
-    lead = settings.necessity_lead
+    ordered = ""
+    if settings.check_lead:
+        ordered = (f" When it explains, the model itself orders the first "
+                   f"{settings.check_lead} edges of Gem's smallest explanation (K = "
+                   f"{min(spec.k_grid)}): one at a time, the edge whose deletion, with those "
+                   f"before it, most shakes its prediction (under both ways of judging), so the "
+                   f"explanation's first edges are the ones its prediction most depends on.")
+    if check == "off":
+        return text + ordered + (" Explaining a batch is one forward pass of the auto-encoder "
+                                 "and a few small batched passes of the model.")
+    lead = max(settings.necessity_lead, settings.check_lead)
     stop = check_stop(budgets, lead)
     where = f"from edge {lead + 1} on" if lead else "from the first edge on"
     rule = _check_rule_text(check)
@@ -154,10 +164,10 @@ def _describe_gem(spec, target: str) -> str:
                     f"the whole graph, the edges after the previous K are taken away a few at a "
                     f"time, each time those whose loss shakes the prediction least, until K "
                     f"are left; if the prediction holds on those, they become that explanation.")
-    return text + (f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's "
-                   f"next {settings.check_width} edges it {rule}; the prediction holds when the "
-                   f"model, shown only the edges so far, still predicts what it predicts on the "
-                   f"whole graph, whether the nodes left without an edge stay or go.{backward} "
-                   f"Explaining a batch is one forward "
-                   f"pass of the auto-encoder and a few small batched passes of the model per "
-                   f"edge checked, milliseconds per instance.")
+    return text + ordered + (
+        f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's next "
+        f"{settings.check_width} edges it {rule}; the prediction holds when the model, shown "
+        f"only the edges so far, still predicts what it predicts on the whole graph, whether "
+        f"the nodes left without an edge stay or go.{backward} Explaining a batch is one "
+        f"forward pass of the auto-encoder and a few small batched passes of the model per "
+        f"edge checked, milliseconds per instance.")

@@ -204,6 +204,59 @@ def test_backward_costs_nothing_where_the_top_k_holds_and_keeps_a_failing_one_it
     assert _order(g, kept) == [0, 1, 2, 3, 4]
 
 
+def test_the_lead_is_put_in_the_targets_deletion_order_inside_the_smallest_explanation():
+    from gem_core.gem.checked_ranking import deletion_lead
+
+    g, gem = _poison_first()
+    packed = PackedGraphs.from_instances([g])
+    box = _graded_marked_minus_poison_box
+    predicted = box(packed.forward_batch()).argmax(-1)  # class 1 (2 marked, 1 poisoned)
+    # within the top 4 (pairs 0-3): deleting the marked (0, 1) flips the prediction first; then,
+    # with it gone, deleting (2, 3) or (3, 4) leaves 1 marked against 1 poisoned (flipped; a tie,
+    # the lower index goes first) while deleting the poisoned pair does not
+    (out,) = packed.split_pairs(deletion_lead(box, packed, gem, predicted, lead=2, within=4))
+    assert _order(g, out) == [3, 1, 0, 2, 4]
+    assert sorted(out.tolist()) == sorted(gem.tolist())  # Gem's values, reassigned
+    # the smallest explanation's set and every larger top-K stay as they were
+    for k in (4, 5):
+        assert set(_order(g, out)[:k]) == set(_order(g, gem)[:k])
+    # a lead of 0 returns Gem's scores; within the top 3 no deletion flips, the poisoned pair's
+    # makes the prediction surer: ties between the neutral pairs go to the lower index
+    (same,) = packed.split_pairs(deletion_lead(box, packed, gem, predicted, lead=0, within=4))
+    assert torch.equal(same, gem)
+    (top3,) = packed.split_pairs(deletion_lead(box, packed, gem, predicted, lead=1, within=3))
+    assert _order(g, top3) == [1, 0, 2, 3, 4]
+
+
+def test_the_pipeline_orders_the_lead_before_the_check_grows_from_it(monkeypatch):
+    """``check_lead`` asks the target even with the check off, moves the check's start past the
+    lead, and is turned off with the check for a screen (``unchecked``)."""
+    import gem_core.gem.pipeline as pipeline_module
+    from gem_core.gem.pipeline import GemPipeline
+    from gem_core.pyg import GemExplainer
+
+    g, gem = _poison_first()
+    packed = PackedGraphs.from_instances([g])
+    box = _graded_marked_minus_poison_box
+    settings = GemSettings(check_lead=2)
+    assert settings.asks_target and not settings.unchecked().asks_target
+    assert settings.key_parts() == GemSettings().key_parts()
+    out = GemPipeline(settings, (4, 5), box, 2).check(packed, gem, torch.tensor([1]))
+    assert _order(g, out) == [3, 1, 0, 2, 4]  # the lead; the check itself is off
+    seen = []
+    real = pipeline_module.checked_scores
+    monkeypatch.setattr(pipeline_module, "checked_scores",
+                        lambda *a, **kw: seen.append(kw["start"]) or real(*a, **kw))
+    for lead, necessity_lead, want in ((2, 0, 2), (2, 3, 3), (0, 1, 1)):
+        s = GemSettings(check="repair", check_lead=lead, necessity_lead=necessity_lead)
+        GemPipeline(s, (4, 5), box, 2).check(packed, gem, torch.tensor([1]))
+        assert seen.pop() == want
+    with pytest.raises(ValueError, match="GemSettings.check_lead"):
+        GemSettings(check_lead=-1)
+    assert GemExplainer(check_lead=4)._check_options("graph")["check_lead"] == 4
+    assert GemExplainer()._check_options("node")["check_lead"] == 0
+
+
 @pytest.mark.parametrize("rule", ["search", "sustain", "climb"])
 def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
     a, b = _star(), _star()

@@ -30,7 +30,8 @@ settings a variant may change:
              check_late (the rule from the grid's smallest K on: same|repair|best|search|
              sustain|climb), check_backward (off|grid|late: at the grid's K, or those above
              its smallest, where the top-K does not hold, search backwards from the whole
-             instance), e.g.
+             instance), check_lead (the first pairs of the smallest explanation
+             put in the target's deletion order, e.g. 5), e.g.
              --variant climb-late:check_late=climb
 """
 

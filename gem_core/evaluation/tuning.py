@@ -58,7 +58,7 @@ TARGET_KEYS: dict[str, Callable[[str], Any]] = {
 # what it does when it explains (read at explain time: no refit)
 EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {"check": str, "check_width": int,
                                                   "check_late": str,
-                                                  "check_backward": str}
+                                                  "check_backward": str, "check_lead": int}
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly

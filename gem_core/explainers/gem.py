@@ -101,7 +101,7 @@ class GemExplainer(Explainer):
     # ------------------------------------------------------------------ explain
     @property
     def reads_prediction(self) -> bool:  # type: ignore[override]
-        return self.settings.condition_on_prediction or self.settings.check.value != "off"
+        return self.settings.condition_on_prediction or self.settings.asks_target
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         return self._explain_predicted(instances, progress, None)

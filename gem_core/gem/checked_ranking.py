@@ -58,6 +58,7 @@ from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs
 from gem_core.data.protocol import PROTOCOLS, Protocol
+from gem_core.data.ranking import ranked_pairs
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
 
 #: the rules of the check (``off``: Gem's ranking as it is)
@@ -410,6 +411,41 @@ def check_stop(budgets: tuple[int, ...], start: int) -> int:
     return max(max(budgets, default=start), start)
 
 
+def deletion_lead(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
+                  lead: int, within: int, device=None) -> Tensor:
+    """Gem's flat pair ``scores`` with the first ``lead`` pairs of each instance's top-``within``
+    (its smallest explanation) in the target's greedy deletion order
+    (:func:`~gem_core.gem.necessity_order.necessity_order_packed`: step by step, the pair whose
+    deletion with those before it most lowers the predicted class, both protocols). The other
+    pairs of the top-``within`` follow in their order, every later pair keeps its place: the
+    top-``within`` set and every larger top-K stay as they are. The values stay Gem's,
+    reassigned along the new order (ties in index order stay ties)."""
+    from gem_core.gem.necessity_order import necessity_order_packed
+
+    scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
+    if scores.numel() != packed.num_pairs:
+        raise ValueError(f"{scores.numel()} scores for {packed.num_pairs} pairs")
+    if lead <= 0 or packed.num_pairs == 0:
+        return scores
+    parts = packed.split_pairs(scores)
+    ranked = [ranked_pairs(part, part.numel()) for part in parts]  # topk_mask's order
+    candidates = []
+    for part, order in zip(parts, ranked):
+        mask = torch.zeros(part.numel(), dtype=torch.bool)
+        mask[order[:within]] = True
+        candidates.append(mask)
+    device = torch.device("cpu") if device is None else torch.device(device)
+    leads = necessity_order_packed(packed, candidates, torch.as_tensor(predicted), black_box,
+                                   int(lead), device=device)
+    counts = packed.pair_counts()
+    ranking = torch.full((packed.num_instances, max(int(counts.max()), 1)), -1, dtype=torch.long)
+    for i, (order, first) in enumerate(zip(ranked, leads)):
+        chosen = set(first)
+        ranking[i, :len(order)] = torch.tensor(list(first) + [j for j in order if j not in chosen],
+                                               dtype=torch.long)
+    return _reassign(packed, scores, ranking, counts)
+
+
 def backward_budgets(k_grid: tuple[int, ...], where: str) -> tuple[tuple[int, int], ...]:
     """Where the check also searches backwards, as ``(previous K, K)`` spans of the grid's
     budgets (the first K's previous is 0: the check's start): ``"grid"`` at every K of
@@ -427,4 +463,5 @@ def check_late_start(k_grid: tuple[int, ...], start: int) -> int:
     return max(min(k_grid, default=start), start)
 
 
-__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start", "backward_budgets"]
+__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start", "backward_budgets",
+           "deletion_lead"]

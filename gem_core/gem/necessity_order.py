@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
+from gem_core.data.packed import PackedGraphs
 from gem_core.data.ranking import topk_mask
 from gem_core.gem.distill.conventions import TIE_TOL, order_key
 from gem_core.gem.distill.layout import CPU_MAX_EDGES, _Layout
@@ -39,7 +40,8 @@ LEAD_SPAN = 0.2
 @torch.no_grad()
 def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor], labels: Tensor,
                     black_box, steps: int, drop_isolated: bool = False,
-                    max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
+                    max_edges: int = CPU_MAX_EDGES,
+                    both_protocols: bool = False) -> list[list[int]]:
     """Per instance, up to ``steps`` pair indices of its ``candidates`` mask in greedy deletion
     order.
 
@@ -50,22 +52,50 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
     deletions leave without an edge (GNNX-Bench's protocol). Every copy of a step (one per
     remaining candidate of every instance) is evaluated in batched forward passes of at most
     ``max_edges`` directed edges. Losses closer than about ``TIE_TOL`` count as a tie.
+    ``both_protocols``: the loss is the sum of the losses with the isolated nodes kept and
+    dropped (``drop_isolated`` is then not read), so the order serves both protocols.
     """
     if len(candidates) != len(instances) or labels.numel() != len(instances):
         raise ValueError("need one candidate mask and one label per instance")
     if steps < 0:
         raise ValueError(f"steps must be non-negative, got {steps}")
-    order: list[list[int]] = [[] for _ in instances]
     if not instances or steps == 0:
-        return order
+        return [[] for _ in instances]
     layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
+    return _greedy_order(layout, candidates, labels, black_box, steps,
+                         (False, True) if both_protocols else (drop_isolated,), max_edges,
+                         torch.device("cpu"))
+
+
+@torch.no_grad()
+def necessity_order_packed(packed: PackedGraphs, candidates: Sequence[Tensor], labels: Tensor,
+                           black_box, steps: int, device: torch.device = torch.device("cpu"),
+                           max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
+    """:func:`necessity_order` of already packed instances (their own features, edge features
+    as the target reads them), judged under both protocols (the sum of the two losses), the
+    target on ``device``. For the check at explain time, which holds the instances packed."""
+    if len(candidates) != packed.num_instances or labels.numel() != packed.num_instances:
+        raise ValueError("need one candidate mask and one label per instance")
+    if packed.num_instances == 0 or steps <= 0:
+        return [[] for _ in range(packed.num_instances)]
+    layout = _Layout(packed, labels.reshape(-1).long().cpu())
+    return _greedy_order(layout, candidates, labels.to(device), black_box, steps, (False, True),
+                         max_edges, device)
+
+
+def _greedy_order(layout: _Layout, candidates: Sequence[Tensor], labels: Tensor, black_box,
+                  steps: int, drops: tuple[bool, ...], max_edges: int,
+                  device: torch.device) -> list[list[int]]:
+    """The greedy deletion order of :func:`necessity_order` on a built layout; the loss of a copy
+    is the sum of its losses over ``drops`` (isolated nodes dropped or kept)."""
+    order: list[list[int]] = [[] for _ in range(layout.size)]
     packed = layout.packed
     start = packed.pair_ptr[:-1].numpy()
     counts = packed.pair_counts().numpy()
     alive = np.ones(packed.num_pairs, dtype=bool)
-    remaining = [np.flatnonzero(c.reshape(-1).bool().numpy()) for c in candidates]
-    for inst, c in zip(instances, remaining):
-        if c.size and c.max() >= inst.num_pairs:
+    remaining = [np.flatnonzero(c.reshape(-1).bool().cpu().numpy()) for c in candidates]
+    for n_pairs, c in zip(counts, remaining):
+        if c.size and c.max() >= n_pairs:
             raise ValueError("a candidate mask is longer than its instance's pairs")
     labels = labels.reshape(-1).long()
     for _ in range(steps):
@@ -84,9 +114,10 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
                 kept.append(keep)
                 kept_copy.append(np.full(keep.size, c, dtype=np.int64))
         inst = np.array(copy_inst)
-        losses = _subset_losses(layout, inst, np.concatenate(kept), np.concatenate(kept_copy),
-                                labels, black_box, torch.device("cpu"), max_edges,
-                                drop_isolated=drop_isolated)
+        kept_all, kept_copy_all = np.concatenate(kept), np.concatenate(kept_copy)
+        losses = sum(_subset_losses(layout, inst, kept_all, kept_copy_all, labels, black_box,
+                                    device, max_edges, drop_isolated=drop)
+                     for drop in drops)
         pair_of = np.array(copy_pair)
         # losses within about TIE_TOL are a tie (batched float noise must not decide an order)
         key = order_key(torch.from_numpy(losses), TIE_TOL).numpy()

@@ -32,7 +32,7 @@ from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
 from gem_core.gem.checked_ranking import (backward_budgets, check_late_start, check_stop,
-                                          checked_scores)
+                                          checked_scores, deletion_lead)
 from gem_core.gem.distill import Distillation
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
@@ -125,7 +125,7 @@ class GemPipeline:
         what it reads (:meth:`inputs`), then the settings' check (:meth:`check`).
         ``predicted``: the target's classes on the instances, when the caller has them."""
         instances = list(instances)
-        if self.settings.check.value == "off" or not instances:
+        if not self.settings.asks_target or not instances:
             return list(autoencoder.explain(self.inputs(instances, predicted)))
         if predicted is None:
             from gem_core.models.predict import predict_proba
@@ -137,22 +137,29 @@ class GemPipeline:
 
     def check(self, packed: PackedGraphs, scores: Tensor, predicted: Optional[Tensor] = None
               ) -> Tensor:
-        """Gem's flat pair ``scores`` of the ``packed`` instances (their own features) reordered
-        by the settings' ``check`` from position ``necessity_lead`` to the largest budget K
-        (``check_late`` from the smallest K of the grid on, ``check_backward`` at the grid's K;
-        unchanged when the check is off).
+        """Gem's flat pair ``scores`` of the ``packed`` instances (their own features): the first
+        ``check_lead`` pairs of Gem's smallest explanation put in the target's deletion order,
+        then the settings' ``check`` from position max(``necessity_lead``, ``check_lead``) to the
+        largest budget K (``check_late`` from the smallest K of the grid on, ``check_backward``
+        at the grid's K); unchanged when neither asks the target.
         ``predicted``: the target's classes on the whole instances, when the caller has them
         (else one batched forward computes them)."""
         s = self.settings
-        if s.check.value == "off" or packed.num_instances == 0:
+        if not s.asks_target or packed.num_instances == 0:
             return scores
         if predicted is None:
             with torch.no_grad():
                 predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
-        stop = check_stop(s.budgets(self.k_grid), s.necessity_lead)
+        start = s.necessity_lead
+        if s.check_lead:  # the target orders the lead; the check grows from after it
+            scores = deletion_lead(self.black_box, packed, scores, predicted, lead=s.check_lead,
+                                   within=min(self.k_grid),
+                                   device=getattr(self.black_box, "device", None))
+            start = max(start, s.check_lead)
+        stop = check_stop(s.budgets(self.k_grid), start)
         late = (None if s.check_late.value == "same" else
-                (check_late_start(self.k_grid, s.necessity_lead), s.check_late.value))
-        return checked_scores(self.black_box, packed, scores, predicted, start=s.necessity_lead,
+                (check_late_start(self.k_grid, start), s.check_late.value))
+        return checked_scores(self.black_box, packed, scores, predicted, start=start,
                               stop=stop, width=s.check_width, rule=s.check.value, late=late,
                               backward=backward_budgets(self.k_grid, s.check_backward.value))
 

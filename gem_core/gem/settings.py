@@ -92,7 +92,7 @@ _BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree
 _POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
                   "ensemble", "check_width")
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
-_NON_NEGATIVE_INTS = ("necessity_lead",)
+_NON_NEGATIVE_INTS = ("necessity_lead", "check_lead")
 
 #: the auto-encoder's hyperparameters (keyword arguments of
 #: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
@@ -179,6 +179,14 @@ class GemSettings:
             asked backwards too: the pairs after the previous K are dropped from the whole
             instance, a few at a time, the prediction kept surest, down to K; where it holds on
             what is left, that is the top-K (no cost where the top-K holds).
+        check_lead: at explain time, the first ``check_lead`` pairs of the smallest explanation
+            (the top-K at the grid's smallest K, after the check) are put in the target's own
+            greedy deletion order: step by step, the pair whose deletion, with those before it,
+            most lowers the predicted class's probability under both protocols (the field's
+            necessity). Only the order inside that explanation moves: its set, every larger
+            top-K and so accuracy, sufficiency at the grid's K and stability stay as they are.
+            0: off. Unlike :attr:`necessity_lead` (the teacher's order, learned), the target
+            decides for each instance.
     """
 
     target_kind: Union[TargetKind, str] = TargetKind.graded
@@ -211,6 +219,7 @@ class GemSettings:
     check_width: int = 3
     check_late: Union[LateCheckRule, str] = LateCheckRule("same")
     check_backward: Union[BackwardCheck, str] = BackwardCheck("off")
+    check_lead: int = 0
 
     def __post_init__(self) -> None:
         for name, choice in _CHOICES.items():
@@ -268,6 +277,17 @@ class GemSettings:
         return cls(**{"num_hops": spec.num_hops, **spec.gem, **cfg.gem})
 
     # ------------------------------------------------------------------ reading
+    @property
+    def asks_target(self) -> bool:
+        """Whether explaining calls the target (the check, or the lead it orders): then the
+        target's predicted classes are needed and the explanation costs its forwards."""
+        return self.check.value != "off" or self.check_lead > 0
+
+    def unchecked(self) -> "GemSettings":
+        """These settings with everything that asks the target at explain time off (Gem's
+        one-pass ranking, as a large screen uses it)."""
+        return self.replace(check="off", check_lead=0)
+
     def budgets(self, k_grid: tuple[int, ...]) -> tuple[int, ...]:
         """The budgets K the ``graded`` targets average: :attr:`target_ks`, else ``k_grid``."""
         return tuple(self.target_ks) or tuple(k_grid)

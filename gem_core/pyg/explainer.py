@@ -167,6 +167,11 @@ class GemExplainer(ExplainerAlgorithm):
             ``"late"`` at those above the smallest, ``"off"`` (the default). The engine's
             molecule rows use it at their K = 15, 20, 25, 30; with ``k`` every integer it adds
             little to ``"search"`` or ``"climb"``, which already ask about every edge left.
+        check_lead: at explain time, the first ``check_lead`` edges of the smallest ``k``'s
+            explanation put in the model's own greedy deletion order (step by step, the edge
+            whose deletion most lowers the predicted class under both protocols: necessity),
+            before the check grows the rest; default 0 (off). The engine's BA-shapes, NCI1 and
+            Mutagenicity rows use it (see ``docs/results.md``).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -187,8 +192,10 @@ class GemExplainer(ExplainerAlgorithm):
                  necessity_weight: Optional[float] = None, necessity_lead: int = 0,
                  ensemble: int = 1, decoder: Optional[str] = None,
                  check: Optional[str] = None, check_width: Optional[int] = None,
-                 check_late: str = "same", check_backward: str = "off"):
+                 check_late: str = "same", check_backward: str = "off",
+                 check_lead: int = 0):
         super().__init__()
+        self.check_lead = check_lead
         self.check = check
         self.check_backward = check_backward
         self.check_width = check_width
@@ -394,13 +401,14 @@ class GemExplainer(ExplainerAlgorithm):
             seed=self.seed, **self._check_options(level))
 
     def _check_options(self, level: str) -> dict[str, Any]:
-        """``check``, ``check_width``, ``check_late`` and ``check_backward`` as given, else the
-        level's defaults."""
+        """``check``, ``check_width``, ``check_late``, ``check_backward`` and ``check_lead`` as
+        given, else the level's defaults."""
         graph = level == "graph"
         return {"check": self.check if self.check is not None else "repair",
                 "check_width": (self.check_width if self.check_width is not None
                                 else (8 if graph else 3)),
-                "check_late": self.check_late, "check_backward": self.check_backward}
+                "check_late": self.check_late, "check_backward": self.check_backward,
+                "check_lead": self.check_lead}
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the
@@ -484,7 +492,7 @@ class GemExplainer(ExplainerAlgorithm):
         packed = graphs.packed()
         # the check is read when explaining: changing it after the fit needs no refit
         settings = self.settings_.replace(**self._check_options(self.task_level_))
-        checks = str(settings.check) != "off"
+        checks = settings.asks_target
         black_box = None
         was_training = model is not None and model.training
         if settings.condition_on_prediction or checks:  # the model is called: in eval mode

@@ -91,10 +91,10 @@ def _explainer(model: Any, settings: ScreenSettings) -> Any:
     a checking Gem with the check off (the same fitted auto-encoder, Gem's one-pass ranking)."""
     exp = model.explainer(settings.method)
     gem = getattr(exp, "settings", None)
-    if settings.check or gem is None or str(getattr(gem, "check", "off")) == "off":
+    if settings.check or gem is None or not getattr(gem, "asks_target", False):
         return exp
     unchecked = copy.copy(exp)
-    unchecked.settings = gem.replace(check="off")
+    unchecked.settings = gem.unchecked()
     return unchecked
 
 
