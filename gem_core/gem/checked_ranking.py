@@ -34,9 +34,11 @@ explanation that holds may be "all but one bond", a set the growth never reaches
 is among the first it placed. ``backward`` budgets (the grid's K) get a second way in: where the
 checked top-K does not hold, the pairs after the previous budget are dropped from the whole
 instance instead, each step the ones whose removal alone leaves the prediction surest (a tenth
-of those above K, at least one: one at a time near K), until K pairs are left; when the prediction holds on those, they become positions previous K to
-K (in the order the growth had them, the others in Gem's order), and the growth goes on from
-there. An instance whose top-K holds costs nothing more.
+of those above K, at least one: one at a time near K), until K pairs are left; when the
+prediction holds on those, they become positions previous K to K (in the order the growth had
+them, the others in Gem's order), and the growth goes on from there. An instance whose top-K
+holds costs nothing more. Before all this, :func:`deletion_lead` may let the target order the
+first pairs of Gem's smallest explanation by deletion (necessity).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
@@ -71,7 +73,7 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
                    start: int, stop: int, width: int, rule: str,
                    protocols: tuple[str, ...] = PROTOCOLS,
                    late: Optional[tuple[int, str]] = None,
-                   backward: tuple[int, ...] = ()) -> Tensor:
+                   backward: tuple[tuple[int, int], ...] = ()) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
 
     Args:
@@ -245,9 +247,9 @@ def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tens
     with its pairs ranked before ``previous`` kept, drop the pair whose removal leaves the
     prediction surest (holding first, then the highest probability; ties: the pair Gem ranks
     lowest goes) -- :data:`DROP_SHARE` of those above ``k`` at a time, at least one -- all rows
-    in one batched forward per protocol and step, until ``k`` pairs are left. Where the prediction holds on them, they replace positions
-    ``previous`` to ``k`` of ``ranking`` (in place, as ``placed``). Returns, per row, whether
-    the top-``k`` holds now."""
+    in one batched forward per protocol and step, until ``k`` pairs are left. Where the
+    prediction holds on them, they replace positions ``previous`` to ``k`` of ``ranking`` (in
+    place, as ``placed``). Returns, per row, whether the top-``k`` holds now."""
     inverse = torch.full_like(order, -1)  # local pair id -> its column of ``order``
     keep: list[Tensor] = []  # per row: the pool's columns still kept
     for row in rows.tolist():

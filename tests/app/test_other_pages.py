@@ -235,6 +235,11 @@ def test_how_it_works_steps_through_the_distillation():
     # the molecule rows also search backwards where the grown explanation does not hold
     assert "taken away a few at a time" in describe_gem(mut) and "taken away" in strong
     assert "taken away" not in describe_gem(get_spec("ba_shapes"))
+    # BA-shapes' first edges are ordered by the model's own deletion experiment
+    assert "the model itself orders the first 4 edges" in describe_gem(get_spec("ba_shapes"))
+    assert "from edge 5 on" in describe_gem(get_spec("ba_shapes"))
+    assert "orders the first" not in describe_gem(get_spec("tree_cycles"))
+    assert "orders the first 5 edges" in describe_gem(mut) and "orders the first" not in strong
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
 
