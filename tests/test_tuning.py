@@ -32,6 +32,11 @@ def test_parse_variant_types_each_setting():
     settings = c.settings(Workbench("nci1", "cpu").gem_settings)
     assert (settings.check.value, settings.check_width, settings.check_late.value) == (
         "sustain", 5, "climb")
+    b = parse_variant("b:check_backward=grid,check_lead=5")
+    assert b.overrides == {"check_backward": "grid", "check_lead": 5}
+    assert b.explainer_overrides() == {}  # read at explain time too
+    settings = b.settings(Workbench("nci1", "cpu").gem_settings)
+    assert (settings.check_backward.value, settings.check_lead) == ("grid", 5)
     from gem_core.gem.training_targets import format_ks, parse_ks
 
     assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
@@ -61,6 +66,8 @@ def test_parse_variant_errors_are_clear(text, message):
     ([Variant("a", {"label_source": "guess"})], "label"),
     ([Variant("a", {"decoder": "dense"})], "decoder: 'dense' is not one of"),
     ([Variant("a", {"check_late": "off"})], "check_late: 'off' is not one of"),
+    ([Variant("a", {"check_backward": "always"})], "check_backward: 'always' is not one of"),
+    ([Variant("a", {"check_lead": -1})], "check_lead"),
 ])
 def test_check_variants_rejects_bad_settings(variants, message):
     with pytest.raises(ValueError, match=message):
