@@ -386,8 +386,9 @@ def test_screen_opens_on_the_molecule_default_target_and_keeps_target_paper(tmp_
     runs = {}
     for target in (None, "paper"):
         out = tmp_path / f"{target}.parquet"
+        # --check: the Molecule page's Gem (the paper target's lead is ordered by the target)
         args = ["screen", str(src), "--out", str(out), "--workers", "1", "--no-progress",
-                "--json", "-", "--k", "4"] + (["--target", target] if target else [])
+                "--json", "-", "--k", "4", "--check"] + (["--target", target] if target else [])
         assert main(args) == 0
         captured = capsys.readouterr()
         runs[target] = json.loads(captured.out)
