@@ -179,12 +179,11 @@ class GemSettings:
             asked backwards too: the pairs after the previous K are dropped from the whole
             instance, a few at a time, the prediction kept surest, down to K; where it holds on
             what is left, that is the top-K (no cost where the top-K holds).
-        check_lead: at explain time, the first ``check_lead`` pairs of the smallest explanation
-            (the top-K at the grid's smallest K, after the check) are put in the target's own
-            greedy deletion order: step by step, the pair whose deletion, with those before it,
-            most lowers the predicted class's probability under both protocols (the field's
-            necessity). Only the order inside that explanation moves: its set, every larger
-            top-K and so accuracy, sufficiency at the grid's K and stability stay as they are.
+        check_lead: at explain time, the first ``check_lead`` pairs are drawn from Gem's top-K
+            at the grid's smallest K and put in the target's own greedy deletion order: step by
+            step, the pair whose deletion, with those before it, most lowers the predicted
+            class's probability under both protocols (the field's necessity). The check then
+            grows the explanation from position max(:attr:`necessity_lead`, ``check_lead``).
             0: off. Unlike :attr:`necessity_lead` (the teacher's order, learned), the target
             decides for each instance.
     """
