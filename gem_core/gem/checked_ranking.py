@@ -422,6 +422,8 @@ def deletion_lead(black_box, packed: PackedGraphs, scores: Tensor, predicted: Te
     pairs of the top-``within`` follow in their order, every later pair keeps its place: the
     top-``within`` set and every larger top-K stay as they are. The values stay Gem's,
     reassigned along the new order (ties in index order stay ties)."""
+    # imported here: the settings import this module, and reading settings needs none of the
+    # distillation's modules that the deletion order runs on
     from gem_core.gem.necessity_order import necessity_order_packed
 
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()

@@ -40,8 +40,7 @@ LEAD_SPAN = 0.2
 @torch.no_grad()
 def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor], labels: Tensor,
                     black_box, steps: int, drop_isolated: bool = False,
-                    max_edges: int = CPU_MAX_EDGES,
-                    both_protocols: bool = False) -> list[list[int]]:
+                    max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
     """Per instance, up to ``steps`` pair indices of its ``candidates`` mask in greedy deletion
     order.
 
@@ -52,8 +51,6 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
     deletions leave without an edge (GNNX-Bench's protocol). Every copy of a step (one per
     remaining candidate of every instance) is evaluated in batched forward passes of at most
     ``max_edges`` directed edges. Losses closer than about ``TIE_TOL`` count as a tie.
-    ``both_protocols``: the loss is the sum of the losses with the isolated nodes kept and
-    dropped (``drop_isolated`` is then not read), so the order serves both protocols.
     """
     if len(candidates) != len(instances) or labels.numel() != len(instances):
         raise ValueError("need one candidate mask and one label per instance")
@@ -62,9 +59,8 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
     if not instances or steps == 0:
         return [[] for _ in instances]
     layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
-    return _greedy_order(layout, candidates, labels, black_box, steps,
-                         (False, True) if both_protocols else (drop_isolated,), max_edges,
-                         torch.device("cpu"))
+    return _greedy_order(layout, candidates, labels, black_box, steps, (drop_isolated,),
+                         max_edges, torch.device("cpu"))
 
 
 @torch.no_grad()
