@@ -16,20 +16,19 @@ the non-``hard`` edges set to 0.
 is the *sum over instances* of each instance's loss above, with its own ``reduce`` and its own
 entropy mean, so each mask entry gets the gradient it gets alone, and Adam, element-wise, makes
 the same step. Each instance's initial mask is drawn from its own generator seeded with
-:func:`instance_seed`, with PyG's shape and scale, so the result matches PyG's per-instance run
-under that seed up to float32 rounding (checked by ``tests/test_batched_baselines.py``), and does
-not depend on the other instances of the call. :meth:`GNNExplainerBaseline.explain_reference`
-runs PyG's own explainer per instance.
+:func:`instance_seed`, with PyG's shape and scale, and does not depend on the other instances of
+the call. :meth:`GNNExplainerBaseline.explain_reference` runs PyG's own explainer per instance.
 
-An instance optimised alone (a pack of one) goes through PyG's arithmetic operation for operation
-(the regulariser's terms are added in PyG's order, so autograd sums each entry's gradient in the
-same order) and its mask equals PyG's to the last bit. In a pack of many, a few kernels round
-differently because they pick their code path by tensor shape (a one-row linear layer runs as a
-matrix-vector product; PyTorch's vectorised sigmoid differs from its scalar tail by an ulp), and
-on a trained target the 100 Adam steps can amplify that: PyG's own masks, with the initial mask
-scaled by ``1 + 1e-6``, keep the same top-25 pairs on 53-60% of Mutagenicity's molecules, the
-packed masks agree with PyG's more often (83%; ``python -m gem_core bench baselines`` prints
-both), and ``reproduce``'s accuracy cells stay within one point.
+On the CPU a pack equals PyG's per-instance masks to the last bit: the regulariser's terms are
+added in PyG's order (so autograd sums each entry's gradient terms in the same order), and the
+kernels that round by tensor shape (the vectorised sigmoid's scalar tail, linear layers on 1-3
+rows, e.g. a graph classifier's one-row head) run as each instance alone runs them
+(:mod:`gem_core.explainers._alone`). Mutagenicity (both targets), NCI1 and Tree-cycles: every
+test instance bit for bit (``python -m gem_core bench baselines``). Where a model has a layer
+whose product rounds a row by its position (BA-shapes' first layer; :attr:`exact_packs` is then
+False), or on CUDA, a pack agrees with PyG up to float32 rounding, which 100 Adam steps can
+amplify: PyG's own masks, with the initial mask scaled by ``1 + 1e-6``, keep the same top-25
+pairs on 53-61% of Mutagenicity's molecules.
 """
 from __future__ import annotations
 
@@ -43,6 +42,7 @@ from torch import Tensor, nn
 from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
+from gem_core.explainers._alone import PackAsAlone, packs_exactly
 from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
 from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
                                       model_config, run_on_instance, takes_edge_attr,
@@ -65,8 +65,8 @@ class GNNExplainerBaseline(Explainer):
         epochs, lr: GNNExplainer optimisation (PyG defaults 100 / 0.01).
         coeffs: overrides of PyG's ``GNNExplainer.default_coeffs`` (instance-level).
         reduce: pair score from the two directed mask values (``"max"`` or ``"mean"``).
-        max_pack_nodes: memory bound of one packed optimisation (the results stay within float32
-            rounding; with 1, each instance is optimised alone and equals PyG's to the last bit).
+        max_pack_nodes: memory bound of one packed optimisation (the masks do not depend on it;
+            with 1, each instance is optimised alone, PyG's arithmetic on any device).
         init_scale: factor on PyG's initial mask (1.0, PyG's). ``bench baselines`` sets 1 + 1e-6
             to measure how far a rounding-sized change moves PyG's own optimisation.
     """
@@ -89,6 +89,12 @@ class GNNExplainerBaseline(Explainer):
         self._takes_num_graphs = takes_num_graphs(self.model)
         self._takes_edge_attr = takes_edge_attr(self.model)
 
+    @property
+    def exact_packs(self) -> bool:
+        """Whether a pack's masks equal PyG's per-instance masks to the last bit here (see
+        :func:`gem_core.explainers._alone.packs_exactly`); else they agree up to rounding."""
+        return packs_exactly(self.model, self.device)
+
     # -- the batched optimisation
     def _all_coeffs(self) -> dict:
         from torch_geometric.explain import GNNExplainer
@@ -105,21 +111,23 @@ class GNNExplainerBaseline(Explainer):
 
     def _optimise(self, packed: PackedInstances, init: Tensor) -> Tensor:
         """The final directed masks of a pack (``sigmoid``, 0 off the hard mask), ``[E]``."""
-        from torch_geometric.explain.algorithm.utils import set_masks
-
         coeffs = self._all_coeffs()
         size_reduce = coeffs["edge_reduction"]
         if size_reduce not in ("sum", "mean"):
             raise ValueError(f"edge_reduction must be 'sum' or 'mean', not {size_reduce!r}")
         eps = coeffs["EPS"]
-        with torch.no_grad():
-            target = packed.forward(self.model, self.task, self._takes_num_graphs).argmax(-1)
-        mask = nn.Parameter(init.clone())
-        optimizer = torch.optim.Adam([mask], lr=self.lr)
-        hard: Optional[Tensor] = None
-        size_w = ent_w = owner = None
-        set_masks(self.model, mask, packed.edge_index, apply_sigmoid=True)
-        try:
+        release_masks(self.model)
+        edge_lengths = packed.edge_ptr[1:] - packed.edge_ptr[:-1]
+        levels = [packed.num_nodes] + ([torch.ones_like(packed.num_nodes)]
+                                       if self.task == "graph" else []) + [edge_lengths]
+        with PackAsAlone(self.model, levels, edge_lengths, self.device) as alone:
+            with torch.no_grad():
+                target = packed.forward(self.model, self.task, self._takes_num_graphs).argmax(-1)
+            mask = nn.Parameter(init.clone())
+            optimizer = torch.optim.Adam([mask], lr=self.lr)
+            hard: Optional[Tensor] = None
+            size_w = ent_w = hard_lengths = None
+            alone.mask_layers(mask, packed.edge_index)
             for epoch in range(self.epochs):
                 optimizer.zero_grad()
                 y_hat = packed.forward(self.model, self.task, self._takes_num_graphs)
@@ -127,7 +135,7 @@ class GNNExplainerBaseline(Explainer):
                 if hard is not None:
                     # PyG's order (size term, then entropy): autograd then sums each mask
                     # entry's gradient terms in the same order, to the last bit
-                    m = mask[hard].sigmoid()
+                    m = alone.sigmoid(mask[hard], hard_lengths)
                     loss = loss + (size_w * m).sum()
                     ent = -m * torch.log(m + eps) - (1 - m) * torch.log(1 - m + eps)
                     loss = loss + (ent_w * ent).sum()
@@ -137,13 +145,12 @@ class GNNExplainerBaseline(Explainer):
                     hard = mask.grad != 0.0
                     owner = packed.edge_owner[hard]
                     # each instance's mean over its own hard edges (PyG's per-instance reduce)
-                    count = torch.bincount(owner, minlength=packed.num_instances).clamp(min=1)
+                    hard_lengths = torch.bincount(owner, minlength=packed.num_instances)
+                    count = hard_lengths.clamp(min=1)
                     ent_w = coeffs["edge_ent"] / count[owner].to(mask.dtype)
                     size_w = (torch.full_like(ent_w, coeffs["edge_size"]) if size_reduce == "sum"
                               else coeffs["edge_size"] / count[owner].to(mask.dtype))
-        finally:
-            release_masks(self.model)
-        out = mask.detach().sigmoid()
+            out = alone.sigmoid(mask.detach())
         if hard is not None:
             out[~hard] = 0.0
         return out
