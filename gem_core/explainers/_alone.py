@@ -52,6 +52,20 @@ def _scalar_layout(x: Tensor) -> Tensor:
     return torch.stack([x, x], dim=1)[:, 0]
 
 
+class _OneThread:
+    """Run a block on one intra-op thread (and restore the count): MKL splits a tall product's
+    rows between threads, and where a split falls changes how those rows round."""
+
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
+        if self.threads != 1:
+            torch.set_num_threads(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.threads != 1:
+            torch.set_num_threads(self.threads)
+
+
 @functools.lru_cache(maxsize=None)
 def sigmoid_block() -> int:
     """Elements PyTorch's CPU sigmoid vectorises per step: on a contiguous tensor of ``n``
@@ -61,6 +75,11 @@ def sigmoid_block() -> int:
 
     Measured on values whose two codes differ: for each length 1..300 the call is compared with
     both codes, and the block is the one power of two that explains every length."""
+    with _OneThread():
+        return _sigmoid_block()
+
+
+def _sigmoid_block() -> int:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(_GRAIN, generator=gen)
     vec, sca = x.sigmoid(), _scalar_layout(x).sigmoid()
@@ -101,8 +120,33 @@ def sigmoid_as_alone(x: Tensor, tail: Optional[Tensor], block: int) -> Tensor:
     return torch.where(tail.to(x.device), _scalar_layout(x).sigmoid(), vec)
 
 
+@dataclass(frozen=True)
+class LinearRounding:
+    """How a linear layer of one shape rounds ``m`` rows, forward and input gradient, against
+    the same rows inside a taller input, on this CPU (see :func:`linear_rounding`).
+
+    Attributes:
+        sizes: the row counts ``m <= 16`` that can round apart (typically 1-3: a matrix-vector
+            product or a small-matrix kernel).
+        exact: whether taller row counts (17-48) never do. Some shapes' products block their
+            rows so that a row's rounding depends on its position (seen for the input gradient
+            of a 10 -> 20 layer); a pack cannot match those.
+        by_alignment: the sizes whose rounding also depends on where their rows lie in memory
+            (a small-matrix kernel reading unaligned rows).
+    """
+
+    sizes: frozenset
+    exact: bool
+    by_alignment: frozenset
+
+
 @functools.lru_cache(maxsize=None)
-def _linear_rounding(shape: tuple, has_bias: bool, dtype: torch.dtype) -> tuple:
+def _linear_rounding(shape: tuple, has_bias: bool, dtype: torch.dtype) -> LinearRounding:
+    with _OneThread():
+        return _probe_linear(shape, has_bias, dtype)
+
+
+def _probe_linear(shape: tuple, has_bias: bool, dtype: torch.dtype) -> LinearRounding:
     gen = torch.Generator().manual_seed(0)
     out_f, in_f = shape
     w = torch.randn(out_f, in_f, generator=gen, dtype=dtype)
@@ -113,23 +157,30 @@ def _linear_rounding(shape: tuple, has_bias: bool, dtype: torch.dtype) -> tuple:
 
     def apart(m: int, at: int) -> bool:
         rows = slice(at, at + m)
-        return not (torch.equal(F.linear(x[rows], w, b), tall[rows])
-                    and torch.equal(g[rows].mm(w), tall_grad[rows]))
+        return not (torch.equal(F.linear(x[rows].clone(), w, b), tall[rows])
+                    and torch.equal(g[rows].clone().mm(w), tall_grad[rows]))
 
-    small = frozenset(m for m in range(1, _PROBE_ROWS + 1)
+    def moved(values: Tensor, offset: int) -> Tensor:  # the same rows, ``offset`` floats on
+        buf = torch.empty(values.numel() + 16, dtype=dtype)
+        return buf[offset: offset + values.numel()].view_as(values).copy_(values)
+
+    def by_alignment(m: int) -> bool:
+        alone, alone_grad = F.linear(x[:m].clone(), w, b), g[:m].clone().mm(w)
+        return any(not (torch.equal(F.linear(moved(x[:m], off), w, b), alone)
+                        and torch.equal(moved(g[:m], off).mm(w), alone_grad))
+                   for off in range(1, 16))
+
+    sizes = frozenset(m for m in range(1, _PROBE_ROWS + 1)
                       if any(apart(m, at) for at in range(_PROBE_ROWS)))
     taller = any(apart(m, at) for m in range(_PROBE_ROWS + 1, 3 * _PROBE_ROWS + 1)
                  for at in range(_PROBE_ROWS))
-    return small, not taller
+    return LinearRounding(sizes, not taller, frozenset(m for m in sizes if by_alignment(m)))
 
 
-def linear_rounding(layer: nn.Module) -> tuple:
-    """How ``layer`` (a linear layer) rounds ``m`` rows, forward and input gradient, against
-    the same rows inside a taller input, on this CPU with this shape (probed at 16 row
-    offsets): ``(sizes, exact)``, the row counts ``m <= 16`` that can round apart (typically
-    1-3: a matrix-vector product or a small-matrix kernel), and whether taller row counts
-    (17-48) never do. Some shapes' products block their rows so that a row's rounding depends
-    on its position (seen for the input gradient of a 20 x 10 layer): ``exact`` is then False."""
+def linear_rounding(layer: nn.Module) -> LinearRounding:
+    """How ``layer`` (a linear layer) rounds rows on this CPU with its shape, on one thread (as
+    packs run): measured once per shape at 16 row offsets and 15 memory offsets (a few
+    milliseconds), then cached."""
     weight = layer.weight
     return _linear_rounding(tuple(weight.shape), layer.bias is not None, weight.dtype)
 
@@ -138,25 +189,32 @@ class _RowsAlone(torch.autograd.Function):
     """Rows of ``F.linear(x, weight, bias)``, each span of rows as its own product, and in the
     backward pass each span's input gradient as its own product (autograd's ``grad @ W``).
 
-    Each span is first copied to a 64-byte-aligned slot of ``_SLOT`` rows, as an instance's own
-    tensor is aligned alone (PyTorch allocates on 64 bytes): the small-matrix kernels round by
-    the alignment of their operands. ``plan``: :class:`_Spans`."""
+    Where the span sizes round by alignment, each span is first copied to a 64-byte-aligned
+    slot of ``_SLOT`` rows, as an instance's own tensor is aligned alone (PyTorch allocates on
+    64 bytes). ``plan``: :class:`_Spans`."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], plan: "_Spans") -> Tensor:
         ctx.save_for_backward(weight)
         ctx.shape, ctx.plan = x.shape, plan
-        slots = x.index_select(0, plan.gather.to(x.device)).split(_SLOT)
-        return torch.cat([F.linear(slot[:n], weight, bias) for slot, n in zip(slots, plan.lengths)])
+        if plan.aligned:
+            parts = _slot_parts(x.index_select(0, plan.gather.to(x.device)), plan.lengths)
+        else:
+            rows = x if plan.index is None else x.index_select(0, plan.index.to(x.device))
+            parts = rows.split(plan.lengths)
+        return torch.cat([F.linear(part, weight, bias) for part in parts])
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (weight,) = ctx.saved_tensors
         plan = ctx.plan
-        slots = grad.new_zeros(len(plan.lengths) * _SLOT, grad.size(1))
-        slots.index_copy_(0, plan.slot_rows.to(grad.device), grad)
-        rows = torch.cat([slot[:n].mm(weight)
-                          for slot, n in zip(slots.split(_SLOT), plan.lengths)])
+        if plan.aligned:
+            slots = grad.new_zeros(len(plan.lengths) * _SLOT, grad.size(1))
+            slots.index_copy_(0, plan.slot_rows.to(grad.device), grad)
+            parts = _slot_parts(slots, plan.lengths)
+        else:
+            parts = grad.split(plan.lengths)
+        rows = torch.cat([part.mm(weight) for part in parts])
         if plan.index is None:
             return rows, None, None, None
         grad_x = grad.new_zeros(ctx.shape).index_copy_(0, plan.index.to(grad.device), rows)
@@ -167,12 +225,20 @@ class _RowsAlone(torch.autograd.Function):
 _SLOT = _PROBE_ROWS
 
 
+def _slot_parts(slots: Tensor, lengths: tuple) -> list:
+    """The span in each ``_SLOT``-row slot of ``slots`` (its first ``lengths[k]`` rows)."""
+    if len(set(lengths)) == 1:  # one strided view, cut in one call (a graph head: all 1)
+        return list(slots.view(len(lengths), _SLOT, -1)[:, : lengths[0]].unbind(0))
+    return [slot[:n] for slot, n in zip(slots.split(_SLOT), lengths)]
+
+
 @dataclass(frozen=True)
 class _Spans:
     """The rows of a layer's input that :class:`_RowsAlone` computes span by span.
 
     Attributes:
         lengths: rows of each span (each at most ``_SLOT``).
+        aligned: whether the spans go through aligned slots (some size rounds by alignment).
         gather: ``[len(lengths) * _SLOT]`` input row of each slot row (a span's own rows, then
             its first row again as padding).
         slot_rows: slot row of each span row, in order.
@@ -180,12 +246,13 @@ class _Spans:
     """
 
     lengths: tuple
+    aligned: bool
     gather: Tensor
     slot_rows: Tensor
     index: Optional[Tensor]
 
     @classmethod
-    def of(cls, spans: list, rows: int) -> "_Spans":
+    def of(cls, spans: list, rows: int, aligned: bool) -> "_Spans":
         lengths = tuple(b - a for a, b in spans)
         gather = torch.tensor([a + (j if j < b - a else 0) for a, b in spans
                                for j in range(_SLOT)])
@@ -194,7 +261,7 @@ class _Spans:
         index = None
         if sum(lengths) < rows:
             index = torch.cat([torch.arange(a, b) for a, b in spans])
-        return cls(lengths, gather, slot_rows, index)
+        return cls(lengths, aligned, gather, slot_rows, index)
 
 
 def _is_linear(module: nn.Module) -> bool:
@@ -208,13 +275,15 @@ def packs_exactly(model: nn.Module, device: torch.device) -> bool:
     round by shape: the CPU, the sigmoid's code paths known, and no linear layer that rounds a
     row by its position in a tall input."""
     return (torch.device(device).type == "cpu" and sigmoid_block() > 0
-            and all(linear_rounding(m)[1] for m in model.modules() if _is_linear(m)))
+            and all(linear_rounding(m).exact for m in model.modules() if _is_linear(m)))
 
 
 class PackAsAlone:
-    """For the lifetime of one packed optimisation of ``model``: its linear layers give each
-    instance's rows as computed alone, and :meth:`mask_layers` / :meth:`sigmoid` give mask
-    sigmoids as computed alone. A no-op off the CPU.
+    """For the lifetime of one packed optimisation of ``model`` (a ``with`` block): its linear
+    layers give each instance's rows as computed alone, :meth:`mask_layers` / :meth:`sigmoid`
+    give mask sigmoids as computed alone, and the block runs on one intra-op thread (a tall
+    product split between threads rounds the rows near the split differently; PyG's products of
+    one instance's few rows run on one thread). A no-op off the CPU.
 
     Args:
         model: the explained model (hooks are added to its linear layers until :meth:`close`).
@@ -235,27 +304,30 @@ class PackAsAlone:
             self._levels.setdefault(int(sizes.sum()), sizes.to("cpu", torch.long))
         self._spans: dict[tuple, Optional[_Spans]] = {}
         self._hooks: list = []
+        self._threads = _OneThread()
         if self.active:
             self._hooks += [m.register_forward_hook(self._linear_hook)
                             for m in model.modules() if _is_linear(m)]
 
-    def _spans_of(self, rows: int, apart: frozenset) -> Optional[_Spans]:
+    def _spans_of(self, rows: int, rounding: LinearRounding) -> Optional[_Spans]:
         """The instances whose row count at the level of ``rows`` rounds apart (None: none)."""
-        key = (rows, apart)
+        key = (rows, rounding)
+        apart = rounding.sizes
         if key not in self._spans:
             sizes = self._levels.get(rows)
             spans = []
             if sizes is not None and apart:
                 ends = torch.cumsum(sizes, 0).tolist()
                 spans = [(e - n, e) for n, e in zip(sizes.tolist(), ends) if n in apart]
-            self._spans[key] = _Spans.of(spans, rows) if spans else None
+            aligned = any(b - a in rounding.by_alignment for a, b in spans)
+            self._spans[key] = _Spans.of(spans, rows, aligned) if spans else None
         return self._spans[key]
 
     def _linear_hook(self, module: nn.Module, args: tuple, out: Tensor) -> Tensor:
         x = args[0]
         if not isinstance(x, Tensor) or x.dim() != 2:
             return out
-        plan = self._spans_of(x.size(0), linear_rounding(module)[0])
+        plan = self._spans_of(x.size(0), linear_rounding(module))
         if plan is None:
             return out
         rows = _RowsAlone.apply(x, module.weight, module.bias, plan)
@@ -302,8 +374,14 @@ class PackAsAlone:
         release_masks(self.model)
 
     def __enter__(self) -> "PackAsAlone":
+        if self.active:  # as PyG's per-instance products of a few rows run
+            self._threads.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            self.close()
+        finally:
+            if self.active:
+                self._threads.__exit__(*exc)
 
