@@ -195,3 +195,19 @@ def test_bench_agreement_on_a_hand_computed_case():
     assert r["topk_share"] == (0.5 + 1.0) / 2
     assert abs(r["topk_jaccard"] - (1 / 3 + 1.0) / 2) < 1e-12
     assert r["max_abs_diff"] == 2.0
+
+
+def test_gnnexplainer_packs_run_on_one_thread_and_give_the_same_masks_at_any_thread_count():
+    """A pack runs on one intra-op thread (a product split between threads rounds rows near the
+    split differently), so its masks do not depend on the caller's thread count, which it
+    restores afterwards."""
+    model, task, insts = CASES["graph"]
+    ex = GNNExplainerBaseline(model, task, epochs=20)
+    one = ex.explain(insts)
+    torch.set_num_threads(2)
+    try:
+        two = ex.explain(insts)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)
+    assert all(torch.equal(a, b) for a, b in zip(one, two))
