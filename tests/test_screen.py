@@ -204,7 +204,8 @@ def test_ray_path_equals_the_local_path(tmp_path):
 def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_line():
     """Each Ray worker the screen starts defers PyG's unused torch._dynamo in its first task,
     before it imports the engine, as the command line's process does; a worker that dies
-    mid-chunk is the screen's one-line WorkerLostError, not Ray's traceback."""
+    mid-chunk is the screen's one-line WorkerLostError, not Ray's traceback; closing ends the
+    local cluster, its autoscaler monitor included."""
     import os
 
     import ray
@@ -231,9 +232,13 @@ def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_li
 
         with pytest.raises(WorkerLostError, match="Ray worker of this screen died"):
             backend.result(dies.remote())
+        monitors = [info.process for info in
+                    ray._private.worker._global_node.all_processes.get("monitor", [])]
     finally:
         backend.close()
     assert not ray.is_initialized()
+    # the autoscaler monitor, which ignores SIGTERM, was killed rather than waited for
+    assert monitors and all(proc.poll() is not None for proc in monitors)
 
 
 def _start_screen(tmp_path, src, args: list[str]):
