@@ -9,14 +9,17 @@ same value computed on the instance alone:
   with AVX-512). Alone, an instance's last mask entries take the scalar loop; in a pack most of
   them are vectorised.
 * A linear layer on 1-3 rows runs as a matrix-vector product or a small-matrix kernel whose sums
-  are ordered differently from the rows of a taller product (forward and backward). A graph
-  classifier's head sees one row per graph alone, one row per instance of the pack.
+  are ordered differently from the rows of a taller product (forward and backward), and which
+  also rounds by the memory alignment of its rows. A graph classifier's head sees one row per
+  graph alone, one row per instance of the pack.
+* MKL splits a tall product's rows between threads, and the rows near a split round differently.
 
 Over GNNExplainer's 100 Adam steps such last-bit differences can grow into a different top-K.
 :class:`PackAsAlone` removes them: every sigmoid of a mask is computed both ways and each element
 keeps the way its instance alone takes (:func:`sigmoid_as_alone`), and the rows of instances whose
-row count rounds differently are recomputed, each instance by its own product, in the forward and
-the backward pass (:class:`_RowsAlone`). Which elements are scalar and which row counts round
+row count rounds differently are recomputed, each instance by its own product from an aligned
+copy, in the forward and the backward pass (:class:`_RowsAlone`), and the pack runs on one
+intra-op thread. Which elements are scalar and which row counts round
 differently is measured on this machine's kernels at first use (:func:`sigmoid_block`,
 :func:`linear_rounding`), not assumed. The other kernels the optimisation runs (message
 aggregation in edge order, pooling, normalisation, ReLU, cross-entropy per row, Adam's
@@ -291,6 +294,7 @@ class PackAsAlone:
             edges), the rows of each instance at that level; where two levels have the same
             count, the first given wins.
         edge_lengths: directed edges of each instance (the mask's segments).
+        device: where the pack runs (anything but the CPU: nothing is changed).
     """
 
     def __init__(self, model: nn.Module, rows_per_level: list[Tensor], edge_lengths: Tensor,

@@ -116,7 +116,7 @@ class GNNExplainerBaseline(Explainer):
         if size_reduce not in ("sum", "mean"):
             raise ValueError(f"edge_reduction must be 'sum' or 'mean', not {size_reduce!r}")
         eps = coeffs["EPS"]
-        release_masks(self.model)
+        release_masks(self.model)  # a mask PyG's own explainer left would apply to the target
         edge_lengths = packed.edge_ptr[1:] - packed.edge_ptr[:-1]
         levels = [packed.num_nodes] + ([torch.ones_like(packed.num_nodes)]
                                        if self.task == "graph" else []) + [edge_lengths]
