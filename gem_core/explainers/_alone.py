@@ -302,16 +302,17 @@ class PackAsAlone:
         self.model = model
         self.active = device.type == "cpu"
         self.block = sigmoid_block() if self.active else 0
-        self.edge_tail = tail_mask(edge_lengths, self.block) if self.block > 1 else None
+        self.edge_tail = self.tail(edge_lengths)
         self._levels: dict[int, Tensor] = {}
         for sizes in rows_per_level:
             self._levels.setdefault(int(sizes.sum()), sizes.to("cpu", torch.long))
         self._spans: dict[tuple, Optional[_Spans]] = {}
         self._hooks: list = []
         self._threads = _OneThread()
-        if self.active:
-            self._hooks += [m.register_forward_hook(self._linear_hook)
-                            for m in model.modules() if _is_linear(m)]
+        # each linear layer's rounding, probed once per shape; a hook on each
+        self._rounding = ({m: linear_rounding(m) for m in model.modules() if _is_linear(m)}
+                          if self.active else {})
+        self._hooks += [m.register_forward_hook(self._linear_hook) for m in self._rounding]
 
     def _spans_of(self, rows: int, rounding: LinearRounding) -> Optional[_Spans]:
         """The instances whose row count at the level of ``rows`` rounds apart (None: none)."""
@@ -331,7 +332,7 @@ class PackAsAlone:
         x = args[0]
         if not isinstance(x, Tensor) or x.dim() != 2:
             return out
-        plan = self._spans_of(x.size(0), linear_rounding(module))
+        plan = self._spans_of(x.size(0), self._rounding[module])
         if plan is None:
             return out
         rows = _RowsAlone.apply(x, module.weight, module.bias, plan)
@@ -360,13 +361,18 @@ class PackAsAlone:
         self._hooks += [m.register_forward_pre_hook(sigmoid_before) for m in self.model.modules()
                         if isinstance(m, MessagePassing) and m.explain]
 
-    def sigmoid(self, values: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
-        """Sigmoid of 1-D ``values`` made of one segment per instance (``lengths``; default: the
-        mask's segments), each element as a sigmoid of its segment alone computes it."""
+    def tail(self, lengths: Tensor) -> Optional[Tensor]:
+        """The scalar-code elements of 1-D values made of one segment per instance of
+        ``lengths`` (for :meth:`sigmoid`; computed once, used every step)."""
+        return tail_mask(lengths, self.block) if self.block > 1 else None
+
+    def sigmoid(self, values: Tensor, tail: Optional[Tensor] = None) -> Tensor:
+        """Sigmoid of 1-D ``values`` made of one segment per instance (their :meth:`tail`;
+        default: the mask's segments), each element as a sigmoid of its segment alone computes
+        it."""
         if self.block <= 1:
             return values.sigmoid()
-        tail = self.edge_tail if lengths is None else tail_mask(lengths, self.block)
-        return sigmoid_as_alone(values, tail, self.block)
+        return sigmoid_as_alone(values, self.edge_tail if tail is None else tail, self.block)
 
     def close(self) -> None:
         """Remove the hooks and the masks (the model is as before)."""

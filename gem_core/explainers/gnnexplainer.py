@@ -126,7 +126,7 @@ class GNNExplainerBaseline(Explainer):
             mask = nn.Parameter(init.clone())
             optimizer = torch.optim.Adam([mask], lr=self.lr)
             hard: Optional[Tensor] = None
-            size_w = ent_w = hard_lengths = None
+            size_w = ent_w = hard_tail = None
             alone.mask_layers(mask, packed.edge_index)
             for epoch in range(self.epochs):
                 optimizer.zero_grad()
@@ -135,7 +135,7 @@ class GNNExplainerBaseline(Explainer):
                 if hard is not None:
                     # PyG's order (size term, then entropy): autograd then sums each mask
                     # entry's gradient terms in the same order, to the last bit
-                    m = alone.sigmoid(mask[hard], hard_lengths)
+                    m = alone.sigmoid(mask[hard], hard_tail)
                     loss = loss + (size_w * m).sum()
                     ent = -m * torch.log(m + eps) - (1 - m) * torch.log(1 - m + eps)
                     loss = loss + (ent_w * ent).sum()
@@ -146,6 +146,7 @@ class GNNExplainerBaseline(Explainer):
                     owner = packed.edge_owner[hard]
                     # each instance's mean over its own hard edges (PyG's per-instance reduce)
                     hard_lengths = torch.bincount(owner, minlength=packed.num_instances)
+                    hard_tail = alone.tail(hard_lengths)
                     count = hard_lengths.clamp(min=1)
                     ent_w = coeffs["edge_ent"] / count[owner].to(mask.dtype)
                     size_w = (torch.full_like(ent_w, coeffs["edge_size"]) if size_reduce == "sum"
