@@ -203,19 +203,23 @@ def test_ray_path_equals_the_local_path(tmp_path):
 
 def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_line():
     """Each Ray worker the screen starts defers PyG's unused torch._dynamo in its first task,
-    before it imports the engine, as the command line's process does; a worker that dies
-    mid-chunk is the screen's one-line WorkerLostError, not Ray's traceback; closing ends the
-    local cluster, its autoscaler monitor included."""
+    before it imports the engine, as the command line's process does, and reports the target's
+    digest; a worker that dies mid-chunk is the screen's one-line WorkerLostError, not Ray's
+    traceback, and one that cannot load the model raises the engine's own error; the local
+    cluster runs no dashboard, autoscaler or log monitor, and closing ends every process of it."""
     import os
 
     import ray
 
+    from gem_core.service.session import ModelUnavailableError
     from gem_core.runtime.workers import WorkerLostError
+    from gem_core.service.molecules import molecule_model
     from gem_core.service.screening.runner import _Ray
 
     backend = _Ray(ScreenSettings(), workers=1, address=None)
     try:
-        assert ray.get(backend.warming) == [True]
+        assert backend.target_digest() == molecule_model("cpu").target().digest
+        assert ray.get(backend.warming) == [backend.target_digest()]
 
         @ray.remote(num_cpus=1)
         def probe() -> bool:
@@ -232,13 +236,54 @@ def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_li
 
         with pytest.raises(WorkerLostError, match="Ray worker of this screen died"):
             backend.result(dies.remote())
+
+        @ray.remote(num_cpus=1, max_retries=0)
+        def cannot_load() -> str:
+            raise ModelUnavailableError("no target model here")
+
+        backend.warming = [cannot_load.remote()]
+        with pytest.raises(ModelUnavailableError, match="no target model here"):
+            backend.target_digest()
+        processes = dict(backend.node.all_processes)
+    finally:
+        backend.close()
+    assert not ray.is_initialized()
+    assert {"gcs_server", "raylet"} <= set(processes)
+    assert not {"dashboard", "monitor", "log_monitor"} & set(processes)
+    assert all(info.process.poll() is not None for infos in processes.values() for info in infos)
+
+
+def test_ray_through_ray_init_kills_its_autoscaler_monitor(monkeypatch):
+    """Where Ray's node API is missing, ``ray.init`` starts the usual local cluster; its
+    autoscaler monitor, which ignores SIGTERM, is killed at close rather than waited for."""
+    import ray
+
+    from gem_core.service.screening import runner
+
+    monkeypatch.setattr(runner, "_start_task_node", lambda workers: None)
+    backend = runner._Ray(ScreenSettings(), workers=1, address=None)
+    try:
+        assert backend.node is None
         monitors = [info.process for info in
                     ray._private.worker._global_node.all_processes.get("monitor", [])]
     finally:
         backend.close()
     assert not ray.is_initialized()
-    # the autoscaler monitor, which ignores SIGTERM, was killed rather than waited for
     assert monitors and all(proc.poll() is not None for proc in monitors)
+
+
+def test_a_ray_screen_driver_never_imports_torch(tmp_path):
+    """The driver of a Ray screen reads, stores and compacts; its workers load the model and
+    report the target's digest, so the driver's process never pays torch's import."""
+    src = _nci_rows(tmp_path, 40)
+    code = ("import sys\n"
+            "from gem_core.service.screening import ScreenSettings, screen\n"
+            f"r = screen({str(src)!r}, {str(tmp_path / 'ray.parquet')!r}, ScreenSettings(),\n"
+            "           workers=1, use_ray=True, chunk_size=20)\n"
+            "print(r.summary.rows, r.backend, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["40", "ray", "False"]
 
 
 def _start_screen(tmp_path, src, args: list[str]):

@@ -253,12 +253,11 @@ def _one_thread() -> None:
         torch.set_num_threads(1)
 
 
-def warm_up(settings: ScreenSettings) -> bool:
-    """Load this process's model ahead of the first chunk (Ray workers boot while the driver
-    reads its input)."""
+def warm_up(settings: ScreenSettings) -> str:
+    """Load this process's model ahead of the first chunk; returns its target checkpoint's
+    digest (a Ray screen's driver takes it from its workers instead of loading the model)."""
     _one_thread()
-    _model(settings)
-    return True
+    return _model(settings).target().digest
 
 
 def screen_chunk(index: int, rows: Sequence[InputRow],

@@ -4,10 +4,10 @@ Three places run :func:`~gem_core.service.screening.chunk.screen_chunk`, with id
 
 * ``workers=1``: this process;
 * ``workers=N``: N worker processes of this machine (forked, so the loaded model is shared);
-* ``ray``: Ray tasks, on a running cluster (``address``) or on a local one started here (CPU
-  workers: ``auto`` is the CPU). On the CPU the driver reaches ``ray.init`` before importing
-  torch, its workers defer PyG's unused imports in their first task, and Ray shuts down while
-  the output is compacted: about 2 s less of fixed cost per run.
+* ``ray``: Ray tasks, on a running cluster (``address``) or on a local one started here with
+  only the processes tasks need (CPU workers: ``auto`` is the CPU). The driver never imports
+  torch (its workers load the model and report the target's digest), the workers defer PyG's
+  unused imports in their first task, and Ray shuts down while the output is compacted.
 
 On CUDA the model runs in this process and the worker processes only parse. At most
 ``2 * workers`` chunks are in flight, so memory does not grow with the input.
@@ -173,15 +173,35 @@ class _Ray:
             raise ValueError("--ray needs Ray: pip install '.[ray]' (or pip install ray).") from exc
         self.ray = ray
         self.started = False
+        self.node: Any = None  # the local cluster this run started, when it started its own
         if not ray.is_initialized():
-            where = {"address": address} if address else {"num_cpus": workers}
-            ray.init(**where, include_dashboard=False, log_to_driver=False)
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            else:
+                self.node = _start_task_node(workers)
+                if self.node is not None:
+                    ray.init(address=self.node.address, log_to_driver=False)
+                else:
+                    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
             self.started = True
         self.settings = settings
         self.task = ray.remote(num_cpus=1)(ray_screen_chunk)
-        # Each worker imports the engine and loads the model while this process gets ready.
+        # Each worker imports the engine and loads the model while this process reads its
+        # input; the driver itself loads no model (the run's target digest comes from them).
         warm = ray.remote(num_cpus=1)(ray_warm_up)
         self.warming = [warm.remote(settings) for _ in range(workers)]
+
+    def target_digest(self) -> str:
+        """The target checkpoint digest of the first worker ready; a worker that cannot load
+        the model raises the engine's own error (e.g. ModelUnavailableError)."""
+        ready, _ = self.ray.wait(self.warming, num_returns=1)
+        try:
+            return str(self.result(ready[0]))
+        except self.ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, Exception):  # the engine's error, Ray's traceback chained
+                raise cause from exc
+            raise
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         return self.task.remote(index, rows, self.settings)
@@ -199,12 +219,45 @@ class _Ray:
     def close(self) -> None:
         if self.started:
             self.started = False
-            _stop_monitor(self.ray)
+            if self.node is None:
+                _stop_monitor(self.ray)
             self.ray.shutdown()
+            if self.node is not None:
+                self.node.destroy_external_storage()
+                self.node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+                self.node = None
+
+
+def _start_task_node(workers: int) -> Any:
+    """Start a local Ray head node of ``workers`` CPUs with what tasks need: the GCS, the raylet
+    and its agents. ``ray.init``'s own node also starts the dashboard's API server (and waits
+    up to a second for its address), the autoscaler monitor and the log monitor: three Python
+    processes, ~1.4 s of CPU while the workers boot, for a dashboard, autoscaling and log
+    forwarding that a screen does not use (2 cores: 2.4-2.7 s -> 1.7 s to a connected driver).
+
+    Ray's private node API (the ``ray`` extra pins the version); ``None`` where that API is not
+    there, and the caller lets ``ray.init`` start its usual node. The node's processes share the
+    driver's fate (they end with it, even on ``kill -9``), as ``ray.init``'s do.
+    """
+    try:
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+
+        params = RayParams(num_cpus=workers, include_dashboard=False, no_monitor=True,
+                           include_log_monitor=False)
+    except (ImportError, TypeError):  # pragma: no cover (another Ray version)
+        return None
+
+    class TaskNode(Node):
+        def start_api_server(self, **_: Any) -> None:  # no dashboard or job API to serve
+            return None
+
+    return TaskNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True,
+                    ray_init_cluster=True)
 
 
 def _stop_monitor(ray: Any) -> None:
-    """Kill the autoscaler monitor of the local cluster this run started. It does not exit on
+    """Kill the autoscaler monitor of the local cluster ``ray.init`` started. It does not exit on
     SIGTERM, so ``ray.shutdown`` would give it a full second of grace (of its 1.35 s) before
     killing it; a local cluster's monitor has nothing to save. Ray's private process table: if
     it is not there (another Ray version), ``ray.shutdown`` does it as before."""
@@ -216,7 +269,7 @@ def _stop_monitor(ray: Any) -> None:
             process.wait(timeout=5)
 
 
-def ray_warm_up(settings: ScreenSettings) -> bool:
+def ray_warm_up(settings: ScreenSettings) -> str:
     """:func:`~gem_core.service.screening.chunk.warm_up` in a Ray worker: the worker is this
     run's own process, so it defers PyG's unused imports first, as the command line does
     (:mod:`gem_core.runtime.imports`; 1.3 s of a worker's boot). A runtime-env setup hook would
@@ -240,7 +293,8 @@ def ray_screen_chunk(index: int, rows: list[InputRow],
 # ----------------------------------------------------------------------------- the run
 
 def _fingerprint(source: Union[str, Path], settings: ScreenSettings, chunk_size: int,
-                 smiles_column: Optional[str], id_column: Optional[str], model: Any) -> dict:
+                 smiles_column: Optional[str], id_column: Optional[str],
+                 target_digest: str) -> dict:
     if str(source) == "-":
         where: dict[str, Any] = {"input": "-"}
     else:
@@ -249,7 +303,7 @@ def _fingerprint(source: Union[str, Path], settings: ScreenSettings, chunk_size:
                  "input_mtime_ns": st.st_mtime_ns}
     return {**where, **settings.as_dict(), "chunk_size": chunk_size,
             "smiles_column": smiles_column, "id_column": id_column,
-            "target_digest": model.target().digest}
+            "target_digest": target_digest}
 
 
 def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenSettings,
@@ -288,13 +342,15 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
         first = next(rows, None)  # header errors surface before any model is loaded
         num_chunks, resumed = 0, 0
         try:
-            # Ray starts first (torch is not imported yet on the CPU) and boots its workers
-            # (imports, model) while this process loads its own model.
+            # A Ray screen's driver never imports torch: its workers load the model and tell
+            # it the target's digest. Other screens load the model here (forked workers share it).
             if use_ray:
                 backend = _Ray(settings, workers, ray_address)
-            model = _model(settings)
+                digest = backend.target_digest()
+            else:
+                digest = _model(settings).target().digest
             store = ChunkStore(output, _fingerprint(source, settings, chunk_size, smiles_column,
-                                                    id_column, model))
+                                                    id_column, digest))
             done = store.open(restart=restart)
             expected = count_lines(source)
             all_rows = rows if first is None else _prepend(first, rows)
