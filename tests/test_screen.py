@@ -205,8 +205,9 @@ def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_li
     """Each Ray worker the screen starts defers PyG's unused torch._dynamo in its first task,
     before it imports the engine, as the command line's process does, and reports the target's
     digest; a worker that dies mid-chunk is the screen's one-line WorkerLostError, not Ray's
-    traceback, and one that cannot load the model raises the engine's own error; the local
-    cluster runs no dashboard, autoscaler or log monitor, and closing ends every process of it."""
+    traceback; one that cannot load the model raises the engine's own error, one that cannot
+    import the engine says what to install, in one line; the local cluster runs no dashboard,
+    autoscaler or log monitor, and closing ends every process of it."""
     import os
 
     import ray
@@ -243,6 +244,14 @@ def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_li
 
         backend.warming = [cannot_load.remote()]
         with pytest.raises(ModelUnavailableError, match="no target model here"):
+            backend.target_digest()
+
+        @ray.remote(num_cpus=1, max_retries=0)
+        def cannot_import() -> str:
+            import gem_core_is_not_here  # noqa: F401  (a worker without the engine)
+
+        backend.warming = [cannot_import.remote()]
+        with pytest.raises(WorkerLostError, match="cannot load the engine.*pip install"):
             backend.target_digest()
         processes = dict(backend.node.all_processes)
     finally:

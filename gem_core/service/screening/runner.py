@@ -199,9 +199,13 @@ class _Ray:
             return str(self.result(ready[0]))
         except self.ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
-            if isinstance(cause, Exception):  # the engine's error, Ray's traceback chained
+            if _engine_error(cause):  # e.g. no usable target: said as the engine says it
                 raise cause from exc
-            raise
+            first_line = (str(cause).strip().splitlines() or [""])[0]
+            raise WorkerLostError(
+                f"The Ray workers of this screen cannot load the engine and its model "
+                f"({type(cause).__name__}: {first_line}). Install gem_core where Ray's "
+                f"workers run (pip install -e . from this checkout).") from exc
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         return self.task.remote(index, rows, self.settings)
@@ -226,6 +230,13 @@ class _Ray:
                 self.node.destroy_external_storage()
                 self.node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
                 self.node = None
+
+
+def _engine_error(error: Any) -> bool:
+    """Whether a worker's ``error`` is one the engine raises for the user (bad settings, a
+    missing or corrupted model, missing data), rather than a broken worker environment."""
+    return isinstance(error, (ValueError, FileNotFoundError)) or (
+        isinstance(error, Exception) and type(error).__module__.startswith("gem_core."))
 
 
 def _start_task_node(workers: int) -> Any:
