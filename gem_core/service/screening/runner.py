@@ -14,6 +14,7 @@ On CUDA the model runs in this process and the worker processes only parse. At m
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -180,7 +181,12 @@ class _Ray:
             else:
                 self.node = _start_task_node(workers)
                 if self.node is not None:
-                    ray.init(address=self.node.address, log_to_driver=False)
+                    try:  # Ray's "connecting to an existing cluster" would say otherwise
+                        ray.init(address=self.node.address, log_to_driver=False,
+                                 logging_level=logging.WARNING)
+                    except BaseException:
+                        self.node.kill_all_processes(check_alive=False, allow_graceful=True)
+                        raise
                 else:
                     ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
             self.started = True
