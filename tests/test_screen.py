@@ -202,7 +202,8 @@ def test_ray_path_equals_the_local_path(tmp_path):
 
 
 def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_line():
-    """Each Ray worker the screen starts defers PyG's unused torch._dynamo in its first task,
+    """Each Ray worker the screen starts defers PyG's unused torch._dynamo and datasets in its
+    first task,
     before it imports the engine, as the command line's process does, and reports the target's
     digest; a worker that dies mid-chunk is the screen's one-line WorkerLostError, not Ray's
     traceback; one that cannot load the model raises the engine's own error, one that cannot
@@ -223,13 +224,13 @@ def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_li
         assert ray.get(backend.warming) == [backend.target_digest()]
 
         @ray.remote(num_cpus=1)
-        def probe() -> bool:
+        def probe() -> list[bool]:
             import torch_geometric  # noqa: F401
-            from gem_core.runtime.imports import is_deferred
+            from gem_core.runtime.imports import DEFERRED, is_deferred
 
-            return is_deferred("torch._dynamo")
+            return [is_deferred(name) for name in DEFERRED]
 
-        assert ray.get(probe.remote()) is True
+        assert ray.get(probe.remote()) == [True, True]
 
         @ray.remote(num_cpus=1, max_retries=0)
         def dies() -> None:

@@ -108,8 +108,10 @@ class ChunkStore:
             pq.write_table(table, tmp)
 
     def read(self, index: int) -> pa.Table:
-        table = pq.read_table(self.path(index), schema=SCHEMA)
-        return table
+        """One finished chunk, in :data:`SCHEMA`. Read as the one file it is: ``pq.read_table``
+        goes through Arrow's dataset layer, which costs each chunk 3.5 ms more and the first
+        one an import of pyarrow.dataset and pandas (0.3 s), all on a screen's last step."""
+        return pq.ParquetFile(self.path(index)).read().cast(SCHEMA)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
