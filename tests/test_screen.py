@@ -548,3 +548,27 @@ def test_a_packed_chunk_arrives_field_for_field_as_it_was_parsed(lines):
                 assert u.dtype == v.dtype and torch.equal(u, v), field.name
             else:
                 assert u == v, field.name
+
+
+def test_bench_screen_repeats_in_rounds_and_reports_medians(tmp_path):
+    """``bench screen --repeat 2``: every configuration runs twice, the outputs are the same bytes,
+    each run's figure is the median of its rounds, and the speed-up the median of the rounds'
+    ratios (each taken between runs of one round), not a ratio of medians."""
+    import json
+    import statistics
+
+    out = tmp_path / "bench.json"
+    proc = _run_cli("bench", "screen", "--rows", "30", "--no-ray", "--repeat", "2",
+                    "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())["bench"]["screen"]
+    assert result["identical_outputs"] is True
+    rounds = result["rounds"]
+    assert len(rounds) == 2 and all(set(r) == set(result["runs"]) for r in rounds)
+    for name, run in result["runs"].items():
+        assert run["seconds"] == statistics.median(r[name]["seconds"] for r in rounds)
+    many = next(name for name in result["runs"] if name != "1 process")
+    ratios = [r["1 process"]["seconds"] / r[many]["seconds"] for r in rounds]
+    assert result["process_speedup_rounds"] == ratios
+    assert result["process_speedup"] == statistics.median(ratios)
+    assert "median of 2 rounds" in proc.stdout

@@ -7,12 +7,15 @@ and no bond orders, so they cannot be rebuilt as molecules; RDKit's NCI sample s
 Each configuration runs the real CLI in a fresh process, end to end (SMILES file in, Parquet
 out, start-up included); the outputs must be byte-identical. Peak memory is the largest
 resident set of any process of a run. ``--steps N`` also times each step of a chunk in this
-process (one torch thread, the model loaded first) on the input's first N rows.
+process (one torch thread, the model loaded first) on the input's first N rows. ``--repeat N``
+runs every configuration N times in rounds and reports medians: each speed-up is the median of
+its rounds' ratios, each taken between runs minutes apart, not between medians.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import os
 import subprocess
 import sys
@@ -37,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="processes / Ray CPUs of the parallel runs (default: all cores)")
     p.add_argument("--chunk-size", type=int, default=None, help="rows per chunk (default: screen's)")
     p.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every configuration N times, in rounds, and report medians: each "
+                        "speed-up is the median of its rounds' (a machine whose speed drifts "
+                        "5-10%% between minutes cannot show a 0.05x difference in one round)")
     p.add_argument("--memory-rows", type=int, nargs="*", default=(),
                    help="also run the parallel path on these input sizes and compare peak memory "
                         "(e.g. 100000 1000000)")
@@ -118,6 +125,13 @@ def step_times(inp: Path, rows: int, chunk_size: Optional[int]) -> dict[str, flo
     return {name: 1e3 * sec / max(len(batch), 1) for name, sec in times.seconds.items()}
 
 
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's runs as one: the median of each figure, the worst exit status."""
+    return {"rc": max(r["rc"] for r in runs),
+            **{key: statistics.median(r[key] for r in runs)
+               for key in ("seconds", "peak_mb", "molecules_per_second")}}
+
+
 def run(args: argparse.Namespace) -> int:
     from gem_core.service.screening import default_workers
 
@@ -139,25 +153,42 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_ray:
         configs += [("Ray, 1 worker", ["--workers", "1", "--ray"]),
                     (f"Ray, {workers} workers", ["--workers", str(workers), "--ray"])]
-    results: dict[str, Any] = {"rows": args.rows, "cores": workers, "runs": {}}
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    results: dict[str, Any] = {"rows": args.rows, "cores": workers, "runs": {}, "rounds": []}
     outputs = []
-    for name, extra in configs:
-        out = folder / f"out-{len(outputs)}.parquet"
-        r = _screen(inp, out, extra, args.chunk_size, device)
-        r["molecules_per_second"] = args.rows / r["seconds"]
-        results["runs"][name] = r
-        outputs.append(out)
-        print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} molecules/s  "
-              f"peak {r['peak_mb']:6.0f} MB")
-    runs = results["runs"]
-    base = runs["1 process"]["molecules_per_second"]
-    par = runs[f"{workers} processes"]["molecules_per_second"]
-    print(f"  {workers} processes / 1 process: {par / base:.2f}x")
+    for round_ in range(args.repeat):
+        if args.repeat > 1:
+            print(f" round {round_ + 1} of {args.repeat}")
+        runs: dict[str, Any] = {}
+        for name, extra in configs:
+            out = folder / f"out-{len(outputs)}.parquet"
+            r = _screen(inp, out, extra, args.chunk_size, device)
+            r["molecules_per_second"] = args.rows / r["seconds"]
+            runs[name] = r
+            outputs.append(out)
+            print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
+                  f"molecules/s  peak {r['peak_mb']:6.0f} MB")
+        results["rounds"].append(runs)
+    results["runs"] = {name: _median_run([runs[name] for runs in results["rounds"]])
+                       for name, _ in configs}
+    if args.repeat > 1:
+        print(f" medians of {args.repeat} rounds:")
+        for name, r in results["runs"].items():
+            print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
+                  f"molecules/s  peak {r['peak_mb']:6.0f} MB")
+    speedups = [(f"{workers} processes / 1 process", "process_speedup", "1 process",
+                 f"{workers} processes")]
     if not args.no_ray:
-        r1 = runs["Ray, 1 worker"]["molecules_per_second"]
-        rn = runs[f"Ray, {workers} workers"]["molecules_per_second"]
-        results["ray_speedup"] = rn / r1
-        print(f"  Ray {workers} workers / Ray 1 worker: {rn / r1:.2f}x")
+        speedups.append((f"Ray {workers} workers / Ray 1 worker", "ray_speedup", "Ray, 1 worker",
+                         f"Ray, {workers} workers"))
+    for label, key, one, many in speedups:
+        per_round = [runs[one]["seconds"] / runs[many]["seconds"] for runs in results["rounds"]]
+        results[key] = statistics.median(per_round)
+        results[f"{key}_rounds"] = per_round
+        spread = (f" (median of {len(per_round)} rounds; "
+                  f"{', '.join(f'{x:.3f}' for x in per_round)})" if len(per_round) > 1 else "")
+        print(f"  {label}: {results[key]:.2f}x{spread}")
     first = outputs[0].read_bytes()
     same = [o.read_bytes() == first for o in outputs]
     results["identical_outputs"] = all(same)
