@@ -203,12 +203,11 @@ def test_ray_path_equals_the_local_path(tmp_path):
 
 def test_ray_workers_defer_dynamo_like_the_command_line_and_a_dead_one_is_one_line():
     """Each Ray worker the screen starts defers PyG's unused torch._dynamo and datasets in its
-    first task,
-    before it imports the engine, as the command line's process does, and reports the target's
-    digest; a worker that dies mid-chunk is the screen's one-line WorkerLostError, not Ray's
-    traceback; one that cannot load the model raises the engine's own error, one that cannot
-    import the engine says what to install, in one line; the local cluster runs no dashboard,
-    autoscaler or log monitor, and closing ends every process of it."""
+    first task, before it imports the engine, as the command line's process does, and reports
+    the target's digest; a worker that dies mid-chunk is the screen's one-line WorkerLostError,
+    not Ray's traceback; one that cannot load the model raises the engine's own error, one that
+    cannot import the engine says what to install, in one line; the local cluster runs no
+    dashboard, autoscaler or log monitor, and closing ends every process of it."""
     import os
 
     import ray

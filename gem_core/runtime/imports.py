@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 __all__ = ["DEFERRED", "defer_unused_imports", "is_deferred"]
 
-#: modules imported eagerly by PyG that no command of ours runs
+#: modules PyG imports eagerly that most commands of ours never use
 DEFERRED: tuple[str, ...] = ("torch._dynamo", "torch_geometric.datasets")
 
 _LOCK = threading.RLock()

@@ -253,7 +253,7 @@ def _start_task_node(workers: int) -> Any:
     forwarding that a screen does not use (2 cores: 2.4-2.7 s -> 1.1 s to a connected driver,
     with :func:`_await_registration`). Its raylet starts the ``workers`` worker processes as it
     starts, as Ray's ``enable_worker_prestart`` allows, rather than when the driver connects: they
-    boot while the node registers (first chunk started 0.1-0.4 s sooner).
+    boot while the node registers (warm 0.1-0.4 s sooner).
 
     Ray's private node API (the ``ray`` extra pins the version); ``None`` where that API is not
     there, and the caller lets ``ray.init`` start its usual node. The node's processes share the
