@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -48,8 +49,9 @@ def _nci_rows(tmp_path: Path, n: int) -> Path:
     return _write(tmp_path / f"nci{n}.smi", lines)
 
 
-def _run_cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GEM_NUM_THREADS": "1"}
+def _run_cli(*args: str, env: Optional[dict[str, str]] = None,
+             **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GEM_NUM_THREADS": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "gem_core", *args], capture_output=True,
                           text=True, cwd=PROJECT, env=env, timeout=600, **kw)
 
@@ -552,14 +554,19 @@ def test_a_packed_chunk_arrives_field_for_field_as_it_was_parsed(lines):
 def test_bench_screen_repeats_in_rounds_and_reports_medians(tmp_path):
     """``bench screen --repeat 2``: every configuration runs twice, the outputs are the same bytes,
     each run's figure is the median of its rounds, and the speed-up the median of the rounds'
-    ratios (each taken between runs of one round), not a ratio of medians."""
+    ratios (each taken between runs of one round), not a ratio of medians; its temporary folder
+    is gone at the end."""
     import json
     import statistics
 
     out = tmp_path / "bench.json"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     proc = _run_cli("bench", "screen", "--rows", "30", "--no-ray", "--repeat", "2",
-                    "--json", str(out))
+                    "--json", str(out), env={"TMPDIR": str(scratch)})
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # its input and outputs go with it (PyG leaves its generated propagate modules there)
+    assert list(scratch.glob("gem-bench-screen-*")) == []
     result = json.loads(out.read_text())["bench"]["screen"]
     assert result["identical_outputs"] is True
     rounds = result["rounds"]
