@@ -120,6 +120,23 @@ def test_a_cpu_screen_checks_its_settings_without_torch():
     assert proc.stdout.split("\n")[:2] == ["cpu", "[]"]
 
 
+def test_a_screening_process_loads_no_scipy():
+    """A screen removes no edges, so the connectivity rule's scipy.sparse (0.1 s of every
+    screening process's start, Ray workers' too) waits for a distillation or a check."""
+    code = ("import io, sys\n"
+            "from gem_core.service.screening import ScreenSettings, iter_rows\n"
+            "from gem_core.service.screening.chunk import screen_chunk, warm_up\n"
+            "settings = ScreenSettings(device='cpu')\n"
+            "warm_up(settings)\n"
+            "rows = list(iter_rows(io.BytesIO(b'O=[N+]([O-])c1ccccc1 a\\nCCO b\\n')))\n"
+            "print(screen_chunk(0, rows, settings)[1].num_rows)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[:2] == ["2", "[]"]
+
+
 def test_light_copies_agree_with_the_engine():
     """The constants the CLI and chemistry read without torch are the engine's."""
     from gem_core.cli import screen as screen_command
