@@ -17,8 +17,8 @@ from gem_core.data.packed import PackedGraphs
 
 def _component_labels(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
     """Connected-component label of each of ``n`` nodes of the undirected graph ``(u, v)``."""
-    # scipy.sparse loads here, on a distillation's first removal: a screen or an explanation
-    # imports this package (Gem's settings name its policies) but removes nothing (0.1 s).
+    # scipy.sparse loads here, on a distillation's first removal: a screen imports this
+    # package (Gem's settings name its policies) but removes nothing (0.1 s of its start).
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
