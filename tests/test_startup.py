@@ -121,8 +121,8 @@ def test_a_cpu_screen_checks_its_settings_without_torch():
 
 
 def test_a_screening_process_loads_no_scipy():
-    """A screen removes no edges, so the connectivity rule's scipy.sparse (0.1 s of every
-    screening process's start, Ray workers' too) waits for a distillation or a check."""
+    """A screen removes no edge, so the connectivity rule's scipy.sparse (0.1 s of every
+    screening process's start, Ray workers' too) is not loaded: it waits for a removal."""
     code = ("import io, sys\n"
             "from gem_core.service.screening import ScreenSettings, iter_rows\n"
             "from gem_core.service.screening.chunk import screen_chunk, warm_up\n"
