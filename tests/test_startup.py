@@ -20,6 +20,14 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def _python_lines(code: str, timeout: int = 300) -> list[str]:
+    """Stdout lines of ``python -c code`` run in the repository, which must exit 0."""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()
+
+
 def _imported(stderr: str) -> set[str]:
     """Top-level package names in ``-X importtime`` output."""
     names = set()
@@ -58,10 +66,7 @@ def test_every_command_help_is_light():
         "    except SystemExit as exc:\n"
         "        assert exc.code == 0, (argv, exc.code)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    assert _python_lines(code, timeout=120)[-1] == "[]"
 
 
 def test_bad_argument_is_one_line_without_torch():
@@ -114,10 +119,7 @@ def test_a_cpu_screen_checks_its_settings_without_torch():
             "assert not hasattr(args, 'threads'), args\n"
             "print(check_settings(ScreenSettings(device='cpu')).device)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_geometric')))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == ["cpu", "[]"]
+    assert _python_lines(code, timeout=120)[:2] == ["cpu", "[]"]
 
 
 def test_a_screening_process_loads_no_scipy():
@@ -131,10 +133,7 @@ def test_a_screening_process_loads_no_scipy():
             "rows = list(iter_rows(io.BytesIO(b'O=[N+]([O-])c1ccccc1 a\\nCCO b\\n')))\n"
             "print(screen_chunk(0, rows, settings)[1].num_rows)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split("\n")[:2] == ["2", "[]"]
+    assert _python_lines(code)[:2] == ["2", "[]"]
 
 
 def test_light_copies_agree_with_the_engine():
@@ -203,12 +202,9 @@ def test_dynamo_and_pyg_datasets_wait_for_their_first_use_and_then_work():
     them, introspection of sys.modules does not load them, ``torch_geometric.datasets`` is still
     PyG's attribute, and their first real use (a dataset class, a submodule, torch.compile, PyG's
     is_torch_instance) loads and works."""
-    proc = subprocess.run([sys.executable, "-c", _DEFERRED_PROBE], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
-    steps = json.loads(proc.stdout.strip().splitlines()[-1])
+    steps = json.loads(_python_lines(_DEFERRED_PROBE)[-1])
     assert steps == {"torch": True, "pyg": True, "datasets": True, "datasets_attribute": True,
                      "introspection": True, "dataset_class": "torch_geometric.datasets.tu_dataset",
                      "datasets_loaded": True, "motif": 5,
@@ -231,10 +227,7 @@ def test_a_cold_explain_never_imports_dynamo_and_answers_as_in_process(tmp_path)
             "from gem_core.runtime.imports import is_deferred\n"
             "print('deferred' if is_deferred('torch._dynamo') else 'loaded')\n"
             "sys.exit(code)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip().splitlines()[-1] == "deferred"
+    assert _python_lines(code)[-1] == "deferred"
     assert json.loads((tmp_path / "there.json").read_text()) == \
         json.loads((tmp_path / "here.json").read_text())
 
