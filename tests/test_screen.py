@@ -18,10 +18,12 @@ from rdkit import RDConfig
 from gem_core.chemistry.smiles import smiles_to_instance
 from gem_core.service.molecules import explain_smiles
 from gem_core.service.screening import ScreenSettings, iter_rows, screen
+from gem_core.service.screening.output import CHUNK_PREFIX, CHUNK_SUFFIX
 
 PROJECT = Path(__file__).resolve().parent.parent
 NCI_SMI = Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi"  # real NCI compounds, shipped by RDKit
 
+CHUNK_FILES = f"{CHUNK_PREFIX}*{CHUNK_SUFFIX}"  # a run's finished chunks in its parts folder
 MIXED_LINES = [
     b"O=[N+]([O-])c1ccccc1 nitrobenzene",      # ok
     b"CCO ethanol",                            # ok
@@ -315,13 +317,13 @@ def test_kill_9_then_resume_gives_the_uninterrupted_output(tmp_path):
 
     out, parts, proc = _start_screen(tmp_path, src, args)
     deadline = time.time() + 300
-    while len(list(parts.glob("chunk-*.parquet"))) < 5 and time.time() < deadline:
+    while len(list(parts.glob(CHUNK_FILES))) < 5 and time.time() < deadline:
         assert proc.poll() is None, "the run ended before it could be killed"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not out.exists(), "killed mid-run: no final output yet"
-    finished = len(list(parts.glob("chunk-*.parquet")))
+    finished = len(list(parts.glob(CHUNK_FILES)))
     assert 5 <= finished < 100
 
     again = _run_cli("screen", str(src), "--out", str(out), *args)
@@ -348,7 +350,7 @@ def test_workers_end_with_a_killed_screen_and_the_run_resumes(tmp_path):
                 seen.setdefault(child.pid, child)
         except psutil.NoSuchProcess:  # pragma: no cover
             break
-        if len(seen) >= 2 and any(parts.glob("chunk-*.parquet")):
+        if len(seen) >= 2 and any(parts.glob(CHUNK_FILES)):
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
@@ -358,7 +360,7 @@ def test_workers_end_with_a_killed_screen_and_the_run_resumes(tmp_path):
     for p in alive:  # do not leave them behind when the assertion fails
         p.kill()
     assert not alive, f"{len(alive)} process(es) of the killed run still alive after 10 s"
-    finished = len(list(parts.glob("chunk-*.parquet")))
+    finished = len(list(parts.glob(CHUNK_FILES)))
     assert 1 <= finished < 20 and not out.exists()
 
     again = _run_cli("screen", str(src), "--out", str(out), *args)
@@ -371,13 +373,29 @@ def test_workers_end_with_a_killed_screen_and_the_run_resumes(tmp_path):
     assert out.read_bytes() == reference.read_bytes()
 
 
+def test_a_stored_chunk_reads_back_as_written_and_counts_as_done(tmp_path):
+    """Chunk files (Arrow IPC) give back the very table; a reopened run finds them done."""
+    from gem_core.service.screening.chunk import explain_rows
+    from gem_core.service.screening.output import ChunkStore
+
+    table = explain_rows(list(iter_rows(io.BytesIO(b"\n".join(MIXED_LINES) + b"\n"))),
+                         ScreenSettings(k=5, device="cpu"))
+    store = ChunkStore(tmp_path / "o.parquet", {"k": 5})
+    assert store.open() == set()
+    store.write(7, table)
+    assert store.read(7).equals(table) and store.read(7).schema == table.schema
+    assert ChunkStore(tmp_path / "o.parquet", {"k": 5}).open() == {7}
+    assert [p.name for p in store.folder.iterdir() if p.name != "manifest.json"] == \
+        [f"{CHUNK_PREFIX}000007{CHUNK_SUFFIX}"]  # no temporary file left beside it
+
+
 def test_other_settings_do_not_mix_into_an_unfinished_run(tmp_path):
     src = _nci_rows(tmp_path, 40)
     out = tmp_path / "o.parquet"
     parts = tmp_path / "o.parquet.parts"
     parts.mkdir()
     (parts / "manifest.json").write_text('{"version": 1, "settings": {"k": 3}}')
-    (parts / "chunk-000000.parquet").write_bytes(b"garbage")
+    (parts / f"{CHUNK_PREFIX}000000{CHUNK_SUFFIX}").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="other settings .*--restart"):
         screen(src, out, ScreenSettings(), workers=1)
     result = screen(src, out, ScreenSettings(), workers=1, restart=True)
