@@ -511,9 +511,14 @@ from gem_core.runtime.workers import worker_pool
 from gem_core.service.screening import runner
 
 def parsing_workers(self, settings, workers):
+    import torch
+
     self.settings = settings
     self.gpu = True  # the CUDA layout: the workers parse, this process predicts and explains
     self.pool = worker_pool(workers)
+    # on one thread, as a CPU chunk is: a CUDA model's math does not depend on this process's
+    # threads, but a CPU model's float sums do (16 threads on a 16-core machine gave other bits)
+    torch.set_num_threads(1)
 
 runner._Processes.__init__ = parsing_workers
 sys.argv = ["gem_core", *sys.argv[1:]]
