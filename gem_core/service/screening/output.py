@@ -2,14 +2,15 @@
 
 While a run works, its results live in ``OUTPUT.parts/``: ``chunk-000042.arrow`` per finished
 chunk (written to a temporary name and renamed into place, so a chunk file is whole or absent)
-and ``manifest.json`` (the run's settings, atomically rewritten). A chunk file is Arrow's IPC
-format, LZ4-compressed: written in 0.5 ms per 2,000 rows against Parquet's 3.4 ms, by the process
-that also feeds the workers, and read back at the end in 0.1 ms against 0.5 (400 KB against 300 KB
-on disk). A run killed at any point and
+and ``manifest.json`` (the run's settings, atomically rewritten). A run killed at any point and
 started again with the same arguments finds the finished chunks and computes only the others;
 different settings are refused rather than mixed. When every chunk is there, they are streamed in
 order into ``OUTPUT`` (Parquet, or CSV for a ``.csv`` name; again through a temporary file) and
 the parts folder is removed.
+
+A chunk file is Arrow's IPC format, LZ4-compressed: the process that feeds the workers writes one
+in 0.5 ms per 2,000 rows against Parquet's 3.4 ms, and the end reads it back in 0.1 ms against 0.5
+(400 KB on disk against 300 KB, until the run ends).
 """
 from __future__ import annotations
 
