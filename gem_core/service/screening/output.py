@@ -35,6 +35,8 @@ OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 MANIFEST_VERSION = 1
 #: A finished chunk's file name: ``chunk-000042.arrow``.
 CHUNK_PREFIX, CHUNK_SUFFIX = "chunk-", ".arrow"
+_CHUNK_WRITE_OPTIONS = paipc.IpcWriteOptions(
+    compression="lz4" if pa.Codec.is_available("lz4") else None)
 
 
 def output_format(path: Path) -> str:
@@ -112,11 +114,9 @@ class ChunkStore:
 
     def write(self, index: int, table: pa.Table) -> None:
         """Write one finished chunk (whole, or not at all)."""
-        options = paipc.IpcWriteOptions(
-            compression="lz4" if pa.Codec.is_available("lz4") else None)
         with atomic_path(self.path(index)) as tmp:
             with pa.OSFile(str(tmp), "wb") as sink, \
-                    paipc.new_file(sink, table.schema, options=options) as writer:
+                    paipc.new_file(sink, table.schema, options=_CHUNK_WRITE_OPTIONS) as writer:
                 writer.write_table(table)
 
     def read(self, index: int) -> pa.Table:
