@@ -250,6 +250,11 @@ def _engine_error(error: Any) -> bool:
         isinstance(error, Exception) and type(error).__module__.startswith("gem_core."))
 
 
+#: objects up to this size go inline with a task's messages on the node a screen starts itself
+#: (Ray's default is 100 KB): a 2,000-row chunk's rows and result, up to about 20,000 rows
+_INLINE_BYTES = 8 << 20
+
+
 def _start_task_node(workers: int) -> Any:
     """Start a local Ray head node of ``workers`` CPUs with what tasks need: the GCS, the raylet
     and its agents. ``ray.init``'s own node also starts the dashboard's API server (and waits
@@ -258,7 +263,10 @@ def _start_task_node(workers: int) -> Any:
     forwarding that a screen does not use (2 cores: 2.4-2.7 s -> 1.1 s to a connected driver,
     with :func:`_await_registration`). Its raylet starts the ``workers`` worker processes as it
     starts, as Ray's ``enable_worker_prestart`` allows, rather than when the driver connects: they
-    boot while the node registers (warm 0.1-0.4 s sooner).
+    boot while the node registers (warm 0.1-0.4 s sooner). A chunk's rows (250 KB per 2,000) and
+    its result (790 KB) travel inside the task's messages, not through the node's shared-memory
+    object store, which Ray uses above 100 KB: the store's puts, gets and their wake-ups cost the
+    driver and the raylet about a third of their CPU while the workers run on the same cores.
 
     Ray's private node API (the ``ray`` extra pins the version); ``None`` where that API is not
     there, and the caller lets ``ray.init`` start its usual node. The node's processes share the
@@ -270,7 +278,8 @@ def _start_task_node(workers: int) -> Any:
 
         params = RayParams(num_cpus=workers, include_dashboard=False, no_monitor=True,
                            include_log_monitor=False,
-                           _system_config={"enable_worker_prestart": True})
+                           _system_config={"enable_worker_prestart": True,
+                                           "max_direct_call_object_size": _INLINE_BYTES})
     except (ImportError, TypeError):  # pragma: no cover (another Ray version)
         return None
 
