@@ -22,7 +22,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from gem_core.api import (DATASETS, DatasetSpec, DEFAULT_TARGET, METHODS, Workbench,
+from gem_core.api import (DATASETS, DatasetSpec, DEFAULT_TARGET, DEFAULT_TEACHER, METHODS, Workbench,
                           choose_device, configure_threads, get_spec, method_spec,
                           molecule_default_target, molecule_spec, recorded_fit_seconds,
                           resolve_device, target_names, target_spec, workbench)
@@ -311,10 +311,31 @@ def what_if(key: tuple, edits: tuple, methods: tuple[str, ...], tokens: tuple[st
     return evaluate_edits(_model, _instance, list(edits), list(methods), edge=edge)
 
 
+@st.cache_resource(show_spinner=False)
+def _teachers_computed() -> set:
+    """(dataset, device, target, position, token) of the contrast instances whose distilled
+    teacher this process has computed: shared by every browser session."""
+    return set()
+
+
+def contrast_teacher(dataset: str, device: str, target: str, position: int, token: str,
+                     compute: bool) -> Optional[np.ndarray]:
+    """The distilled teacher's scores of a contrast instance (a node the paper does not
+    explain: its distillation asks the model once per edge, seconds on a BA-shapes hub) when
+    this process has them, or when ``compute`` asks for them now; else None."""
+    key = (dataset, device, target, position, token)
+    done = _teachers_computed()
+    if key not in done and not compute:
+        return None
+    scores, _ = explain_test_instance(dataset, device, DEFAULT_TEACHER, position, token, target)
+    done.add(key)
+    return scores
+
+
 @st.cache_data(show_spinner=False, max_entries=2000)
 def explanation_reading(key: tuple, method: str, k: int, class_names: tuple[str, ...],
                         edge: str, _scores, _teacher_scores, _model: Workbench, _instance,
-                        _mol=None) -> tuple[dict, str]:
+                        _mol=None, compare_teacher: bool = True) -> tuple[dict, str]:
     """The engine's :func:`gem_core.service.reading.read_explanation` of one panel: ``(facts, text)``,
     cached per (``key``, method, K): ``key`` names the instance and the explainer's fit (its
     token), which decide the scores, so the long score arrays are not hashed on every rerun.
@@ -325,7 +346,7 @@ def explanation_reading(key: tuple, method: str, k: int, class_names: tuple[str,
     reading = read_explanation(
         _model, _instance, method, torch.as_tensor(_scores), k, class_names, mol=_mol,
         teacher_scores=None if _teacher_scores is None else torch.as_tensor(_teacher_scores),
-        edge=edge)
+        edge=edge, compare_teacher=compare_teacher)
     return reading.facts, reading.text
 
 

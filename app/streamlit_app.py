@@ -9,6 +9,9 @@ from pathlib import Path
 import streamlit as st
 
 APP_DIR = Path(__file__).resolve().parent
+# A local image: a ``:material/...`` page icon makes every browser fetch the favicon from
+# fonts.gstatic.com, a request that leaves the machine (and fails offline).
+ICON = APP_DIR / "icon.png"
 
 PAGES = (
     ("views/explore.py", "Explore", ":material/hub:", "explore"),
@@ -20,7 +23,7 @@ PAGES = (
 
 
 def main() -> None:
-    st.set_page_config(page_title="Gem Explorer", page_icon=":material/hub:", layout="wide")
+    st.set_page_config(page_title="Gem Explorer", page_icon=str(ICON), layout="wide")
     pages = [st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url,
                      default=(i == 0))
              for i, (path, title, icon, url) in enumerate(PAGES)]

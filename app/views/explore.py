@@ -16,15 +16,19 @@ import torch
 from components import graph_view, molecule_view, network_view, whatif_view
 from components.instance_panels import PANEL_HEIGHT, draw_panel, molecule_look
 from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, GemDataset, Instance,
-                          Workbench, rank_scores)
+                          Workbench, method_spec, rank_scores)
 from theme import class_title, fmt_ms, method_color, method_title
-from state import (DATA_HELP, Selection, device_label, explain_test_instance, explainer_token,
-                   explanation_reading, fit_offer, get_workbench, graph_layout, method_ready,
-                   progress_bar, random_pick, run_page, selection, show_error, show_reading,
-                   test_predictions, what_if_evaluator)
+from state import (DATA_HELP, Selection, contrast_teacher, device_label, explain_test_instance,
+                   explainer_token, explanation_reading, fit_offer, get_workbench, graph_layout,
+                   method_ready, progress_bar, random_pick, run_page, selection, session_value,
+                   set_session_value, show_error, show_reading, test_predictions,
+                   what_if_evaluator)
 
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
 CLOSE_UP_HOPS = 2
+# A close-up larger than this (a BA-shapes hub's 2 hops hold up to 186 nodes: a hairball) shows
+# the explained node's neighbours and the endpoints of every shown explanation's edges instead
+CLOSE_UP_MAX = 40
 PER_ROW = 3
 MODES = ("Index", "Class", "Model right / wrong", "Random")
 
@@ -213,12 +217,14 @@ def render() -> None:
             st.info(f"K = {sel.k} ≥ the {inst.num_pairs} edges of this computation graph: every "
                     f"explanation is the whole graph.")
         if ds.task == "node" and inst.num_nodes > CLOSE_UP_NODES:
-            if st.toggle(f"Close-up: the explained node's {CLOSE_UP_HOPS}-hop neighbourhood only",
+            if st.toggle("Close-up: the explained node's neighbourhood and the explanations only",
                          value=True, key="ex_closeup", persist_state="session",
                          help=f"This computation graph has {inst.num_nodes} nodes; the close-up "
                               f"keeps the nodes within {CLOSE_UP_HOPS} hops of the explained node "
-                              f"(a house motif lies within 2), so labels stay readable."):
-                close = _within_hops(inst, CLOSE_UP_HOPS)
+                              f"(a house motif lies within 2) when they are at most "
+                              f"{CLOSE_UP_MAX}, else its neighbours and the nodes of every "
+                              f"explanation shown, so labels stay readable."):
+                close = _close_up(inst, _explained_nodes(sel, wb, inst, pos))
         if not sel.methods:
             st.info("Pick one or more explainers in the sidebar to compare their explanations.")
     # a close-up lays its own nodes out (GraphPicture.restricted): the whole graph's layout,
@@ -243,6 +249,9 @@ def render() -> None:
     names = _edge_names(ds, inst)
     # drawn on request: the grid is the slowest element of the page to draw in the browser
     # (0.15-0.3 s of every instance change), and most views do not need it
+    with st.container():  # the fixed slot of a contrast node's teacher comparison
+        if pos >= explained:
+            _teacher_offer(sel, wb, inst, pos, results)
     show_table = st.toggle("Show the edge scores table", key="ex_edge_table",
                            persist_state="session",
                            help="Every edge's score per method on one scale, with its top-K and "
@@ -403,6 +412,35 @@ def _within_hops(inst: Instance, hops: int) -> list[int]:
     return sorted(nx.single_source_shortest_path_length(g, int(inst.target), cutoff=hops))
 
 
+def _close_up(inst: Instance, explained: set[int]) -> list[int]:
+    """The close-up's nodes: the explained node's :data:`CLOSE_UP_HOPS`-hop neighbourhood when
+    it has at most :data:`CLOSE_UP_MAX` nodes; otherwise (a hub) its neighbours and the
+    ``explained`` nodes (the endpoints of every shown explanation's top K), so each panel still
+    shows its whole explanation next to the node it explains."""
+    near = _within_hops(inst, CLOSE_UP_HOPS)
+    if len(near) <= CLOSE_UP_MAX:
+        return near
+    return sorted(set(_within_hops(inst, 1)) | explained)
+
+
+def _explained_nodes(sel: Selection, wb: Workbench, inst: Instance, pos: int) -> set[int]:
+    """The endpoints of the top-K edges of every chosen method that can explain now (the page's
+    cached scores: the panels below read the same cache entries)."""
+    nodes: set[int] = set()
+    for method in sel.methods:
+        try:  # a method that makes people wait (SubgraphX) explains under its panel's spinner
+            if method_spec(method).wait_note or not method_ready(wb, method):
+                continue
+            array, _ = explain_test_instance(sel.dataset, sel.device, method, pos,
+                                             explainer_token(wb, method), sel.target)
+        except Exception:  # the panel below says what went wrong
+            continue
+        ranked = Explanation(method, [torch.from_numpy(array)], 0.0, [inst]).ranked(0, sel.k)
+        for j in ranked:
+            nodes.update(int(v) for v in inst.pairs[:, j])
+    return nodes
+
+
 def _original_panel(ds, inst, base, look, pred, p_full, pos, close=None) -> None:
     st.subheader("Original", anchor=False)
     draw_panel(base, look, [], None, f"{ds.name}-{pos}-original", "original", "original",
@@ -465,18 +503,47 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
     return out
 
 
+def _teacher_scores(sel: Selection, wb: Workbench, pos: int):
+    """The distilled teacher's scores of test instance ``pos`` for the readings, or None where
+    they would take seconds and nobody asked (a contrast node not compared yet: the button
+    under the panels asks, :func:`_teacher_offer`)."""
+    token = explainer_token(wb, DEFAULT_TEACHER)
+    if pos < len(wb.instances("test")):  # from the split's cached distillation
+        return explain_test_instance(sel.dataset, sel.device, DEFAULT_TEACHER, pos, token,
+                                     sel.target)[0]
+    asked = session_value("ex_teacher_asked") == (sel.dataset, sel.target, pos)
+    return contrast_teacher(sel.dataset, sel.device, sel.target, pos, token, compute=asked)
+
+
+def _teacher_offer(sel: Selection, wb: Workbench, inst: Instance, pos: int,
+                   results: dict[str, dict]) -> None:
+    """Under the panels of a contrast node whose readings left the distilled teacher out: a
+    button that distils the node (once per server process) and adds the comparison."""
+    left_out = [m for m, r in results.items() if m != DEFAULT_TEACHER and r.get("reading")
+                and "teacher" not in r["reading"]["facts"]]
+    if not left_out:
+        return
+    st.button(f"Compare with the distilled teacher ({inst.num_pairs} model calls)",
+              key="ex_teacher_button", icon=":material/compare_arrows:",
+              on_click=set_session_value, args=("ex_teacher_asked", (sel.dataset, sel.target, pos)),
+              help=f"The readings can say how many of each explanation's edges the slow, exact "
+                   f"distillation Gem learns from keeps too. For this node it deletes each of "
+                   f"its {inst.num_pairs} edges in turn (a second or more), so it runs when "
+                   f"asked; the result is kept for every visitor of this server.")
+
+
 def _reading(sel: Selection, wb: Workbench, ds: GemDataset, inst: Instance, pos: int, mol,
              method: str, scores: torch.Tensor) -> dict | None:
     """The engine's plain-language reading under the panel; its facts go to the JSON export."""
     try:
         teacher = None
         if method != DEFAULT_TEACHER:  # the teacher's scores, from the page's own cache
-            teacher = explain_test_instance(sel.dataset, sel.device, DEFAULT_TEACHER, pos,
-                                            explainer_token(wb, DEFAULT_TEACHER), sel.target)[0]
+            teacher = _teacher_scores(sel, wb, pos)
         facts, text = explanation_reading(
             ("test", sel.dataset, sel.target, sel.device, pos, explainer_token(wb, method)),
             method, sel.k, tuple(ds.class_names), "bond" if mol is not None else "edge",
-            scores, teacher, wb, inst, mol)
+            scores, teacher, wb, inst, mol,
+            compare_teacher=method == DEFAULT_TEACHER or teacher is not None)
     except Exception as exc:  # words are an aid: never stop the panel
         show_error(exc, "The reading failed")
         return None

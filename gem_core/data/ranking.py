@@ -83,12 +83,17 @@ def tied_at_cut(scores: Tensor, k: int) -> Tensor:
     return tied if bool((tied & ~mask).any()) else torch.zeros_like(mask)
 
 
+def pair_order(scores: Tensor) -> list[int]:
+    """Every pair index, best first, in :func:`topk_mask`'s order (ties: lower pair index first;
+    NaN ranks lowest). A whole ranking has no budget K, so an instance of any size is ranked
+    (a BA-shapes base node's close-up has 1,500 pairs, above the K guard of :func:`check_k`)."""
+    return torch.sort(as_scores(scores), descending=True, stable=True).indices.tolist()
+
+
 def ranked_pairs(scores: Tensor, k: int) -> list[int]:
     """The top-``k`` pair indices of :func:`topk_mask`, best first (ties: lower pair index first;
     NaN ranks lowest): the order every list of an explanation's pairs is shown in."""
-    s = as_scores(scores)
-    chosen = torch.nonzero(topk_mask(s, k)).view(-1)
-    return chosen[torch.sort(s[chosen], descending=True, stable=True).indices].tolist()
+    return pair_order(scores)[:check_k(k)]
 
 
 def ranked_flat(flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]

@@ -60,7 +60,7 @@ from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs
 from gem_core.data.protocol import PROTOCOLS, Protocol
-from gem_core.data.ranking import ranked_pairs
+from gem_core.data.ranking import pair_order
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
 
 #: the rules of the check (``off``: Gem's ranking as it is)
@@ -432,7 +432,7 @@ def deletion_lead(black_box, packed: PackedGraphs, scores: Tensor, predicted: Te
     if lead <= 0 or packed.num_pairs == 0:
         return scores
     parts = packed.split_pairs(scores)
-    ranked = [ranked_pairs(part, part.numel()) for part in parts]  # topk_mask's order
+    ranked = [pair_order(part) for part in parts]  # topk_mask's order
     candidates = []
     for part, order in zip(parts, ranked):
         mask = torch.zeros(part.numel(), dtype=torch.bool)

@@ -627,3 +627,36 @@ def test_the_panels_keep_their_place_whatever_notes_an_instance_adds(dataset):
         paths[name] = block_paths(at, "-panel_")
         assert set(paths[name]) == {"original", "random"}, (name, paths[name])
     assert len({tuple(sorted(p.items())) for p in paths.values()}) == 1, paths
+
+
+def test_a_base_hub_is_explained_by_gem_drawn_readably_and_compared_on_request():
+    """Issue 49: the BA-shapes base nodes (1,200-1,500 edges in their 3-hop graph) showed "Gem
+    failed: K must be at most 1000"; their 2-hop close-up was a 160-node hairball; and their
+    readings distilled the node (a second or more) on every first visit. Now Gem explains the
+    largest one, the close-up holds the node's neighbours and the explanations' nodes, and the
+    distilled teacher is compared when the button asks."""
+    from gem_core.service.reading import TEACHER_IN_WORDS
+    from views.explore import CLOSE_UP_MAX
+
+    wb = Workbench("ba_shapes", "cpu")
+    picks = wb.browse_instances("test")
+    pos = max(range(len(picks)), key=lambda i: picks[i].num_pairs)
+    inst = picks[pos]
+    assert inst.num_pairs > 1000 and pos >= len(wb.instances("test"))
+    at = make_app(methods=("gem", "random"), ex_index_ba_shapes=pos)
+    no_exception(at)
+    assert not [e.value for e in at.error], [e.value for e in at.error]
+    k = at.session_state["selection"].k
+    assert any(f"· {k} edges" in c for c in texts(at.caption))  # Gem's panel, K edges
+    views = [v for v in networks(at) if not v["clickable"]]
+    assert len(views) == 3  # original, Gem, Random
+    neighbours = int((inst.pairs == int(inst.target)).any(0).sum()) + 1
+    sizes = {len(v["nodes"]) for v in views}
+    assert len(sizes) == 1 and neighbours <= sizes.pop() <= neighbours + 2 * 2 * k
+    assert not any("lie outside the close-up" in c for c in texts(at.caption))
+    assert not any(TEACHER_IN_WORDS in m for m in texts(at.markdown))
+    at.button(key="ex_teacher_button").click().run()
+    no_exception(at)
+    assert sum(TEACHER_IN_WORDS in m for m in texts(at.markdown)) == 2  # Gem's and Random's
+    assert not [b for b in at.button if b.key == "ex_teacher_button"]
+    assert CLOSE_UP_MAX < inst.num_nodes

@@ -71,16 +71,35 @@ def chromium(browser_ok):
             browser.close()
 
 
+#: the hosts a page of the app may ask for: its own server, nothing else (everything runs
+#: locally; a favicon or font from a CDN fails offline and tells the world who is looking)
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+_NOT_A_HOST = ("data:", "blob:", "about:", "chrome-error:")
+
+
+def outside_requests(urls: list[str]) -> list[str]:
+    """The URLs of ``urls`` that leave the machine (a host other than the app's)."""
+    from urllib.parse import urlparse
+
+    return [u for u in urls
+            if not u.startswith(_NOT_A_HOST) and urlparse(u).hostname not in LOCAL_HOSTS]
+
+
 @pytest.fixture
 def page(chromium):
-    """A new browser context (its own Streamlit session) and page."""
+    """A new browser context (its own Streamlit session) and page. Every request the page
+    makes is recorded; a test fails when one went to a host other than the app's."""
     context = chromium.new_context(viewport=VIEWPORT)
     context.set_default_timeout(TIMEOUT_MS)
+    requested: list[str] = []
+    context.on("request", lambda request: requested.append(request.url))
     pg = context.new_page()
     try:
         yield pg
     finally:
         context.close()
+    outside = sorted(set(outside_requests(requested)))
+    assert not outside, f"the page asked hosts other than the app's: {outside}"
 
 
 def open_app(page, server: AppServer, path: str = "/") -> None:

@@ -167,3 +167,16 @@ def test_the_wheel_scrolls_the_page_and_ctrl_wheel_zooms_the_graph(app_server, p
     star = [s for shape, s in sizes if shape == "star"]
     assert star and all(s > max(s2 for shape, s2 in sizes if shape != "star") for s in star)
     assert_no_errors(page)
+
+
+def test_requests_to_other_hosts_are_caught():
+    """The ``page`` fixture's guard: the favicon a ``:material/...`` page icon fetched from
+    Google's font host (before the app shipped its own icon) counts as leaving the machine; the
+    app's own server, data and blob URLs do not."""
+    from .conftest import outside_requests
+
+    gstatic = ("https://fonts.gstatic.com/s/i/short-term/release/materialsymbolsrounded/hub/"
+               "default/24px.svg")
+    assert outside_requests([gstatic, "http://127.0.0.1:8501/_stcore/health",
+                             "http://localhost:8501/", "data:image/png;base64,AA",
+                             "blob:http://127.0.0.1:8501/x"]) == [gstatic]
