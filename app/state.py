@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +61,19 @@ def _threads() -> int:
 FREEZE_AT = 100_000  # objects the collector walks (~50 ms a full collection on 2 cores)
 
 
-def settle_heap(threshold: int = FREEZE_AT) -> bool:
-    """Collect and freeze when the collector has ``threshold`` or more objects to walk (see
-    above); whether it did. The check costs about a millisecond."""
+#: reruns (of every session) between two looks at the heap: listing the collector's objects
+#: costs a few milliseconds under the GIL, which a class's reruns queue behind
+SETTLE_EVERY = 16
+_reruns_since_look = [SETTLE_EVERY]  # the first run looks
+
+
+def settle_heap(threshold: int = FREEZE_AT, every: int = SETTLE_EVERY) -> bool:
+    """Every ``every`` reruns of the process: collect and freeze when the collector has
+    ``threshold`` or more objects to walk (see above); whether it did."""
+    _reruns_since_look[0] += 1
+    if _reruns_since_look[0] < every:
+        return False
+    _reruns_since_look[0] = 0
     if len(gc.get_objects()) < threshold:
         return False
     gc.collect()
@@ -288,16 +300,99 @@ def explain_test_instance(dataset: str, device: str, method: str, position: int,
 
     The explained test instances of a method that answers within a second are explained all at
     once on the first pick (batched: a few seconds at most, once), so that moving between
-    instances never waits for an explainer and an instance always shows the same scores. A
-    method that makes people wait (SubgraphX) and the extra contrast nodes go one by one.
+    instances never waits for an explainer and an instance always shows the same scores. The
+    contrast nodes (on node tasks, the split's other nodes) come from the background batch of
+    :func:`prefetch_contrast` once it is done, else one by one; a method that makes people wait
+    (SubgraphX) goes one by one.
     """
     wb = get_workbench(dataset, device, target)
-    if position < len(wb.instances("test")) and not method_spec(method).wait_note:
+    explained = len(wb.instances("test"))
+    if position < explained and not method_spec(method).wait_note:
         scores, ms = explain_test_split(dataset, device, method, token, target)
         return scores[position], ms
+    job = _contrast_jobs().get((dataset, device, target, method, token))
+    if job is not None and job.done() and job.exception() is None:
+        batch = job.result()
+        return (batch[position - explained].detach().cpu().float().numpy(),
+                float(batch.ms_per_instance))
     inst = wb.browse_instances("test")[position]  # the explainer's test instances come first
-    explained = wb.explain(method, [inst])
-    return explained[0].detach().cpu().float().numpy(), float(explained.ms_per_instance)
+    one = wb.explain(method, [inst])
+    return one[0].detach().cpu().float().numpy(), float(one.ms_per_instance)
+
+
+@st.cache_resource(show_spinner=False)
+def _prefetcher() -> ThreadPoolExecutor:
+    """One background worker per server process: the contrast nodes' batches, one at a time
+    (two cores: the other stays free for the users' clicks)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="gem-prefetch")
+
+
+@st.cache_resource(show_spinner=False)
+def _contrast_jobs() -> dict:
+    """(dataset, device, target, method, token) -> the Future of the contrast nodes' batch."""
+    return {}
+
+
+def _explain_apart(wb: Workbench, method: str, instances: list) -> Any:
+    """``method``'s explanation of ``instances`` without holding the session's shared explainer
+    for long: a method with nothing to fit gets an explainer (and model copy) of its own, a
+    fitted one (Gem, PGExplainer: milliseconds per instance) uses the shared fit."""
+    spec = method_spec(method)
+    if spec.needs_fit:
+        return wb.explain(method, instances)
+    return spec.create(wb.context).explain(instances)
+
+
+def prefetch_contrast(dataset: str, device: str, target: str, methods: tuple[str, ...]) -> None:
+    """Explain every contrast node of the test picker (a BA-shapes base node: 1,200-1,500
+    edges, GNNExplainer a third of a second each) in one background batch per fast method,
+    once per server process, so later picks of them by any session are cache hits. The
+    distilled teachers (a second or more per node) and methods that make people wait are
+    left to their panels."""
+    wb = get_workbench(dataset, device, target)
+    instances = wb.browse_instances("test")
+    contrast = instances[len(wb.instances("test")):]
+    if not contrast:
+        return
+    jobs = _contrast_jobs()
+    for method in methods:
+        spec = method_spec(method)
+        if spec.wait_note or spec.distils or not wb.is_fitted(method):
+            continue
+        key = (dataset, device, target, method, explainer_token(wb, method))
+        if key not in jobs:
+            jobs[key] = _prefetcher().submit(_explain_apart, wb, method, contrast)
+
+
+@st.cache_data(show_spinner=False, max_entries=8000)
+def probabilities_on(key: tuple, mask_bits: bytes, size: int, _model: Workbench,
+                     _instance) -> list[float]:
+    """The target's class probabilities on ``_instance`` (named by ``key``: the instance and
+    the model) keeping only the pairs of a mask (``mask_bits``: the mask packed, ``size`` its
+    length), once per server process: every panel of every rerun asked the target anew."""
+    mask = torch.from_numpy(np.unpackbits(np.frombuffer(mask_bits, dtype=np.uint8),
+                                          count=size).astype(bool))
+    return _model.predict_proba([_instance], [mask])[0].tolist()
+
+
+def probabilities_with(key: tuple, model: Workbench, instance, mask) -> list[float]:
+    """:func:`probabilities_on` of a boolean ``mask`` over ``instance``'s pairs."""
+    bits = np.packbits(np.asarray(torch.as_tensor(mask).cpu().numpy(), dtype=bool)).tobytes()
+    return probabilities_on(key, bits, int(torch.as_tensor(mask).numel()), model, instance)
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def explained_molecule(smiles: str, largest: bool, methods: tuple[str, ...], target: str,
+                       device: str, tokens: tuple[str, ...], _model: Workbench, _mol):
+    """The Molecule page's prediction and explanations of one parsed molecule (``_mol``, from
+    ``smiles`` with the largest-fragment option ``largest``) by ``methods`` (``tokens`` name
+    their fits), computed once per server process: a class typing the same examples shares
+    them. Its 2D depiction is made here, before the result is shared (read-only after)."""
+    from gem_core.api import ensure_depiction, explain_molecules
+
+    res = explain_molecules([_mol], list(methods), model=_model, strict=False)[0]
+    ensure_depiction(res.molecule.mol)
+    return res
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
@@ -420,6 +515,82 @@ def show_error(exc: BaseException, what: str = "") -> None:
     st.error(f"{prefix}{exc}", icon=":material/error:")
 
 
+# ----------------------------------------------------------------------------- rerun timing
+
+RERUN_LOG = logging.getLogger("gem_app.rerun")
+#: the reruns a session's debug expander lists
+RECENT_RERUNS = 8
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler on whatever ``sys.stderr`` is when a line is written (the server's log;
+    a test's capture), not on the stream of the moment it was made."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        import sys
+
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+@st.cache_resource(show_spinner=False)
+def _rerun_log_handler() -> bool:
+    """Send the rerun lines to stderr (the server's log) once per process: Streamlit sets up
+    only its own loggers."""
+    if not RERUN_LOG.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        RERUN_LOG.addHandler(handler)
+        RERUN_LOG.setLevel(logging.INFO)
+        RERUN_LOG.propagate = False
+    return True
+
+
+def session_id() -> str:
+    """This browser session's id on the server (empty outside a script run)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return "" if ctx is None else "_".join(str(ctx.session_id).split())  # one word in the log
+
+
+@contextmanager
+def timed_rerun(page: str) -> Iterator[Callable[[], float]]:
+    """Time this script run on the server (the whole rerun: sidebar, page, caches) and log it
+    as ``rerun session=ID page=PAGE start=EPOCH ms=MS`` (what ``bench app --users`` reads).
+    Yields a function giving the milliseconds so far (the debug expander shows them)."""
+    _rerun_log_handler()
+    wall, start = time.time(), time.perf_counter()
+
+    def so_far() -> float:
+        return 1000.0 * (time.perf_counter() - start)
+
+    try:
+        yield so_far
+    finally:
+        ms = so_far()
+        RERUN_LOG.info("rerun session=%s page=%s start=%.3f ms=%.1f", session_id(),
+                       page or "explore", wall, ms)
+        recent = st.session_state.setdefault("_reruns", [])
+        recent.append((page or "explore", round(ms, 1)))
+        del recent[:-RECENT_RERUNS]
+
+
+def rerun_debug(so_far: Callable[[], float]) -> None:
+    """The sidebar's debug expander: this run's server time so far, the session's last runs."""
+    recent = st.session_state.get("_reruns", [])
+    with st.sidebar.expander("Server time (debug)", icon=":material/timer:"):
+        with st.container(key="dbg_rerun"):
+            st.caption(f"Session {session_id()[:8]} · this run {so_far():.0f} ms so far")
+            if recent:
+                st.caption("Last runs (page, ms): " + ", ".join(
+                    f"{page} {ms:.0f}" for page, ms in reversed(recent)))
+
+
 def run_page(render: Callable[[], None]) -> None:
     """Run a page; an unexpected error becomes a message box instead of a traceback.
 
@@ -441,8 +612,6 @@ def run_page(render: Callable[[], None]) -> None:
         settle_heap()
         if profile_to:
             profiler.disable()
-            import time
-
             Path(profile_to).mkdir(parents=True, exist_ok=True)
             profiler.dump_stats(Path(profile_to) / f"{time.time():.3f}.prof")
 
@@ -454,6 +623,20 @@ def graph_layout(dataset: str, position: int, num_nodes: int,
                  pairs: tuple[tuple[int, int], ...]) -> list[list[float]]:
     """The layout of one instance's computation graph, shared by all its panels."""
     return graph_view.layout(num_nodes, pairs).tolist()
+
+
+@st.cache_resource(show_spinner=False, max_entries=512)
+def hop_distances(dataset: str, index: int, num_nodes: int, num_pairs: int,
+                  _instance) -> tuple[int, ...]:
+    """Hops from a node instance's explained node to each of its nodes (``num_nodes + 1``: not
+    reachable), once per instance and server process: the What-if section orders its 1,500
+    edges by them on every rerun of a BA-shapes base node."""
+    import networkx as nx
+
+    g = nx.Graph(_instance.pairs.t().tolist())
+    g.add_nodes_from(range(num_nodes))
+    dist = nx.single_source_shortest_path_length(g, int(_instance.target))
+    return tuple(dist.get(i, num_nodes + 1) for i in range(num_nodes))
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -486,6 +669,16 @@ def results_json(path: str, mtime: float) -> Optional[dict[str, Any]]:
     """A results JSON (keyed by modification time, so a rewrite is picked up)."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
+
+
+@st.cache_resource(show_spinner=False, max_entries=128)
+def benchmark_chart(chart: str, source: tuple[str, float], methods: tuple[str, ...],
+                    option: bool, _build: Callable[[], Any]) -> Any:
+    """A Benchmarks chart (``chart``: its name) of one results file (``source``: path and
+    modification time) for ``methods`` and the page's ``option``, built by ``_build`` once per
+    server process: building the Plotly figures (templates copied, values validated) was most
+    of the page's server time on every rerun of every session. Streamlit only reads the figure."""
+    return _build()
 
 
 @st.cache_resource(show_spinner=False)

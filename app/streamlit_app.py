@@ -28,13 +28,15 @@ def main() -> None:
                      default=(i == 0))
              for i, (path, title, icon, url) in enumerate(PAGES)]
     nav = st.navigation(pages, position="sidebar")
-    from state import sidebar
+    from state import rerun_debug, sidebar, timed_rerun
 
-    sidebar(nav.url_path)
-    with st.sidebar:
-        st.caption("Gem: generative causal explanations of graph neural networks "
-                   "(Lin, Lan & Li, ICML 2021). Everything runs locally.")
-    nav.run()
+    with timed_rerun(nav.url_path) as so_far:
+        sidebar(nav.url_path)
+        with st.sidebar:
+            st.caption("Gem: generative causal explanations of graph neural networks "
+                       "(Lin, Lan & Li, ICML 2021). Everything runs locally.")
+        nav.run()
+        rerun_debug(so_far)
 
 
 main()

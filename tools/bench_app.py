@@ -63,6 +63,10 @@ def run_app(args: argparse.Namespace) -> int:
     if reason:
         print(f"bench app: {reason}", file=sys.stderr)
         return 2
+    if args.users:
+        from tools.bench_users import main_users
+
+        return main_users(args)
     dataset = "ba_shapes"  # the app's default dataset
     env = dict(os.environ)
     # the server as scripts/app.sh starts it: one torch thread unless the caller says otherwise
@@ -340,6 +344,17 @@ def register_app(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--edits", type=int, default=3, metavar="N",
                    help="what-if edits to time on test instance 0 (default: 3; 0 skips the "
                         "what-if timings)")
+    p.add_argument("--users", type=int, default=0, metavar="N",
+                   help="a class on one server: a warm-up walk, one user, then N users walking "
+                        "the app at once (Explore: open, K, a test node, a base node; a SMILES "
+                        "on the Molecule page; Benchmarks); per action p50/p95 server and "
+                        "browser time as ratios to one user, server RSS (tools/bench_users.py)")
+    p.add_argument("--rounds", type=int, default=3, metavar="R",
+                   help="with --users: rounds of the walk per user (default: 3; the one-user "
+                        "phase walks twice as many)")
+    p.add_argument("--think", type=float, default=2.0, metavar="S",
+                   help="with --users: mean think time between a user's actions, seconds "
+                        "(default: 2; each one 0.5-1.5 times that, seeded)")
     p.add_argument("--port", type=int, default=None, help="server port (default: a free one)")
     p.add_argument("--timeout", type=float, default=180.0,
                    help="seconds to wait for any step (default: 180)")

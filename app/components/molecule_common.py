@@ -8,7 +8,8 @@ import streamlit as st
 
 from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
                           molecule_model, target_checkpoint_available)
-from state import DATA_HELP, fit_offer, molecule_target, progress_bar, show_error
+from state import (DATA_HELP, fit_offer, molecule_target, probabilities_with, progress_bar,
+                   show_error)
 from theme import class_title, method_title
 
 SPEC = get_spec(DATASET)
@@ -48,12 +49,14 @@ def offer_fits(model: Workbench, waiting: list[str]) -> None:
                   key=f"mol_fit_{m}")
 
 
-def on_explanation_alone(model: Workbench, instance, mask, label: int) -> tuple[str, float]:
+def on_explanation_alone(model: Workbench, instance, mask, label: int,
+                         key: tuple) -> tuple[str, float]:
     """The sentence "P(mutagen) = … on these K bonds alone: still … / the prediction flips to
     …" of one explanation (``mask`` over ``instance``'s bonds; ``label`` the prediction on the
     whole molecule), and the probability of ``label`` on the explanation alone. Both tabs of
-    the page say it the same way."""
-    p_sub = model.predict_proba([instance], [mask])[0].tolist()
+    the page say it the same way. ``key`` names the molecule and the model (the probabilities
+    are computed once per server process)."""
+    p_sub = probabilities_with(key, model, instance, mask)
     sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
     verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == label else
                f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")

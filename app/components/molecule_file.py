@@ -316,7 +316,10 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
             chosen = set(pairs)
             mask = torch.tensor([p in chosen for p in mol.pairs])
             label = CLASS_NAMES.index(rec["prediction"])
-            left.markdown(on_explanation_alone(model, mol.instance, mask, label)[0])
+            left.markdown(on_explanation_alone(
+                model, mol.instance, mask, label,
+                ("molecule", rec["smiles"], settings.largest_fragment, molecule_target(),
+                 str(model.device)))[0])
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "
                      f"{method_title(settings.method)} (of the molecule's "
                      f"{mol.instance.num_pairs}, hydrogens included; darker = higher score)"

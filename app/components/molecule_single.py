@@ -1,7 +1,8 @@
 """The "One molecule" tab of the Molecule page: one SMILES, its prediction, each explainer's
 bonds (drawn, tabled, read in words, downloadable) and the What-if section.
 
-Scores are kept per molecule and method in the session, so changing K only re-thresholds them.
+Scores are kept per molecule and method for the server process (every session shares them), so
+changing K only re-thresholds them.
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from components import molecule_view, whatif_view
 from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_model, offer_fits,
                                         on_explanation_alone, toxicophores)
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
-                          explain_molecules, fragment_smiles, method_spec, smiles_to_instance,
+                          fragment_smiles, method_spec, smiles_to_instance,
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
 from teaching import describe_gem
 from theme import fmt_ms, method_title
-from state import (device_label, explainer_token, explanation_reading, molecule_target,
-                   prepare_molecule_k, prepare_smiles_box, session_cache, set_molecule_example,
+from state import (device_label, explained_molecule, explainer_token, explanation_reading,
+                   molecule_target, prepare_molecule_k, prepare_smiles_box, set_molecule_example,
                    show_error, show_reading, submit_molecule, submitted_molecule,
                    what_if_evaluator)
 
@@ -42,15 +43,13 @@ def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str
     return ready, waiting
 
 
-def _explained(model: Workbench, mol, methods: list[str]):
-    """Prediction + scores for the molecule, kept in the session (K-independent)."""
-    cache = session_cache("mol_results")
-    key = (mol.input_smiles, tuple(methods), id(model))
-    if key not in cache:
-        with st.spinner("Predicting and explaining…"):
-            cache.clear()
-            cache[key] = explain_molecules([mol], methods, model=model, strict=False)[0]
-    return cache[key]
+def _explained(model: Workbench, mol, methods: list[str], largest: bool):
+    """Prediction + scores for the molecule (K-independent), computed once per server process
+    for every session that asks for the same molecule, methods and model."""
+    tokens = tuple(explainer_token(model, m) for m in methods)
+    with st.spinner("Predicting and explaining…"):
+        return explained_molecule(mol.input_smiles, largest, tuple(methods), molecule_target(),
+                                  str(model.device), tokens, model, mol)
 
 
 def _k_slider(mol) -> int:
@@ -99,8 +98,7 @@ def render_single(sel, opts: dict) -> None:
         # explainer departs from them
         teachers = {method_spec(m).teacher for m in ready} | {DEFAULT_TEACHER}
         extra = sorted(t for t in teachers - {None} if t not in ready)
-        res = _explained(model, mol, ready + extra) if ready else explain_molecules(
-            [mol], [], model=model)[0]
+        res = _explained(model, mol, ready + extra if ready else [], opts["largest"])
     except Exception as exc:
         show_error(exc, "Prediction failed")
         return
@@ -150,9 +148,9 @@ def render_single(sel, opts: dict) -> None:
             with st.expander("How Gem chose these bonds", key="mol_gem_how"):
                 st.markdown(describe_gem(model.spec, model.target_name, molecule_words=True))
         st.download_button("Download explanation (JSON)",
-                           json.dumps(payload[shown[0]] if len(shown) == 1 else
-                                      {"smiles": mol.input_smiles, "k": k, "methods": payload},
-                                      indent=2),
+                           lambda: json.dumps(payload[shown[0]] if len(shown) == 1 else
+                                              {"smiles": mol.input_smiles, "k": k,
+                                               "methods": payload}, indent=2),
                            file_name="gem-molecule.json", mime="application/json",
                            key="mol_download_json", icon=":material/download:")
     with st.container(border=True, key="mol_whatif"):
@@ -211,8 +209,10 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                                      hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
                                      outline=outline)
     st.image(svg, width="stretch")
-    alone, p_alone = on_explanation_alone(model, res.molecule.instance, res.mask(method, k),
-                                          res.label)
+    alone, p_alone = on_explanation_alone(
+        model, res.molecule.instance, res.mask(method, k), res.label,
+        ("molecule", res.molecule.input_smiles, opts["largest"], molecule_target(),
+         str(model.device)))
     st.markdown(alone)
     _tie_note(res, method, k)
     reading = _reading(model, res, method, k, opts)

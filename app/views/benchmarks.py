@@ -15,7 +15,7 @@ import streamlit as st
 
 from components import charts
 from gem_core.api import (METHODS, PROJECT_ROOT, REPRODUCE_METHODS, paper)
-from state import progress_bar, results_json, run_page, selection, show_error
+from state import benchmark_chart, progress_bar, results_json, run_page, selection, show_error
 from theme import method_title
 
 
@@ -60,7 +60,9 @@ def _table(result: dict[str, Any], methods: list[str], key: str, mutagen: bool) 
     return pd.DataFrame(rows)
 
 
-def _show(result: dict[str, Any], sel) -> None:
+def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
+    """The results of one file (``source``: its path and modification time, the key of the
+    charts built once per server process)."""
     ds = result["dataset"]
     available = [m for m in METHODS if m in result.get("methods", {})]
     methods = [m for m in available if m in sel.methods] or available
@@ -94,23 +96,29 @@ def _show(result: dict[str, Any], sel) -> None:
         mutagen = st.toggle("Mutagen test graphs only (the paper's \"-0\" rows)",
                             key="bm_mutagen")
     key = "accuracy_at_k_mutagen" if mutagen else "accuracy_at_k"
+    chosen = tuple(methods)
+
+    def chart(name: str, build, option: bool = False):
+        return benchmark_chart(name, source, chosen, option, build)
+
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(charts.accuracy_sweep(result, methods, mutagen), key="bm_accuracy",
-                        theme=None)
+        st.plotly_chart(chart("accuracy", lambda: charts.accuracy_sweep(result, methods, mutagen),
+                              mutagen), key="bm_accuracy", theme=None)
     with right:
-        st.plotly_chart(charts.log_odds_histogram(result, methods), key="bm_log_odds",
-                        theme=None)
+        st.plotly_chart(chart("log_odds", lambda: charts.log_odds_histogram(result, methods)),
+                        key="bm_log_odds", theme=None)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(charts.timing_chart(result, methods), key="bm_timing", theme=None)
+        st.plotly_chart(chart("timing", lambda: charts.timing_chart(result, methods)),
+                        key="bm_timing", theme=None)
     with right:
-        fig = charts.distillation_chart(result)
+        fig = chart("distillation", lambda: charts.distillation_chart(result))
         if fig is not None:
             st.plotly_chart(fig, key="bm_distillation", theme=None)
     st.markdown("**Explanation accuracy (%), ours (paper)**")
     st.dataframe(_table(result, methods, key, mutagen), hide_index=True, key="bm_table")
-    fig = charts.agreement_sweep(result, methods)
+    fig = chart("agreement", lambda: charts.agreement_sweep(result, methods))
     if fig is not None:
         st.markdown("**Faithfulness: does the explanation keep the model's own prediction?** "
                     "Accuracy above counts an explanation right when the model predicts the "
@@ -118,7 +126,7 @@ def _show(result: dict[str, Any], sel) -> None:
                     "whether the model says on the explanation alone what it says on the whole "
                     "instance.")
         st.plotly_chart(fig, key="bm_agreement", theme=None)
-    fig = charts.sufficiency_sweep(result, methods)
+    fig = chart("sufficiency", lambda: charts.sufficiency_sweep(result, methods))
     if fig is not None:
         st.markdown("**The field's yardstick (GNNX-Bench):** sufficiency is the share of "
                     "instances whose prediction on the top-K edges alone (nodes left without an "
@@ -184,6 +192,7 @@ def render() -> None:
     st.caption(f"{sel.spec.title}: our measurements (solid) beside the paper's (dashed, same "
                f"colour).")
     result, path, problem = _read(sel.dataset, sel.target)
+    source = (str(path), path.stat().st_mtime if result is not None else 0.0)
     try:
         rel = path.relative_to(PROJECT_ROOT)
     except ValueError:
@@ -196,7 +205,7 @@ def render() -> None:
                 f"button below.", icon=":material/info:")
     else:
         try:
-            _show(result, sel)
+            _show(result, sel, source)
         except Exception as exc:  # a malformed file must not break the page
             show_error(exc, f"{rel} could not be shown")
     _recompute(sel)

@@ -20,9 +20,9 @@ from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, Ge
 from theme import class_title, fmt_ms, method_color, method_title
 from state import (DATA_HELP, Selection, contrast_teacher, device_label, explain_test_instance,
                    explainer_token, explanation_reading, fit_offer, get_workbench, graph_layout,
-                   method_ready, progress_bar, random_pick, run_page, selection, session_value,
-                   set_session_value, show_error, show_reading, test_predictions,
-                   what_if_evaluator)
+                   hop_distances, method_ready, prefetch_contrast, probabilities_with,
+                   progress_bar, random_pick, run_page, selection, session_value, set_session_value, show_error,
+                   show_reading, test_predictions, what_if_evaluator)
 
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
 CLOSE_UP_HOPS = 2
@@ -259,7 +259,27 @@ def render() -> None:
                                 "quicker.")
     if show_table:
         _edge_table(names, results)
-    payload = {
+
+    def payload() -> str:
+        """The JSON download, written when the button is clicked (a 1,500-edge node's scores,
+        written out on every rerun, were a fifth of its server time)."""
+        return json.dumps(_payload(sel, ds, inst, pos, pairs, names, pred, p_full, results),
+                          indent=2)
+
+    st.download_button("Download explanation (JSON)", payload,
+                       file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
+                       mime="application/json", key="ex_download_json",
+                       icon=":material/download:")
+    with st.container(border=True, key="ex_whatif"):
+        _what_if(sel, wb, ds, inst, pos, base, mol, hide_h, pred, p_full, results, close)
+    # once the page is drawn: the contrast nodes explained in the background, once per process
+    prefetch_contrast(sel.dataset, sel.device, sel.target, sel.methods)
+
+
+def _payload(sel: Selection, ds: GemDataset, inst: Instance, pos: int, pairs, names: list[str],
+             pred: int, p_full: list[float], results: dict[str, dict]) -> dict:
+    """What the JSON download holds: the instance, the prediction and each panel's scores."""
+    return {
         "dataset": sel.dataset, "split": "test", "position": pos, "index": inst.index,
         "task": ds.task, "k": sel.k,
         "target_node": None if inst.target is None else int(inst.node_ids[inst.target]),
@@ -277,12 +297,6 @@ def render() -> None:
                         "ms_per_instance": r["ms"], "reading": r.get("reading")}
                     for m, r in results.items()},
     }
-    st.download_button("Download explanation (JSON)", json.dumps(payload, indent=2),
-                       file_name=f"gem-{sel.dataset}-{pos}-k{sel.k}.json",
-                       mime="application/json", key="ex_download_json",
-                       icon=":material/download:")
-    with st.container(border=True, key="ex_whatif"):
-        _what_if(sel, wb, ds, inst, pos, base, mol, hide_h, pred, p_full, results, close)
 
 
 def _edge_table(names: list[str], results: dict[str, dict]) -> None:
@@ -393,23 +407,15 @@ def _groups(mol) -> list[tuple[str, tuple[int, ...]]]:
 
 
 def _hop_distances(inst: Instance) -> list[int]:
-    """Hops from the explained node to every node of the instance."""
-    import networkx as nx
-
-    g = nx.Graph(inst.pairs.t().tolist())
-    g.add_nodes_from(range(inst.num_nodes))
-    far = inst.num_nodes + 1
-    dist = nx.single_source_shortest_path_length(g, int(inst.target))
-    return [dist.get(i, far) for i in range(inst.num_nodes)]
+    """Hops from the explained node to every node of the instance (made once per instance and
+    server process: :func:`state.hop_distances`)."""
+    return list(hop_distances(inst.dataset, inst.index, inst.num_nodes,
+                              int(inst.pairs.shape[1]), inst))
 
 
 def _within_hops(inst: Instance, hops: int) -> list[int]:
     """Local nodes at most ``hops`` edges from the instance's target node."""
-    import networkx as nx
-
-    g = nx.Graph(inst.pairs.t().tolist())
-    g.add_nodes_from(range(inst.num_nodes))
-    return sorted(nx.single_source_shortest_path_length(g, int(inst.target), cutoff=hops))
+    return [i for i, d in enumerate(_hop_distances(inst)) if d <= hops]
 
 
 def _close_up(inst: Instance, explained: set[int]) -> list[int]:
@@ -467,7 +473,8 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
         explanation = Explanation(method, [scores_t], ms, [inst])
         ranked = explanation.ranked(0, sel.k)
         mask = explanation.topk_mask(0, sel.k)
-        p_sub = wb.predict_proba([inst], [mask])[0].tolist()
+        p_sub = probabilities_with(("test", sel.dataset, sel.target, sel.device, pos), wb,
+                                   inst, mask)
     except Exception as exc:
         show_error(exc, f"{title} failed")
         return None

@@ -40,6 +40,8 @@ class MethodSpec:
             this many test instances (a method of seconds per instance), or None: all of them.
         wait_note: for a method that makes people wait (seconds per instance), what to tell
             them before they pick it (the app shows it); empty for the others.
+        distils: it explains by distilling each instance, one forward pass of the target per
+            edge in sequence (a second or more on a 1,500-edge instance; cached per split).
     """
 
     name: str
@@ -53,6 +55,7 @@ class MethodSpec:
     teacher: Optional[str] = None
     max_test_instances: Optional[int] = None
     wait_note: str = ""
+    distils: bool = False
 
     def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
         """A new, unfitted explainer of this method for ``context``."""
@@ -123,12 +126,12 @@ _ROWS: tuple[MethodSpec, ...] = (
                            "its ranking (a few batched calls)",
                teacher="distilled_predicted"),
     MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
-               batched=False, in_reproduce=True, settings={"label_source": "true"},
+               batched=False, in_reproduce=True, settings={"label_source": "true"}, distils=True,
                description="the distillation Gem learns from (Δ loss per edge against the true "
                            "label, greedy pruning); slow, needs labels"),
     MethodSpec("distilled_predicted", "Distilled teacher (predicted label)", _distilled,
                needs_fit=False, batched=False, in_reproduce=True,
-               settings={"label_source": "predicted"},
+               settings={"label_source": "predicted"}, distils=True,
                description="the same distillation against the target's own prediction: what a "
                            "label-free explainer of the model can imitate"),
     MethodSpec("gnnexplainer", "GNNExplainer", _gnnexplainer, needs_fit=False, batched=False,

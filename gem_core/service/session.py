@@ -303,8 +303,21 @@ class Workbench:
         """
         method = check_method(method)
         exp = self.explainer(method, scaled(progress, 0.0, 0.5))
-        with self._method_locks[method]:
+        lock = self._method_locks[method]
+        if not lock.acquire(blocking=False):
+            if not method_spec(method).needs_fit:
+                # another thread (a browser session of the app) is using the shared explainer:
+                # a method with nothing to fit gets one of its own (its own model copy) rather
+                # than waiting, so two sessions' GNNExplainer runs share the cores
+                out = method_spec(method).create(self.context).explain(list(instances),
+                                                                       predicted=predicted)
+                report(progress, 1.0, "explained")
+                return out
+            lock.acquire()
+        try:
             out = exp.explain(list(instances), predicted=predicted)
+        finally:
+            lock.release()
         report(progress, 1.0, "explained")
         return out
 

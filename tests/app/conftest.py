@@ -86,23 +86,40 @@ if str(APP.parent) not in sys.path:
     sys.path.insert(0, str(APP.parent))
 
 
-def download_bytes(at, key: str) -> bytes:
-    """The bytes behind a download button of the last run.
-
-    AppTest keeps the files of a run in the in-memory ``MediaFileManager`` of its mock runtime;
-    the button's URL names the file. That manager is only reachable through the garbage
-    collector once the run is over (Streamlit 1.67).
-    """
-    import gc
-    import warnings
+def _track_media_managers():
+    """The last ``MediaFileManager`` objects AppTest made (one per run, on its mock runtime,
+    dropped with it after the run): the runs' files are found there. (Found through the
+    garbage collector before; the app's ``gc.freeze`` hides long-lived objects from it.)"""
+    from collections import deque
 
     from streamlit.runtime.media_file_manager import MediaFileManager
 
-    file_id = at.download_button(key=key).proto.url.rsplit("/", 1)[-1].split(".")[0]
-    with warnings.catch_warnings():  # isinstance() wakes lazy modules' deprecation notices
-        warnings.simplefilter("ignore")
-        managers = [o for o in gc.get_objects() if isinstance(o, MediaFileManager)]
-    for manager in managers:
+    made: deque = deque(maxlen=8)
+    init = MediaFileManager.__init__
+
+    def tracking(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.appendleft(self)
+
+    MediaFileManager.__init__ = tracking
+    return made
+
+
+_MEDIA_MANAGERS = _track_media_managers()
+
+
+def download_bytes(at, key: str) -> bytes:
+    """The bytes behind a download button of the last run (its data made now when the page
+    gave a callable, as a click does)."""
+    proto = at.download_button(key=key).proto
+    deferred = proto.deferred_file_id  # data made on click (a callable): made here
+    file_id = deferred or proto.url.rsplit("/", 1)[-1].split(".")[0]
+    for manager in list(_MEDIA_MANAGERS):
+        if deferred:
+            try:
+                file_id = manager.execute_deferred(deferred).rsplit("/", 1)[-1].split(".")[0]
+            except Exception:  # another run's manager
+                continue
         try:
             return bytes(manager._storage.get_file(file_id).content)
         except Exception:  # another run's manager

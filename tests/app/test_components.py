@@ -299,14 +299,15 @@ def test_the_app_collects_then_freezes_once_many_objects_are_new():
         pass
 
     before = gc.get_freeze_count()
-    assert not settle_heap(threshold=len(gc.get_objects()) + 10_000)
+    assert not settle_heap(threshold=len(gc.get_objects()) + 10_000, every=1)
     assert gc.get_freeze_count() == before
+    assert not settle_heap(threshold=1, every=10 ** 9)  # not its turn to look
     kept = [[i] for i in range(1000)]  # long-lived
     cycle = Node()
     cycle.self = cycle  # garbage only a collection frees
     gone = weakref.ref(cycle)
     del cycle
-    assert settle_heap(threshold=1)
+    assert settle_heap(threshold=1, every=1)
     assert gone() is None, "garbage was frozen instead of collected"
     assert gc.get_freeze_count() >= before + len(kept)
     assert len(gc.get_objects()) < 1000  # the collector has next to nothing left to walk

@@ -37,9 +37,11 @@ def _arrow_metrics(at) -> dict[str, str]:
 
 
 def _snapshot(at) -> tuple:
-    """Everything the page says in numbers and words (to compare before an edit and after undo)."""
-    return (texts(at.metric), [m.label for m in at.metric], texts(at.markdown),
-            texts(at.caption), texts(at.warning), texts(at.info))
+    """Everything the page says in numbers and words (to compare before an edit and after undo;
+    the main area: the sidebar's debug expander shows each run's own server time)."""
+    page = at.main
+    return (texts(page.metric), [m.label for m in page.metric], texts(page.markdown),
+            texts(page.caption), texts(page.warning), texts(page.info))
 
 
 def _molecule(methods=("gem", "random")):

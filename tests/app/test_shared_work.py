@@ -1,0 +1,52 @@
+"""A class on one server: each rerun's server time is measured, and work is shared by sessions.
+
+Every browser session runs the script in its own thread of one server process; what a rerun
+computes for one student must not be computed again for the next (issue 49). These tests run
+two AppTest sessions in one process, as two students on one server.
+"""
+from __future__ import annotations
+
+import re
+
+from .conftest import make_app, no_exception, texts
+
+NITROBENZENE = "O=[N+]([O-])c1ccccc1"
+
+
+def test_every_rerun_logs_its_server_time_and_the_sidebar_shows_it(capfd):
+    at = make_app(methods=("random",))
+    no_exception(at)
+    at.run()
+    lines = re.findall(r"rerun session=(\S+) page=(\S+) start=([\d.]+) ms=([\d.]+)",
+                       capfd.readouterr().err)
+    assert len(lines) >= 2 and all(page == "explore" and float(ms) > 0
+                                   for _, page, _, ms in lines[-2:]), lines
+    captions = texts(at.sidebar.caption)
+    assert any(re.match(r"Session \S+ · this run \d+ ms so far", c) for c in captions), captions
+    assert any(c.startswith("Last runs (page, ms): explore ") for c in captions), captions
+
+
+def test_a_molecule_is_explained_once_for_every_session(monkeypatch):
+    """The Molecule page kept its results per browser session: each student typing the
+    class's example paid for its explanation (GNNExplainer alone: half a second on the strong
+    target). Now a second session showing the same molecule explains nothing."""
+    from gem_core.service import molecules
+
+    calls = []
+    real = molecules.explain_molecules
+
+    def counting(mols, methods=("gem",), *args, **kwargs):
+        calls.append(tuple(methods))
+        return real(mols, methods, *args, **kwargs)
+
+    monkeypatch.setattr(molecules, "explain_molecules", counting)
+    pages = []
+    for _ in range(2):
+        at = make_app(methods=("gem", "random"))
+        at.switch_page("views/molecule.py").run()
+        at.text_input(key="mol_smiles").input(NITROBENZENE)
+        at.button(key="mol_explain").click().run()
+        no_exception(at)
+        pages.append([m.value for m in at.main.metric])
+    assert pages[0] == pages[1] and pages[0]
+    assert len([c for c in calls if "gem" in c]) <= 1, calls
