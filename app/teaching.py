@@ -78,10 +78,15 @@ def _check_rule_text(check: str) -> str:
     return rule
 
 
-def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> str:
+def describe_gem(spec, target: str = "paper", molecule_words: bool = False,
+                 checked: bool = False) -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses;
-    ``molecule_words``: atoms and bonds instead of nodes and edges (the Molecule page)."""
-    text = _describe_gem(spec, target)
+    ``molecule_words``: atoms and bonds instead of nodes and edges (the Molecule page);
+    ``checked``: Gem + check, the separate method whose explain-time search asks the model."""
+    alone, check = _describe_gem(spec, target)
+    text = (f"Gem + check starts from Gem's ranking. {alone} {check.strip()}" if checked else
+            alone + (" Gem + check, a separate explainer beside it, lets the model search "
+                     "Gem's ranking at explain time." if check else ""))
     if molecule_words:
         for graph_word, chem_word in ((" an edge", " a bond"), ("edge", "bond"),
                                       ("node", "atom"), ("whole graph", "whole molecule"),
@@ -90,7 +95,9 @@ def describe_gem(spec, target: str = "paper", molecule_words: bool = False) -> s
     return text
 
 
-def _describe_gem(spec, target: str) -> str:
+def _describe_gem(spec, target: str) -> tuple[str, str]:
+    """(Gem: what it learns and how it explains in one pass; the explain-time search of Gem +
+    check, empty where the settings have none)."""
     from gem_core.api import GemSettings, backward_budgets, check_late_start, check_stop
 
     settings = GemSettings.for_dataset(spec, target)
@@ -131,12 +138,12 @@ def _describe_gem(spec, target: str) -> str:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
     check = settings.check.value
+    text += (" After training it never calls the model to explain: one forward pass of the "
+             "auto-encoder per batch." if not settings.condition_on_prediction else
+             " Explaining a batch is one forward pass of the model (for its prediction) and one "
+             "of the auto-encoder.")
     if not settings.asks_target:
-        return text + (" After training it never calls the model to explain: one forward "
-                       "pass of the auto-encoder per batch." if not
-                       settings.condition_on_prediction else
-                       " Explaining a batch is one forward pass of the model (for its "
-                       "prediction) and one of the auto-encoder.")
+        return text, ""
     ordered = ""
     if settings.check_lead:
         ordered = (f" When it explains, the model itself orders the first "
@@ -145,8 +152,7 @@ def _describe_gem(spec, target: str) -> str:
                    f"before it, most shakes its prediction (under both ways of judging), so the "
                    f"explanation's first edges are the ones its prediction most depends on.")
     if check == "off":
-        return text + ordered + (" Explaining a batch is one forward pass of the auto-encoder "
-                                 "and a few small batched passes of the model.")
+        return text, ordered.strip() + (" That takes a few small batched passes of the model.")
     lead = max(settings.necessity_lead, settings.check_lead)
     stop = check_stop(budgets, lead)
     where = f"from edge {lead + 1} on" if lead else "from the first edge on"
@@ -164,7 +170,7 @@ def _describe_gem(spec, target: str) -> str:
                     f"the whole graph, the edges after the previous K are taken away a few at a "
                     f"time, each time those whose loss shakes the prediction least, until K "
                     f"are left; if the prediction holds on those, they become that explanation.")
-    return text + ordered + (
+    return text, ordered.strip() + (
         f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's next "
         f"{settings.check_width} edges it {rule}; the prediction holds when the model, shown "
         f"only the edges so far, still predicts what it predicts on the whole graph, whether "

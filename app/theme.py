@@ -10,6 +10,7 @@ from gem_core.api import title as _registry_title
 
 METHOD_COLORS: dict[str, str] = {
     "gem": "#d62728",
+    "gem_check": "#8c1a1b",  # Gem's red, darker: the same fit, with the target's search
     "distilled": "#9467bd",
     "distilled_predicted": "#c5b0d5",
     "gnnexplainer": "#1f77b4",
@@ -17,6 +18,7 @@ METHOD_COLORS: dict[str, str] = {
     "integrated_gradients": "#ff7f0e",
     "subgraphx": "#17becf",
     "random": "#7f7f7f",
+    "random_check": "#3d3d3d",  # Random's grey, darker: the same search over random scores
 }
 FALLBACK_COLOR = "#444444"
 

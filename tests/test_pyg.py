@@ -766,7 +766,10 @@ def test_adapter_options_are_the_engine_settings_of_the_same_names():
     graph = GemExplainer(k=(5, 10)).gem_settings("graph", 3, phenomenon=False)
     assert (graph.topk_policy, graph.condition_on_prediction, graph.target_ks,
             graph.necessity_weight, graph.protocol) == (
-        "sufficient", True, tuple(range(1, 11)), 1.0, "keep_nodes")
+        "sufficient", True, tuple(range(1, 11)), 1.0, "drop_isolated")
+    # the generator alone unless the explain-time search is asked for (issue 50)
+    assert (graph.check, graph.asks_target) == ("off", False)
+    assert GemExplainer(check="repair").gem_settings("graph", 3, False).check_width == 8
     assert GemExplainer().connects("graph") is False and GemExplainer().connects("node") is True
     node = GemExplainer(k=6).gem_settings("node", 3, phenomenon=False)
     assert (node.topk_policy, node.target_kind, node.condition_on_prediction,

@@ -86,15 +86,16 @@ def test_salts_follow_largest_fragment(tmp_path):
     assert "largest" in row["message"]
 
 
-def test_rows_match_the_explain_command(tmp_path):
-    """With --check the screen's rows are `explain`'s (and the Molecule page's): the target
-    checks Gem's ranking in both."""
+@pytest.mark.parametrize("method", ["gem", "gem_check"])
+def test_rows_match_the_explain_command(tmp_path, method):
+    """The screen's rows are `explain`'s (and the Molecule page's) for Gem and for Gem + check
+    (the target's explain-time search in both)."""
     smiles = ["O=[N+]([O-])c1ccc(C)cc1", "Nc1ccc2cc3ccccc3cc2c1", "C1OC1c1ccccc1"]
     src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
-    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6, check=True), workers=1)
+    screen(src, tmp_path / "x.parquet", ScreenSettings(k=6, method=method), workers=1)
     rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
     for smi, row in zip(smiles, rows):
-        ref = explain_smiles(smi, k=6, device="cpu")
+        ref = explain_smiles(smi, k=6, device="cpu", method=method)
         assert row["bonds"] == ref["explanation"]["bonds"]
         # float32 batches of other sizes round differently in the last digits
         assert row["scores"] == pytest.approx(ref["explanation"]["scores"], abs=1e-5)
@@ -112,32 +113,33 @@ def test_each_molecule_gets_its_own_k_by_default_as_explain_and_the_app(tmp_path
     smiles = ["O=[N+]([O-])c1ccc(C)cc1", "CCO", "Nc1ccc2cc3ccccc3cc2c1"]
     src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
     assert ScreenSettings().k is None
-    screen(src, tmp_path / "x.parquet", ScreenSettings(check=True), workers=1)
+    screen(src, tmp_path / "x.parquet", ScreenSettings(), workers=1)
     rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
     for smi, row in zip(smiles, rows):
         n = smiles_to_instance(smi).instance.num_pairs
         assert len(row["bonds"]) == suggested_k(n) < n
         assert row["bonds"] == explain_smiles(smi, device="cpu", read=False)["explanation"]["bonds"]
     proc = _run_cli("screen", str(src), "--out", str(tmp_path / "auto.parquet"), "--k", "auto",
-                    "--check", "--no-progress")
+                    "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert pq.read_table(tmp_path / "auto.parquet").to_pylist() == rows
 
 
 def test_without_check_the_screen_ranks_with_gems_one_pass(tmp_path):
-    """By default a screen keeps Gem's one-pass ranking (the check costs milliseconds per
-    molecule); the workbench's Gem, which the Molecule page shares, keeps its check."""
+    """By default a screen keeps Gem's one-pass ranking (the target's search costs milliseconds
+    per molecule); --check is Gem + check, the same fitted auto-encoder with the search."""
     from gem_core.service.screening.chunk import _explainer, _model
     from gem_core.service.screening.runner import check_settings
 
     settings = check_settings(ScreenSettings())
     model = _model(settings)
-    held = model.explainer("gem")
-    assert str(held.settings.check) != "off"  # the molecule row's choice
     plain = _explainer(model, settings)
-    assert str(plain.settings.check) == "off" and plain.autoencoder_ is held.autoencoder_
-    assert str(held.settings.check) != "off"  # the copy changed nothing of the held Gem
-    assert _explainer(model, check_settings(ScreenSettings(check=True))) is held
+    searched = _explainer(model, check_settings(ScreenSettings(method="gem_check")))
+    assert str(plain.settings.check) == "off" and not plain.settings.asks_target
+    assert str(searched.settings.check) != "off"  # the molecule row's choice
+    # one fit: the same saved auto-encoder behind both
+    assert plain.state_key(model.context) == searched.state_key(model.context)
+    assert plain.loaded_from_ == searched.loaded_from_ is not None
     smiles = ["O=[N+]([O-])c1ccc(C)cc1", "Nc1ccc2cc3ccccc3cc2c1"]
     src = _write(tmp_path / "x.smi", [s.encode() for s in smiles])
     screen(src, tmp_path / "x.parquet", ScreenSettings(k=6), workers=1)
@@ -465,7 +467,7 @@ def test_screen_opens_on_the_molecule_default_target_and_keeps_target_paper(tmp_
     runs = {}
     for target in (None, "paper"):
         out = tmp_path / f"{target}.parquet"
-        # --check: the Molecule page's Gem (the paper target's lead is ordered by the target)
+        # --check: Gem + check (the paper target's lead is ordered by the target)
         args = ["screen", str(src), "--out", str(out), "--workers", "1", "--no-progress",
                 "--json", "-", "--k", "4", "--check"] + (["--target", target] if target else [])
         assert main(args) == 0
@@ -476,7 +478,7 @@ def test_screen_opens_on_the_molecule_default_target_and_keeps_target_paper(tmp_
         assert f"with the {expected} Mutagenicity target" in captured.err
         row = pq.read_table(out).to_pylist()[0]
         ref = explain_smiles("O=[N+]([O-])c1ccccc1", k=4, device="cpu", target=expected,
-                             read=False)
+                             read=False, method="gem_check")
         assert row["bonds"] == ref["explanation"]["bonds"]
         assert row["p_mutagen"] == pytest.approx(
             ref["prediction"]["probability"] if ref["prediction"]["label"] == "mutagen"

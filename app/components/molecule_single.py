@@ -144,9 +144,12 @@ def render_single(sel, opts: dict) -> None:
     if shown:
         with st.expander("Bond scores", key="mol_bond_table"):
             _bond_table(res, shown, k)
-        if "gem" in shown:
-            with st.expander("How Gem chose these bonds", key="mol_gem_how"):
-                st.markdown(describe_gem(model.spec, model.target_name, molecule_words=True))
+        for method, checked in (("gem", False), ("gem_check", True)):
+            if method in shown:
+                with st.expander(f"How {method_title(method)} chose these bonds",
+                                 key=f"mol_{method}_how"):
+                    st.markdown(describe_gem(model.spec, model.target_name, molecule_words=True,
+                                             checked=checked))
         st.download_button("Download explanation (JSON)",
                            lambda: json.dumps(payload[shown[0]] if len(shown) == 1 else
                                               {"smiles": mol.input_smiles, "k": k,

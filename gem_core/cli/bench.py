@@ -191,6 +191,7 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
                                        fromlist=["register"]).register(sub)),
     ("outside", lambda sub: __import__("gem_core.cli.bench_outside",
                                        fromlist=["register"]).register(sub)),
+    ("pyg", lambda sub: __import__("gem_core.cli.bench_pyg", fromlist=["register"]).register(sub)),
     ("devices", lambda sub: __import__("gem_core.cli.bench_devices",
                                        fromlist=["register"]).register(sub)),
 )

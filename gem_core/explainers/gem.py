@@ -6,7 +6,10 @@ against the target's outputs only (paper §3.1: Δ loss of every edge, greedy co
 pruning), turns the distillations into per-edge training targets
 (:mod:`gem_core.gem.training_targets`) and trains the graph auto-encoder of
 :mod:`gem_core.gem.autoencoder` on them, with early stopping on the validation targets.
-``explain`` is then one forward pass of the auto-encoder for the whole batch.
+``explain`` is then one forward pass of the auto-encoder for the whole batch: the paper's
+amortized explainer. :class:`CheckedGemExplainer` (registry row ``gem_check``, "Gem + check")
+adds the explain-time search that asks the target (:mod:`gem_core.gem.checked_ranking`), with
+its own row and time, so a table shows what Gem learned and what the search adds at what cost.
 
 Conditioning on the prediction (``condition_on_prediction``, a deviation from the paper): an
 explanation explains *a prediction*, and the same molecule is explained differently when the model
@@ -56,11 +59,18 @@ class GemExplainer(Explainer):
     state_kind = EXPLAINER_KIND
     asset_stem = "{dataset}"  # assets/explainers/<dataset>.pt
 
+    #: whether explaining runs the settings' explain-time check (the target asked, position by
+    #: position, which of Gem's next pairs keeps its prediction): off for Gem, on for
+    #: :class:`CheckedGemExplainer`, a separate method with its own row and its own time
+    checks: bool = False
+
     def __init__(self, context: ExplainerContext, **overrides: Any):
         self.context = context
         base = context.gem_settings or GemSettings.for_dataset(context.spec)
-        self.settings: GemSettings = base.replace(
-            **{k: v for k, v in overrides.items() if v is not None})
+        settings = base.replace(**{k: v for k, v in overrides.items() if v is not None})
+        # the fit never reads the check (a fitted Gem is the same whatever it is), so Gem and
+        # Gem + check share one fit and its saved file
+        self.settings: GemSettings = settings if self.checks else settings.unchecked()
         self.autoencoder_: Optional[GemAutoEncoder] = None
         self.fit_seconds_ = 0.0
         self.distill_seconds_ = 0.0
@@ -108,10 +118,11 @@ class GemExplainer(Explainer):
 
     def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
                            predicted: Optional[Tensor]) -> list[Tensor]:
-        """One forward pass of the auto-encoder, then the settings' check
-        (:meth:`GemPipeline.explain`); ``predicted`` None: the target predicts."""
+        """One forward pass of the auto-encoder (:meth:`GemPipeline.explain`; with
+        :attr:`checks`, then the settings' check); ``predicted`` None: the target predicts."""
         assert self.autoencoder_ is not None
         return self.pipeline().explain(self.autoencoder_, instances, predicted)
+
 
     # ------------------------------------------------------------------ persistence
     def state_key(self, context: ExplainerContext) -> Optional[str]:
@@ -131,3 +142,13 @@ class GemExplainer(Explainer):
         self.fit_seconds_ = float(meta.get("fit_seconds", 0.0))
         self.distill_seconds_ = float(meta.get("distill_seconds", 0.0))
         return self
+
+
+class CheckedGemExplainer(GemExplainer):
+    """Gem + check: Gem's one-pass ranking, then the settings' explain-time search
+    (:mod:`gem_core.gem.checked_ranking`), which asks the target, in batched forwards, which of
+    Gem's next pairs keeps its prediction. Not amortized (its cost is per instance), so it is a
+    method of its own beside Gem; the same fit as Gem (:attr:`GemExplainer.checks`)."""
+
+    name = "gem_check"
+    checks = True

@@ -36,3 +36,47 @@ class RandomExplainer(Explainer):
             out.append(torch.rand(inst.num_pairs, generator=gen))
         report(progress, 1.0, "done")
         return out
+
+
+class CheckedRandomExplainer(RandomExplainer):
+    """Random + check: uniform random scores put through the same explain-time search as Gem +
+    check (the settings' check of the target, :meth:`gem_core.gem.pipeline.GemPipeline.check`).
+
+    The control of every table that reports the search: what the search reaches from a ranking
+    that knows nothing. Where Gem + check is not above it, the generator does not help the search.
+
+    Args:
+        context: the target (its outputs only), the dataset's K grid and Gem's settings, whose
+            check (rule, width, lead, …) is the one applied.
+        seed: the random scores' seed.
+    """
+
+    name = "random_check"
+
+    def __init__(self, context, seed: int = 0):
+        super().__init__(seed=seed, task=context.spec.task)
+        self.context = context
+
+    @property
+    def reads_prediction(self) -> bool:  # type: ignore[override]
+        return True
+
+    def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
+        return self._explain_predicted(instances, progress, None)
+
+    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
+                           predicted: Optional[Tensor]) -> list[Tensor]:
+        from gem_core.data.packed import PackedGraphs
+        from gem_core.gem.pipeline import GemPipeline
+        from gem_core.gem.settings import GemSettings
+
+        scores = super()._explain(instances, None)
+        if not instances:
+            return scores
+        ctx = self.context
+        settings = ctx.gem_settings or GemSettings.for_dataset(ctx.spec)
+        pipeline = GemPipeline(settings, ctx.spec.k_grid, ctx.black_box, ctx.spec.num_classes)
+        packed = PackedGraphs.from_instances(instances)
+        checked = pipeline.check(packed, torch.cat(scores), predicted)
+        report(progress, 1.0, "done")
+        return list(packed.split_pairs(checked))

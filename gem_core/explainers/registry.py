@@ -119,11 +119,29 @@ def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
     return RandomExplainer(task=ctx.task, **settings)
 
 
+def _gem_check(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from gem_core.explainers.gem import CheckedGemExplainer
+
+    return CheckedGemExplainer(ctx, **settings)
+
+
+def _random_check(ctx: ExplainerContext, **settings: Any) -> Explainer:
+    from gem_core.explainers.random_scores import CheckedRandomExplainer
+
+    return CheckedRandomExplainer(ctx, **settings)
+
+
 _ROWS: tuple[MethodSpec, ...] = (
     MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
                description="Gem: a graph auto-encoder trained on distilled Granger-causal "
-                           "explanations; one forward pass per batch, then the target checks "
-                           "its ranking (a few batched calls)",
+                           "explanations; one forward pass per batch, the target not asked "
+                           "when it explains",
+               teacher="distilled_predicted"),
+    MethodSpec("gem_check", "Gem + check", _gem_check, needs_fit=True, batched=True,
+               in_reproduce=True,
+               description="Gem's ranking, then a search that asks the target at explain time "
+                           "which of Gem's next edges keeps its prediction (batched forwards "
+                           "per position: not amortized)",
                teacher="distilled_predicted"),
     MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
                batched=False, in_reproduce=True, settings={"label_source": "true"}, distils=True,
@@ -157,6 +175,10 @@ _ROWS: tuple[MethodSpec, ...] = (
                          "millisecond"),
     MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
                settings={"seed": 0}, description="uniform random scores (the floor)"),
+    MethodSpec("random_check", "Random + check", _random_check, needs_fit=False, batched=True,
+               in_reproduce=True, settings={"seed": 0},
+               description="uniform random scores put through the same explain-time search "
+                           "as Gem + check: the control of what the search does alone"),
 )
 
 REGISTRY: Mapping[str, MethodSpec] = MappingProxyType({row.name: row for row in _ROWS})

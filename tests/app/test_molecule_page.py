@@ -466,14 +466,20 @@ def test_the_page_says_how_gem_chose_the_bonds_in_a_chemists_words(needs_mutagen
     from gem_core.api import get_spec
     from gem_core.data.config import molecule_default_target
 
-    at = _molecule_page(methods=("gem", "random"))
+    at = _molecule_page(methods=("gem", "gem_check", "random"))
     _submit(at, "O=[N+]([O-])c1ccc(C)cc1")
     assert [e.label for e in at.expander if e.label.startswith("How Gem")] == [
-        "How Gem chose these bonds"]
-    how = describe_gem(get_spec("mutagenicity"), molecule_default_target(), molecule_words=True)
-    assert how in texts(at.markdown)
-    assert not re.search(r"\b(edges?|nodes?)\b", how), how
-    assert "the model checks Gem's ranking" in how and "whole molecule" in how
+        "How Gem chose these bonds", "How Gem + check chose these bonds"]
+    spec, target = get_spec("mutagenicity"), molecule_default_target()
+    how = describe_gem(spec, target, molecule_words=True)
+    searched = describe_gem(spec, target, molecule_words=True, checked=True)
+    assert how in texts(at.markdown) and searched in texts(at.markdown)
+    for text in (how, searched):
+        assert not re.search(r"\b(edges?|nodes?)\b", text), text
+    # Gem alone never asks the model; Gem + check's search is said where it is shown
+    assert "the model checks Gem's ranking" not in how and "never calls the model" not in how
+    assert "one of the auto-encoder" in how
+    assert "the model checks Gem's ranking" in searched and "whole molecule" in searched
     # without Gem, no such expander
     at = _molecule_page(methods=("random",))
     _submit(at, "O=[N+]([O-])c1ccc(C)cc1")

@@ -227,19 +227,30 @@ def test_how_it_works_steps_through_the_distillation():
     strong = describe_gem(mut, "strong")
     assert "every K from 1 to 30" in strong and "its bond type" in strong
     assert "mutagen" not in describe_gem(get_spec("nci1"))
+    # Gem alone never asks the model; the search belongs to Gem + check (issue 50)
+    for spec in (mut, get_spec("nci1"), get_spec("ba_shapes")):
+        assert "never calls the model" in describe_gem(spec) or \
+            "one of the auto-encoder" in describe_gem(spec)
+        assert "checks Gem's ranking" not in describe_gem(spec)
+        assert "Gem + check, a separate explainer" in describe_gem(spec)
+
+    def checked(spec, target="paper"):
+        return describe_gem(spec, target, checked=True)
+
+    strong_checked = checked(mut, "strong")
     # NCI1's and the strong target's checks change rule from the grid's smallest K on;
     # Mutagenicity's paper target and BA-shapes keep one rule
-    assert "from K = 15 on" in describe_gem(get_spec("nci1")) and "from K = 15 on" in strong
-    assert "from K = " not in describe_gem(mut)
-    assert "from K = " not in describe_gem(get_spec("ba_shapes"))
+    assert "from K = 15 on" in checked(get_spec("nci1")) and "from K = 15 on" in strong_checked
+    assert "from K = " not in checked(mut)
+    assert "from K = " not in checked(get_spec("ba_shapes"))
     # the molecule rows also search backwards where the grown explanation does not hold
-    assert "taken away a few at a time" in describe_gem(mut) and "taken away" in strong
-    assert "taken away" not in describe_gem(get_spec("ba_shapes"))
+    assert "taken away a few at a time" in checked(mut) and "taken away" in strong_checked
+    assert "taken away" not in checked(get_spec("ba_shapes"))
     # BA-shapes' first edges are ordered by the model's own deletion experiment
-    assert "the model itself orders the first 4 edges" in describe_gem(get_spec("ba_shapes"))
-    assert "from edge 5 on" in describe_gem(get_spec("ba_shapes"))
-    assert "orders the first" not in describe_gem(get_spec("tree_cycles"))
-    assert "orders the first 5 edges" in describe_gem(mut) and "orders the first" not in strong
+    assert "the model itself orders the first 4 edges" in checked(get_spec("ba_shapes"))
+    assert "from edge 5 on" in checked(get_spec("ba_shapes"))
+    assert "orders the first" not in checked(get_spec("tree_cycles"))
+    assert "orders the first 5 edges" in checked(mut) and "orders the first" not in strong_checked
     gem_chart = any("What Gem learns for this node" in c.proto.spec for c in at.get("plotly_chart"))
     assert gem_chart or any("Gem is not fitted for BA-shapes" in i for i in texts(at.info))
 
@@ -309,7 +320,7 @@ def test_how_gem_is_described_says_how_the_model_checks_its_ranking():
         for target in target_names(get_spec(name)):
             settings = GemSettings.for_dataset(get_spec(name), target)
             rule, late = settings.check.value, settings.check_late.value
-            text = describe_gem(get_spec(name), target)
+            text = describe_gem(get_spec(name), target, checked=True)
             assert ("the model checks Gem's ranking" in text) == (rule != "off"), (name, text)
             for other, phrase in phrases.items():
                 used = rule == other or (rule != "off" and late == other)

@@ -6,7 +6,6 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 """
 from __future__ import annotations
 
-import copy
 import gc
 import time
 from collections.abc import Iterator, Sequence
@@ -52,16 +51,15 @@ class ScreenSettings:
     batched one), ``k`` explanation bonds (``None``: each molecule's own K, a quarter of its
     bonds as on the Molecule page, :func:`gem_core.service.molecules.molecule_k`), the
     Mutagenicity ``target`` (default: the molecule default of the target registry),
-    ``device``, whether salts keep their ``largest_fragment``, and whether the target checks
-    Gem's ranking as on the Molecule page (``check``, :mod:`gem_core.gem.checked_ranking`; off by
-    default: it costs milliseconds per molecule where Gem's one pass costs 0.1)."""
+    ``device`` and whether salts keep their ``largest_fragment``. Gem's explain-time search
+    (:mod:`gem_core.gem.checked_ranking`: milliseconds per molecule where Gem's one pass costs
+    0.1) is its own method, ``gem_check``."""
 
     method: str = "gem"
     k: Optional[int] = None
     target: str = field(default_factory=molecule_default_target)
     device: str = "cpu"
     largest_fragment: bool = False
-    check: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,15 +85,8 @@ def _model(settings: ScreenSettings) -> Any:
 
 
 def _explainer(model: Any, settings: ScreenSettings) -> Any:
-    """The workbench's explainer of ``settings.method``; without ``settings.check``, a copy of
-    a checking Gem with the check off (the same fitted auto-encoder, Gem's one-pass ranking)."""
-    exp = model.explainer(settings.method)
-    gem = getattr(exp, "settings", None)
-    if settings.check or gem is None or not getattr(gem, "asks_target", False):
-        return exp
-    unchecked = copy.copy(exp)
-    unchecked.settings = gem.unchecked()
-    return unchecked
+    """The workbench's explainer of ``settings.method``."""
+    return model.explainer(settings.method)
 
 
 def _one_line(text: str) -> str:

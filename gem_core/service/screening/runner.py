@@ -86,8 +86,7 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
     k = None if settings.k is None else check_k(settings.k)
     device = _screen_device(settings.device)
     return ScreenSettings(method=method, k=k, target=settings.target, device=device,
-                          largest_fragment=bool(settings.largest_fragment),
-                          check=bool(settings.check))
+                          largest_fragment=bool(settings.largest_fragment))
 
 
 def _screen_device(device: str) -> str:
