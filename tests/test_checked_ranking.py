@@ -439,15 +439,17 @@ def test_the_pipeline_hands_the_grid_to_the_backward_search(monkeypatch):
 
 @requires_mutagenicity
 def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency():
-    """The engine's Gem on Mutagenicity checks its ranking after the necessity lead (the row's
-    choice): the lead stays Gem's, every explanation keeps Gem's values, and on validation
-    molecules the checked top-K is sufficient at least as often as Gem's one-pass top-K."""
+    """The engine's Gem + check on Mutagenicity checks Gem's ranking after the necessity lead
+    (the row's choice): the lead stays Gem's, every explanation keeps Gem's values, and on
+    validation molecules the checked top-K is sufficient at least as often as Gem's one-pass
+    top-K (the registry's Gem, the same fit)."""
     from gem_core.evaluation.faithfulness import sufficiency_at_k
     from gem_core.models.predict import predict_proba
     from gem_core.service.session import Workbench
 
     wb = Workbench("mutagenicity", "cpu")
-    exp = wb.explainer("gem")
+    assert not wb.explainer("gem").settings.asks_target  # Gem alone never asks the target
+    exp = wb.explainer("gem_check")
     settings = exp.settings
     assert str(settings.check) == "climb" and settings.necessity_lead == 5
     insts = wb.instances("val")[:80]

@@ -196,7 +196,7 @@ def test_the_pyg_adapter_fits_through_the_pipeline(monkeypatch):
     algo.fit(model, data, index=list(range(20)))
     want = GemSettings(target_kind="mix", topk_policy="nosplit", label_source="predicted",
                        lr=0.02, batch_size=8, max_epochs=3, num_hops=2, seed=4,
-                       check="repair", check_width=3)
+                       protocol="drop_isolated", check="off", check_width=3)
     assert calls == [want] and algo.settings_ == want
     assert algo.gem_.get_params()["lr"] == 0.02 and algo.gem_.get_params()["seed"] == 4
 
