@@ -56,6 +56,19 @@ def _median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 
 
+def server_env(fresh_cache: bool) -> tuple[dict[str, str], Optional[tempfile.TemporaryDirectory]]:
+    """The environment of a bench's server, as scripts/app.sh starts it (one torch thread unless
+    the caller says otherwise), and with ``fresh_cache`` an empty temporary engine cache (the
+    folder to clean up after, else None)."""
+    env = dict(os.environ)
+    env.setdefault("GEM_NUM_THREADS", "1")
+    tmp: Optional[tempfile.TemporaryDirectory] = None
+    if fresh_cache:
+        tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
+        env["GEM_CACHE_DIR"] = tmp.name
+    return env, tmp
+
+
 def run_app(args: argparse.Namespace) -> int:
     from playwright.sync_api import sync_playwright
 
@@ -68,13 +81,7 @@ def run_app(args: argparse.Namespace) -> int:
 
         return main_users(args)
     dataset = "ba_shapes"  # the app's default dataset
-    env = dict(os.environ)
-    # the server as scripts/app.sh starts it: one torch thread unless the caller says otherwise
-    env.setdefault("GEM_NUM_THREADS", "1")
-    tmp: Optional[tempfile.TemporaryDirectory] = None
-    if args.fresh_cache:
-        tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
-        env["GEM_CACHE_DIR"] = tmp.name
+    env, tmp = server_env(args.fresh_cache)
     from gem_core.runtime.store import cache_dir
 
     # The server's cache folder: $GEM_CACHE_DIR, or the engine's default one.

@@ -464,18 +464,11 @@ def print_users(r: dict[str, Any]) -> None:
 
 def main_users(args: Any) -> int:
     """``bench app --users N`` (called by :func:`tools.bench_app.run_app`)."""
-    import os
-    import tempfile
-
     from gem_core.cli.common import write_json
+    from tools.bench_app import server_env
     from tools.browser import AppServer
 
-    env = dict(os.environ)
-    env.setdefault("GEM_NUM_THREADS", "1")
-    tmp = None
-    if args.fresh_cache:
-        tmp = tempfile.TemporaryDirectory(prefix="gem-bench-cache-")
-        env["GEM_CACHE_DIR"] = tmp.name
+    env, tmp = server_env(args.fresh_cache)
     server = AppServer(env=env, port=args.port)
     try:
         server.start()

@@ -50,3 +50,29 @@ def test_a_molecule_is_explained_once_for_every_session(monkeypatch):
         pages.append([m.value for m in at.main.metric])
     assert pages[0] == pages[1] and pages[0]
     assert len([c for c in calls if "gem" in c]) <= 1, calls
+
+
+def test_bench_users_reads_each_actions_server_time_from_the_rerun_log():
+    """``bench app --users``: an action's server time is the sum of its session's runs that
+    started between its click and its result; other sessions' runs are not counted."""
+    from tools.bench_users import User, _p, _server_times
+
+    log = "\n".join([
+        "2026-11-29 05:00:00,000 gem_app.rerun rerun session=aaaaaaaa-1 page=explore "
+        "start=100.000 ms=120.0",
+        "2026-11-29 05:00:00,100 gem_app.rerun rerun session=bbbbbbbb-2 page=explore "
+        "start=100.050 ms=900.0",
+        "2026-11-29 05:00:01,000 gem_app.rerun rerun session=aaaaaaaa-1 page=molecule "
+        "start=101.000 ms=80.0",
+        "2026-11-29 05:00:01,200 gem_app.rerun rerun session=aaaaaaaa-1 page=molecule "
+        "start=101.200 ms=40.0",
+        "2026-11-29 05:00:09,000 gem_app.rerun rerun session=aaaaaaaa-1 page=explore "
+        "start=109.000 ms=50.0"])
+    user = User("u0", 0, 35, 70, 0.0, 60.0)
+    user.session = "aaaaaaaa"
+    user.records = [{"action": "open", "start": 99.99, "end": 100.5},
+                    {"action": "molecule", "start": 100.98, "end": 101.5}]
+    _server_times(log, [user])
+    assert [r["server_s"] for r in user.records] == [0.12, 0.12]
+    assert [r["reruns"] for r in user.records] == [1, 2]
+    assert _p([3.0, 1.0, 2.0], 0.5) == 2.0 and _p([1.0, 2.0, 3.0, 4.0], 0.95) == 4.0
