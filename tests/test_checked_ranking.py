@@ -266,10 +266,12 @@ def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
     repaired = _check(marked_edge_box, [a, b], [GEM, gem_b], "repair", width=4)
     out = _check(box, [a, b], [GEM, gem_b], rule, width=4)
     assert all(torch.equal(x, y) for x, y in zip(repaired, out))
-    # b's first pair holds at once: per position one copy of it (no look past the width)
+    # b's first pair holds at once, and so does Gem's next at every position: one forward for
+    # the prediction, then one that asks Gem's next pair at all 4 positions ahead under both
+    # protocols (4 x 2 copies), and no other candidate (no look past the width)
     calls.clear()
     (alone,) = _check(box, [b], [gem_b], rule, width=2)
-    assert torch.equal(alone, gem_b) and set(calls) == {1}
+    assert torch.equal(alone, gem_b) and calls == [1, 4 * 2]
 
 
 def test_a_late_rule_takes_over_from_its_position():
@@ -479,3 +481,38 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
         got = sufficiency_at_k(wb.black_box, (insts, checked), ks, protocol, predicted=predicted)
         was = sufficiency_at_k(wb.black_box, (insts, repaired), ks, protocol, predicted=predicted)
         assert sum(got.at_k.values()) >= sum(was.at_k.values()), (protocol, got.at_k, was.at_k)
+
+
+@requires_mutagenicity
+@pytest.mark.parametrize("rule, late, backward", [
+    ("repair", None, ()), ("best", None, ()), ("search", (10, "sustain"), ((0, 10), (10, 15))),
+    ("sustain", (8, "climb"), ((8, 12),)), ("climb", None, ((0, 15),))])
+def test_asking_ahead_changes_no_ranking(monkeypatch, rule, late, backward):
+    """The lookahead (Gem's next pairs asked for many positions in one forward) is a way to ask
+    fewer forwards, not another check: on the shipped Mutagenicity target, with random scores
+    (so the check leaves Gem's order often), every rule gives the same scores as asking one
+    position at a time, for a batch and for molecules explained one per call (the PyG door).
+    (A batch and one-per-call are not compared: the target's float rounding depends on the
+    batch, which may swap near-equal candidates.)"""
+    from gem_core.gem import checked_ranking
+    from gem_core.service.session import Workbench
+
+    wb = Workbench("mutagenicity", "cpu")
+    insts = wb.instances("val")[:16]
+    packed = PackedGraphs.from_instances(insts)
+    scores = torch.rand(packed.num_pairs, generator=torch.Generator().manual_seed(7))
+    predicted = wb.predict_proba(insts).argmax(-1)
+
+    def run(instances, flat, pred):
+        p = PackedGraphs.from_instances(instances)
+        return checked_scores(wb.black_box, p, flat, pred, start=2, stop=15, width=3, rule=rule,
+                              late=late, backward=backward)
+
+    def one_per_call():
+        return torch.cat([run([inst], part, predicted[i:i + 1])
+                          for i, (inst, part) in enumerate(zip(insts, packed.split_pairs(scores)))])
+
+    ahead_batch, ahead_alone = run(insts, scores, predicted), one_per_call()
+    monkeypatch.setattr(checked_ranking._Lookahead, "nodes_per_forward", 1)
+    assert torch.equal(ahead_batch, run(insts, scores, predicted))
+    assert torch.equal(ahead_alone, one_per_call())

@@ -58,7 +58,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from gem_core.data.packed import PackedGraphs
+from gem_core.data.packed import InstanceBatch, PackedGraphs
 from gem_core.data.protocol import PROTOCOLS, Protocol
 from gem_core.data.ranking import pair_order
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
@@ -140,12 +140,27 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
     placed = torch.zeros(n, cols, dtype=torch.bool)  # over columns of ``order``
     placed[:, :start] = True
     judge = _Judge(black_box, packed, ranking, predicted, protocols)
+    ahead = _Lookahead(judge, order, ranking, placed, counts, stop)
     held = torch.zeros(n, dtype=torch.bool)  # the explanation so far holds (sustain)
-    for pos in range(start, min(stop, cols)):
+    pos, end = start, min(stop, cols)
+    while pos < end:
         rule = late[1] if late is not None and pos >= late[0] else first_rule
         active = torch.nonzero(counts > pos).view(-1)
         if active.numel() == 0:
             break
+        # where the answers asked ahead say that Gem's next pairs hold for every instance, the
+        # check places them (what the position-by-position rules do when Gem's next pair holds)
+        run = 0 if rule == "best" else ahead.holding_run(active, pos)
+        if late is not None and pos < late[0]:
+            run = min(run, late[0] - pos)  # the late rule decides from its position on
+        if run > 0:
+            free = ~placed[active, :pos + run] & (order[active, :pos + run] >= 0)
+            r, c = torch.nonzero(free & (torch.cumsum(free.long(), 1) <= run), as_tuple=True)
+            ranking[active, pos:pos + run] = order[active[r], c].view(-1, run)
+            placed[active[r], c] = True
+            held[active] = True
+            pos += run
+            continue
         # the first `width` columns of Gem's order not placed yet (they lie before pos + width)
         span = min(pos + width, cols)
         free = ~placed[active, :span] & (order[active, :span] >= 0)
@@ -159,7 +174,8 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         if rule != "best":  # Gem's next pair first; the others only where it fails
             first = rank[row, col] == 1
             asked = torch.nonzero(first).view(-1)
-            holds[asked], prob[asked] = judge(active[row[asked]], order[active[row[asked]], col[asked]], pos)
+            holds[asked], prob[asked] = ahead.next_pair(
+                active[row[asked]], order[active[row[asked]], col[asked]], pos)
             failed = torch.zeros(len(active), dtype=torch.bool)
             failed[row[asked]] = ~holds[asked]
             asked = torch.nonzero(~first & failed[row]).view(-1)
@@ -178,11 +194,14 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
             held[active] = holds[pick]
         ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
         placed[active[chosen_row], chosen_col] = True
+        ahead.decided(active[chosen_row], pos)
         if backward and pos + 1 in backward:  # a budget K: where its top-K fails, look back
             failing = active[~held[active] & (counts[active] > pos + 1)]
             if failing.numel():
                 held[failing] = _eliminate(judge, order, ranking, placed, failing, counts,
                                            backward[pos + 1], pos + 1)
+                ahead.forget(failing)
+        pos += 1
     # the positions after the checked ones: Gem's order of what is left
     for i in range(n):
         done = min(int(counts[i]), stop, cols)
@@ -307,6 +326,105 @@ def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tens
     return now
 
 
+class _Lookahead:
+    """The target's verdict on Gem's own next pairs, asked ahead in one batched forward.
+
+    Position by position the check first asks whether the explanation so far plus Gem's next
+    pair holds. While the check keeps placing Gem's next pair (it holds, or no candidate does),
+    the explanation at every later position is known in advance: the pairs placed so far plus
+    Gem's order of the rest. So the target is asked about all of them at once, one copy per
+    position up to ``stop``, and the positions read the answers; an instance whose check places
+    another pair (or whose top-K the backward search replaces) is asked ahead again from there.
+    The answers are the ones the position-by-position questions get (the same copies); what
+    changes is the number of forwards: a molecule explained alone costs a few batched forwards
+    per protocol instead of one per position. How far ahead is bounded by
+    :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes per forward, so a large batch,
+    whose forwards are full already, is asked one position at a time as before.
+    """
+
+    #: the node budget of the copies asked ahead in one forward (1: one position at a time)
+    nodes_per_forward = NODES_PER_FORWARD
+
+    def __init__(self, judge: "_Judge", order: Tensor, ranking: Tensor, placed: Tensor,
+                 counts: Tensor, stop: int):
+        self.judge, self.order, self.ranking, self.placed = judge, order, ranking, placed
+        self.counts, self.stop = counts, int(stop)
+        n, width = order.size(0), max(min(int(stop), order.size(1)), 1)
+        self.base = torch.zeros(n, dtype=torch.long)  # the position asked ahead from
+        self.length = torch.zeros(n, dtype=torch.long)  # how many positions were asked
+        self.pairs = torch.full((n, width), -1, dtype=torch.long)  # Gem's next pairs then
+        self.holds = torch.zeros(n, width, dtype=torch.bool)
+        self.prob = torch.zeros(n, width, dtype=torch.float64)
+        self.valid = torch.zeros(n, dtype=torch.bool)  # the check has followed Gem's order
+
+    def next_pair(self, inst: Tensor, cand: Tensor, pos: int) -> tuple[Tensor, Tensor]:
+        """What :class:`_Judge` answers for the explanation so far plus ``cand`` (each
+        instance's next pair in Gem's order), asked ahead where not known yet."""
+        off = pos - self.base[inst]
+        known = self.valid[inst] & (off >= 0) & (off < self.length[inst])
+        known[known.clone()] &= self.pairs[inst[known], off[known]] == cand[known]
+        if not bool(known.all()):
+            self._ask(inst[~known], pos)
+            off = pos - self.base[inst]
+        return self.holds[inst, off], self.prob[inst, off]
+
+    def holding_run(self, inst: Tensor, pos: int) -> int:
+        """How many positions from ``pos`` on are known to hold with Gem's next pair for every
+        instance of ``inst`` (0 where one is not known or does not hold)."""
+        off = pos - self.base[inst]
+        length = self.length[inst]
+        if not bool((self.valid[inst] & (off >= 0) & (off < length)).all()):
+            return 0
+        at = torch.arange(self.holds.size(1))[None, :]
+        fails = ~self.holds[inst] & (at >= off[:, None]) & (at < length[:, None])
+        first_fail = torch.where(fails.any(1), fails.long().argmax(1), length)
+        return int((first_fail - off).min())
+
+    def decided(self, inst: Tensor, pos: int) -> None:
+        """After position ``pos`` is decided: instances that placed another pair than the one
+        asked ahead must be asked again."""
+        off = pos - self.base[inst]
+        inside = self.valid[inst] & (off < self.length[inst])
+        same = torch.zeros_like(inside)
+        same[inside] = self.ranking[inst[inside], pos] == self.pairs[inst[inside], off[inside]]
+        self.valid[inst] = same
+
+    def forget(self, inst: Tensor) -> None:
+        """The ranking of ``inst`` changed behind the check's back (the backward search)."""
+        self.valid[inst] = False
+
+    def _ask(self, rows: Tensor, pos: int) -> None:
+        """One batched question per protocol: for every row and every position from ``pos`` to
+        ``stop``, the pairs placed so far plus Gem's order of the rest up to that position."""
+        # how far ahead: as many positions as keep one forward within NODES_PER_FORWARD nodes
+        # (a batch of hundreds of molecules is asked one position at a time, as without the
+        # lookahead: where the check leaves Gem's order the positions asked ahead are wasted)
+        nodes = int(self.judge.packed.node_counts()[rows].sum())
+        ahead = max(self.nodes_per_forward // max(nodes, 1), 1)
+        span = (torch.clamp(torch.minimum(self.counts[rows], torch.tensor(self.stop)), max=pos + ahead)
+                - pos).clamp(min=1)  # positions asked per row
+        width = int(span.max())
+        # Gem's order of each row's pairs not placed yet, the first `span` of them
+        free = ~self.placed[rows] & (self.order[rows] >= 0)
+        rank = torch.cumsum(free.long(), 1)
+        take = free & (rank <= span[:, None])
+        r, c = torch.nonzero(take, as_tuple=True)
+        nxt = torch.full((rows.numel(), width), -1, dtype=torch.long)
+        nxt[r, rank[r, c] - 1] = self.order[rows[r], c]
+        # copy (row, j): the placed pairs plus the first j + 1 of those
+        line = torch.cat([self.ranking[rows, :pos], nxt], 1)  # [R, pos + width]
+        asked = torch.arange(width)[None, :] < span[:, None]  # [R, width]
+        keep = (torch.arange(pos + width)[None, None, :]
+                <= pos + torch.arange(width)[None, :, None]) & asked[:, :, None]
+        sets = line[:, None, :].expand(-1, width, -1)[keep]
+        ar, aj = torch.nonzero(asked, as_tuple=True)
+        holds, prob = self.judge.sets(rows[ar], sets, pos + 1 + aj)
+        self.holds[rows[ar], aj], self.prob[rows[ar], aj] = holds, prob
+        self.pairs[rows, :width] = nxt
+        self.base[rows], self.length[rows] = pos, span
+        self.valid[rows] = True
+
+
 class _Judge:
     """Asks the target about copies of instances: the pairs placed so far plus one candidate."""
 
@@ -331,31 +449,42 @@ class _Judge:
         pair_index = local.long() + torch.repeat_interleave(self.pair_ptr[inst], sizes)
         ends = torch.cumsum(sizes, 0).tolist()
         cls = self.predicted[inst]
+        drops = [Protocol(protocol) is Protocol.DROP_ISOLATED for protocol in self.protocols]
+        # the same runs of copies under every protocol, in one forward of the target
+        probs: list[list[Tensor]] = [[] for _ in drops]
+        with torch.no_grad():
+            for part in self._parts(inst, len(drops)):
+                begin = ends[part.start - 1] if part.start else 0
+                pairs, copies = pair_index[begin:ends[part.stop - 1]], sizes[part]
+                p = self._proba(inst[part], pairs, copies, drops)
+                for j, block in enumerate(p.split(part.stop - part.start)):
+                    probs[j].append(block)
         prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
         holds = torch.ones(n_copies, dtype=torch.bool)
-        parts = self._parts(inst)  # the same runs of copies under every protocol
-        with torch.no_grad():
-            for protocol in self.protocols:
-                drop = Protocol(protocol) is Protocol.DROP_ISOLATED
-                p = torch.cat([self._proba(
-                    inst[part], pair_index[(ends[part.start - 1] if part.start else 0):
-                                           ends[part.stop - 1]], sizes[part], drop)
-                    for part in parts])
-                prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
-                holds &= p.argmax(-1) == cls
+        for per_protocol in probs:
+            p = torch.cat(per_protocol)
+            prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
+            holds &= p.argmax(-1) == cls
         return holds, prob
 
-    def _parts(self, inst: Tensor) -> list[slice]:
-        """Runs of copies with at most :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes
-        on the CPU, where forwards that fit the caches are faster (one run on a GPU)."""
+    def _parts(self, inst: Tensor, protocols: int) -> list[slice]:
+        """Runs of copies whose forward (every protocol's copies together) has at most
+        :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes on the CPU, where forwards
+        that fit the caches are faster (one run on a GPU)."""
         device = getattr(self.black_box, "device", None)
         if device is not None and torch.device(device).type != "cpu":
             return [slice(0, int(inst.numel()))]
-        return node_bounded_slices(self.packed.node_counts()[inst].tolist(), NODES_PER_FORWARD)
+        return node_bounded_slices(self.packed.node_counts()[inst].tolist(),
+                                   max(NODES_PER_FORWARD // max(protocols, 1), 1))
 
-    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: Tensor, drop: bool) -> Tensor:
+    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: Tensor,
+               drops: list[bool]) -> Tensor:
+        """Probabilities of the copies under each protocol (``drops``: ``drop_isolated`` or
+        not), stacked protocol after protocol, from one forward of the target."""
         pair_copy = torch.arange(int(inst.numel())).repeat_interleave(per_copy)
-        batch = self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
+        batch = InstanceBatch.concat([
+            self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
+            for drop in drops])
         return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
 
 
