@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Install everything the tests need (Python packages, Debian's Chromium for the browser tests)
-# and run the whole test suite. Usage: bash scripts/test.sh [pytest args]
+# Install everything the tests need into .venv (the engine, the app, the test tools and the Ray
+# extra; Debian's Chromium for the browser tests) and run the whole test suite.
+# Usage: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-python3 -m pip install -q -r requirements.txt
-# the optional Ray extra: its tests run the screen on a local 2-CPU Ray cluster
-python3 -m pip install -q -e '.[ray]'
+source scripts/venv.sh
+gem_install requirements-test.txt
 
 if [ -z "${GEM_SKIP_BROWSER_INSTALL:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null \
+    _gem_sudo apt-get update -qq && _gem_sudo apt-get install -y -qq chromium >/dev/null \
       || echo "warning: could not install chromium; browser tests will be skipped" >&2
   fi
 fi
@@ -25,4 +23,4 @@ export GEM_NUM_THREADS="${GEM_NUM_THREADS:-1}"
 if command -v chromium >/dev/null 2>&1 || [ -n "${GEM_CHROMIUM:-}" ]; then
   export GEM_REQUIRE_BROWSER="${GEM_REQUIRE_BROWSER:-1}"
 fi
-exec python3 -m pytest "$@"
+exec "$GEM_PY" -m pytest "$@"

@@ -18,7 +18,10 @@ from typing import Any
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ASSETS_DIR = PROJECT_ROOT / "assets"
+# a checkout's assets/ (the editable install, the app, the tests), else the copy an installed
+# wheel carries as package data (gem_core/assets: pyproject.toml's package-dir)
+ASSETS_DIR = (PROJECT_ROOT / "assets" if (PROJECT_ROOT / "assets").is_dir()
+              else Path(__file__).resolve().parents[1] / "assets")
 
 
 class ArtifactError(RuntimeError):
