@@ -3,6 +3,7 @@
 Guarded, so that importing this module runs nothing: a ``spawn`` worker of a process started from
 this file's path imports it again as ``__mp_main__`` (one started with ``-m`` does not).
 """
+
 import sys
 
 from gem_core.cli import main

@@ -4,6 +4,7 @@ The app reaches the engine through this module and the :class:`Workbench` sessio
 everything else in ``gem_core`` is internal and may move. Names load lazily (PEP 562), so
 importing this module costs nothing until a name is used: a page pays only for what it draws.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -113,8 +114,11 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'gem_core.api' has no attribute {name!r}")
     owner = importlib.import_module(module)
     # a submodule (``paper``) is an attribute of its package only once it has been imported
-    value = (getattr(owner, name) if hasattr(owner, name)
-             else importlib.import_module(f"{module}.{name}"))
+    value = (
+        getattr(owner, name)
+        if hasattr(owner, name)
+        else importlib.import_module(f"{module}.{name}")
+    )
     # not cached here: each import reads the defining module, so a monkeypatched name is seen
     return value
 
@@ -124,36 +128,87 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
-    from gem_core.service.session import Workbench, forget_explainer, workbench
-    from gem_core.data.config import DATASETS, DEFAULT_TARGET, DatasetSpec, get_spec, molecule_default_target, molecule_spec, target_names, target_spec
+    from gem_core.chemistry.convert import (
+        fragment_smiles,
+        instance_to_mol,
+        molecule_smiles,
+        without_hydrogens,
+    )
+    from gem_core.chemistry.drawing import (
+        HIGHLIGHT_HEX,
+        depiction,
+        draw_molecule_png,
+        draw_molecule_svg,
+        ensure_depiction,
+        molecule_drawer,
+    )
+    from gem_core.chemistry.labels import bond_labels, heavy_first, toxicophore_groups
+    from gem_core.chemistry.smiles import (
+        EXAMPLE_SMILES,
+        REJECTION_WORDS,
+        MoleculeError,
+        smiles_to_instance,
+    )
+    from gem_core.chemistry.toxicophores import (
+        TOXICOPHORES,
+        match_toxicophores,
+        toxicophore_bond_mask,
+    )
+    from gem_core.data.config import (
+        DATASETS,
+        DEFAULT_TARGET,
+        DatasetSpec,
+        get_spec,
+        molecule_default_target,
+        molecule_spec,
+        target_names,
+        target_spec,
+    )
     from gem_core.data.datasets import DataUnavailableError, GemDataset
     from gem_core.data.instances import Instance
-    from gem_core.models.targets import cached_target_path, shipped_target_path
-    from gem_core.explainers import DEFAULT_TEACHER, Explanation, METHODS, REPRODUCE_METHODS, method_spec, title
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
-    from gem_core.chemistry.smiles import (EXAMPLE_SMILES, REJECTION_WORDS, MoleculeError,
-                                           smiles_to_instance)
-    from gem_core.chemistry.convert import (fragment_smiles, instance_to_mol, molecule_smiles,
-                                            without_hydrogens)
-    from gem_core.chemistry.drawing import (HIGHLIGHT_HEX, depiction, draw_molecule_png,
-                                            draw_molecule_svg, ensure_depiction,
-                                            molecule_drawer)
-    from gem_core.chemistry.toxicophores import TOXICOPHORES, match_toxicophores, toxicophore_bond_mask
-    from gem_core.chemistry.labels import bond_labels, heavy_first, toxicophore_groups
-    from gem_core.service.molecules import CLASS_NAMES, DATASET, ModelUnavailableError, explain_molecules, molecule_model, suggested_k, target_checkpoint_available
-    from gem_core.service.screening import ScreenSettings, Summary, csv_table, explain_rows, iter_rows
-    from gem_core.service.screening.runner import check_settings
-    from gem_core.service.whatif import Edit, EditError, evaluate_edits
-    from gem_core.service.reading import read_explanation
+    from gem_core.evaluation import paper
+    from gem_core.evaluation.reproduce import (
+        recorded_fit_seconds,
+        recorded_results,
+        recorded_target_summary,
+        results_path,
+        run_reproduce,
+    )
+    from gem_core.explainers import (
+        DEFAULT_TEACHER,
+        METHODS,
+        REPRODUCE_METHODS,
+        Explanation,
+        method_spec,
+        title,
+    )
+    from gem_core.gem.checked_ranking import backward_budgets, check_late_start, check_stop
     from gem_core.gem.distill import ACCURACY_TOPK_POLICY, TIE_TOL, distill, topk_accuracy
     from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
-    from gem_core.gem.training_targets import explainer_targets
     from gem_core.gem.settings import GemSettings
-    from gem_core.gem.checked_ranking import backward_budgets, check_late_start, check_stop
-    from gem_core.evaluation.reproduce import (recorded_fit_seconds, recorded_results,
-                                               recorded_target_summary, results_path,
-                                               run_reproduce)
-    from gem_core.evaluation import paper
+    from gem_core.gem.training_targets import explainer_targets
+    from gem_core.models.targets import cached_target_path, shipped_target_path
     from gem_core.runtime.device import configure_threads, resolve_device
     from gem_core.runtime.device_choice import choose_device
     from gem_core.runtime.store import PROJECT_ROOT
+    from gem_core.service.molecules import (
+        CLASS_NAMES,
+        DATASET,
+        ModelUnavailableError,
+        explain_molecules,
+        molecule_model,
+        suggested_k,
+        target_checkpoint_available,
+    )
+    from gem_core.service.reading import read_explanation
+    from gem_core.service.screening import (
+        ScreenSettings,
+        Summary,
+        csv_table,
+        explain_rows,
+        iter_rows,
+    )
+    from gem_core.service.screening.runner import check_settings
+    from gem_core.service.session import Workbench, forget_explainer, workbench
+    from gem_core.service.whatif import Edit, EditError, evaluate_edits

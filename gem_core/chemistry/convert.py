@@ -1,6 +1,7 @@
 """Graphs and atom pairs back to RDKit: a dataset graph as a molecule, bond indices of atom pairs,
 and the explanation fragment (selected bonds and their atoms) as SMILES or SMARTS.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -15,8 +16,14 @@ from gem_core.data.datasets import BOND_ORDERS, MUTAGENICITY_ATOMS
 from gem_core.data.instances import Instance
 
 __all__ = [
-    "instance_to_mol", "bond_index_of_pair", "as_pair_list", "bond_indices",
-    "fragment_smarts", "fragment_smiles", "without_hydrogens", "molecule_smiles",
+    "instance_to_mol",
+    "bond_index_of_pair",
+    "as_pair_list",
+    "bond_indices",
+    "fragment_smarts",
+    "fragment_smiles",
+    "without_hydrogens",
+    "molecule_smiles",
 ]
 
 _LABEL_BOND = {0: Chem.BondType.SINGLE, 1: Chem.BondType.DOUBLE, 2: Chem.BondType.TRIPLE}
@@ -24,6 +31,7 @@ assert len(_LABEL_BOND) == len(BOND_ORDERS)
 
 
 # ----------------------------------------------------------------------------- dataset graphs
+
 
 @functools.lru_cache(maxsize=8)
 def _atom_templates(symbols: tuple[str, ...]) -> tuple[Chem.Atom, ...]:
@@ -36,8 +44,13 @@ def _atom_templates(symbols: tuple[str, ...]) -> tuple[Chem.Atom, ...]:
     return tuple(out)
 
 
-def _restore_group_charges(rw: Chem.RWMol, columns: list[int], symbols: list[str],
-                           pairs: list[list[int]], labels: list[int]) -> None:
+def _restore_group_charges(
+    rw: Chem.RWMol,
+    columns: list[int],
+    symbols: list[str],
+    pairs: list[list[int]],
+    labels: list[int],
+) -> None:
     """Charge the dataset's neutral nitro (N=O + N–O), azide (N=N=N) and diazo (C=N=N) groups.
 
     The graph is unchanged (same elements and bond orders; the net charge stays 0), but RDKit
@@ -59,8 +72,12 @@ def _restore_group_charges(rw: Chem.RWMol, columns: list[int], symbols: list[str
             nbrs[v].append((u, lab))
     for a, around in nbrs.items():
         if len(around) == 3:  # nitro: exactly one terminal =O and one terminal -O on the N
-            double_o = [b for b, lab in around if columns[b] == o_col and lab == 1 and degree[b] == 1]
-            single_o = [b for b, lab in around if columns[b] == o_col and lab == 0 and degree[b] == 1]
+            double_o = [
+                b for b, lab in around if columns[b] == o_col and lab == 1 and degree[b] == 1
+            ]
+            single_o = [
+                b for b, lab in around if columns[b] == o_col and lab == 0 and degree[b] == 1
+            ]
             if len(double_o) == 1 and len(single_o) == 1:
                 rw.GetAtomWithIdx(a).SetFormalCharge(1)
                 rw.GetAtomWithIdx(single_o[0]).SetFormalCharge(-1)
@@ -72,9 +89,11 @@ def _restore_group_charges(rw: Chem.RWMol, columns: list[int], symbols: list[str
                 rw.GetAtomWithIdx(ends[0]).SetFormalCharge(-1)
 
 
-def instance_to_mol(instance: Union[Instance, MoleculeInstance],
-                    atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS,
-                    restore_charges: bool = True) -> Chem.Mol:
+def instance_to_mol(
+    instance: Union[Instance, MoleculeInstance],
+    atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS,
+    restore_charges: bool = True,
+) -> Chem.Mol:
     """An RDKit molecule of a Mutagenicity graph: atom ``k`` = node ``k``, bond ``p`` = pair ``p``.
 
     Hydrogens stay explicit atoms (``SetNoImplicit(True)``, so RDKit adds none), bond orders come
@@ -93,13 +112,18 @@ def instance_to_mol(instance: Union[Instance, MoleculeInstance],
     inst = getattr(instance, "instance", instance)
     x = inst.x
     if x.dim() != 2 or x.size(1) != len(atom_symbols):
-        raise ValueError(f"node features must be one-hot over {len(atom_symbols)} atom types, "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"node features must be one-hot over {len(atom_symbols)} atom types, "
+            f"got shape {tuple(x.shape)}"
+        )
     if x.size(0) and bool((x.abs().sum(1) == 0).any()):
         raise ValueError("some node has an all-zero feature row: no atom type to rebuild")
     columns = x.argmax(1).tolist()
-    labels = ([0] * inst.num_pairs if inst.edge_attr is None
-              else inst.edge_attr.reshape(inst.num_pairs, -1).argmax(1).tolist())
+    labels = (
+        [0] * inst.num_pairs
+        if inst.edge_attr is None
+        else inst.edge_attr.reshape(inst.num_pairs, -1).argmax(1).tolist()
+    )
 
     templates = _atom_templates(tuple(atom_symbols))
     rw = Chem.RWMol()
@@ -114,13 +138,18 @@ def instance_to_mol(instance: Union[Instance, MoleculeInstance],
     with rdBase.BlockLogs():
         mol.UpdatePropertyCache(strict=False)
         failed = Chem.SanitizeMol(
-            mol, sanitizeOps=Chem.SanitizeFlags.SANITIZE_ALL ^ Chem.SanitizeFlags.SANITIZE_PROPERTIES
-            ^ Chem.SanitizeFlags.SANITIZE_KEKULIZE, catchErrors=True)
+            mol,
+            sanitizeOps=Chem.SanitizeFlags.SANITIZE_ALL
+            ^ Chem.SanitizeFlags.SANITIZE_PROPERTIES
+            ^ Chem.SanitizeFlags.SANITIZE_KEKULIZE,
+            catchErrors=True,
+        )
     mol.SetIntProp("gem_sanitize_failed", int(failed))
     return mol
 
 
 # ----------------------------------------------------------------------------- pairs and bonds
+
 
 def bond_index_of_pair(mol: Chem.Mol) -> dict[tuple[int, int], int]:
     """``{(i, j): bond index}`` for every bond, keyed with ``i < j``."""
@@ -204,8 +233,11 @@ def fragment_smiles(mol: Chem.Mol, pairs) -> str:
     heavy, gone = _heavy_atom_mol(mol)  # a new molecule: _induced_smiles may change it
     atoms = set()
     for i, j in pair_list:
-        atoms.update(k for k in (_index_after_removal(int(i), gone),
-                                 _index_after_removal(int(j), gone)) if k is not None)
+        atoms.update(
+            k
+            for k in (_index_after_removal(int(i), gone), _index_after_removal(int(j), gone))
+            if k is not None
+        )
     if not atoms:
         raise ValueError("the selected bonds touch no heavy atom (only hydrogens, as in H2)")
     return _induced_smiles(heavy, atoms)
@@ -232,8 +264,9 @@ def _induced_smiles(rw: Chem.RWMol, atoms: set[int]) -> str:
         dummy.SetNoImplicit(True)
         dummy.SetIsotope(0)
     with rdBase.BlockLogs():
-        return Chem.MolFragmentToSmiles(rw, atomsToUse=sorted(use),
-                                        bondsToUse=sorted(bonds) or None, canonical=True)
+        return Chem.MolFragmentToSmiles(
+            rw, atomsToUse=sorted(use), bondsToUse=sorted(bonds) or None, canonical=True
+        )
 
 
 _TERMINAL_H = Chem.MolFromSmarts("[#1;D1]~*")  # (hydrogen, its neighbour)
@@ -251,8 +284,10 @@ def _heavy_atom_mol(mol: Chem.Mol) -> tuple[Chem.Mol, list[int]]:
     rw = Chem.RWMol(mol)
     size = rw.GetNumAtoms() + 1
     terminal = rw.GetSubstructMatches(_TERMINAL_H, uniquify=False, maxMatches=size)
-    gone = sorted([h for h, _ in terminal]
-                  + [h for h, in rw.GetSubstructMatches(_ISOLATED_H, maxMatches=size)])
+    gone = sorted(
+        [h for h, _ in terminal]
+        + [h for (h,) in rw.GetSubstructMatches(_ISOLATED_H, maxMatches=size)]
+    )
     if gone:
         added: dict[int, int] = {}
         for _, nb in terminal:
@@ -277,13 +312,15 @@ def _index_after_removal(idx: int, gone: list[int]) -> Optional[int]:
     return idx - pos
 
 
-
 def without_hydrogens(mol: Chem.Mol, keep: set[int]) -> Chem.Mol:
     """``mol`` without its hydrogen atoms (those in ``keep`` stay): each removed hydrogen
     becomes an explicit H count of its neighbour, so labels read NH2, OH."""
     rw = Chem.RWMol(mol)
-    gone = [a.GetIdx() for a in rw.GetAtoms()
-            if a.GetAtomicNum() == 1 and a.GetIdx() not in keep and a.GetDegree() <= 1]
+    gone = [
+        a.GetIdx()
+        for a in rw.GetAtoms()
+        if a.GetAtomicNum() == 1 and a.GetIdx() not in keep and a.GetDegree() <= 1
+    ]
     for idx in sorted(gone, reverse=True):
         for nb in rw.GetAtomWithIdx(idx).GetNeighbors():
             nb.SetNumExplicitHs(nb.GetNumExplicitHs() + 1)
@@ -307,4 +344,3 @@ def molecule_smiles(mol: Chem.Mol) -> str:
         except Exception:  # a dataset graph RDKit cannot sanitise: its Kekulé form
             pass
         return Chem.MolToSmiles(heavy)
-

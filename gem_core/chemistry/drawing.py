@@ -3,6 +3,7 @@ of a second colour on the atoms of other bonds (the toxicophores on the Molecule
 
 Everything here is local: drawing produces SVG (or PNG) with RDKit and never reaches a network.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -14,23 +15,30 @@ from rdkit.Chem.Draw import rdMolDraw2D
 from gem_core.chemistry.convert import as_pair_list, bond_indices, without_hydrogens
 
 __all__ = [
-    "HIGHLIGHT_HEX", "HIGHLIGHT_RGB", "OUTLINE_HEX", "OUTLINE_RGB", "MAX_BOND_LENGTH",
-    "molecule_drawer", "draw_molecule_svg", "draw_molecule_png", "depiction",
+    "HIGHLIGHT_HEX",
+    "HIGHLIGHT_RGB",
+    "OUTLINE_HEX",
+    "OUTLINE_RGB",
+    "MAX_BOND_LENGTH",
+    "molecule_drawer",
+    "draw_molecule_svg",
+    "draw_molecule_png",
+    "depiction",
     "ensure_depiction",
 ]
 
 #: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
 HIGHLIGHT_HEX = "#E8590C"
-HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i : i + 2], 16) / 255 for i in (1, 3, 5))
 #: Colour of outlined parts (the molecule's toxicophores on the Molecule page).
 OUTLINE_HEX = "#1A9E8F"
-OUTLINE_RGB = tuple(int(OUTLINE_HEX[i:i + 2], 16) / 255 for i in (1, 3, 5))
+OUTLINE_RGB = tuple(int(OUTLINE_HEX[i : i + 2], 16) / 255 for i in (1, 3, 5))
 #: The toxicophore layer as drawn: a pale halo of :data:`OUTLINE_HEX` around each outlined atom,
 #: never a bond colour, so on a polycyclic molecule whose rings are all "toxicophore" the
 #: explanation's bond colour stays the most visible layer
 HALO_HEX = "#97D3CC"  # OUTLINE_HEX blended 55 % towards white
 # half a step above each byte: RDKit writes colours back truncated, so the SVG says HALO_HEX
-HALO_RGB = tuple((int(HALO_HEX[i:i + 2], 16) + 0.5) / 255 for i in (1, 3, 5))
+HALO_RGB = tuple((int(HALO_HEX[i : i + 2], 16) + 0.5) / 255 for i in (1, 3, 5))
 _MIN_SHADE = 0.3  # intensity of the weakest highlighted bond when scores are given
 
 
@@ -55,7 +63,6 @@ def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
     if top <= 0:
         return [_MIN_SHADE] * len(pairs)
     return [_MIN_SHADE + (1 - _MIN_SHADE) * v / top for v in vals]
-
 
 
 #: RDKit's cap on a drawn bond's length (its ``fixedBondLength``): a small molecule is drawn at the
@@ -91,10 +98,16 @@ def molecule_drawer(size: tuple[int, int], kind: str = "svg"):
     return drawer
 
 
-def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (), scores=None,
-                      size: tuple[int, int] = (450, 350), hide_hydrogens: bool = False,
-                      atom_indices: bool = False, legend: str = "",
-                      outline_pairs: Sequence[tuple[int, int]] = ()) -> str:
+def draw_molecule_svg(
+    mol: Chem.Mol,
+    highlight_pairs: Sequence[tuple[int, int]] = (),
+    scores=None,
+    size: tuple[int, int] = (450, 350),
+    hide_hydrogens: bool = False,
+    atom_indices: bool = False,
+    legend: str = "",
+    outline_pairs: Sequence[tuple[int, int]] = (),
+) -> str:
     """SVG of ``mol`` with the explanation bonds highlighted.
 
     Args:
@@ -120,21 +133,46 @@ def draw_molecule_svg(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] 
     whole molecule, hydrogens included, and kept when hydrogens are hidden), so every picture
     of a molecule lines up.
     """
-    return _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
-                 outline_pairs, "svg")
+    return _draw(
+        mol,
+        highlight_pairs,
+        scores,
+        size,
+        hide_hydrogens,
+        atom_indices,
+        legend,
+        outline_pairs,
+        "svg",
+    )
 
 
-def draw_molecule_png(mol: Chem.Mol, highlight_pairs: Sequence[tuple[int, int]] = (),
-                      scores=None, size: tuple[int, int] = (900, 700),
-                      hide_hydrogens: bool = False, atom_indices: bool = False,
-                      legend: str = "", outline_pairs: Sequence[tuple[int, int]] = ()) -> bytes:
+def draw_molecule_png(
+    mol: Chem.Mol,
+    highlight_pairs: Sequence[tuple[int, int]] = (),
+    scores=None,
+    size: tuple[int, int] = (900, 700),
+    hide_hydrogens: bool = False,
+    atom_indices: bool = False,
+    legend: str = "",
+    outline_pairs: Sequence[tuple[int, int]] = (),
+) -> bytes:
     """PNG of the picture :func:`draw_molecule_svg` draws (same coordinates and colours)."""
-    return _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
-                 outline_pairs, "png")
+    return _draw(
+        mol,
+        highlight_pairs,
+        scores,
+        size,
+        hide_hydrogens,
+        atom_indices,
+        legend,
+        outline_pairs,
+        "png",
+    )
 
 
-def _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend,
-          outline_pairs, kind):
+def _draw(
+    mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, legend, outline_pairs, kind
+):
     pair_list = as_pair_list(highlight_pairs)
     shades = [_shade(a) for a in _intensities(pair_list, scores)]
     bond_indices(mol, pair_list)  # validates the pairs against the original numbering
@@ -178,8 +216,13 @@ def _draw(mol, highlight_pairs, scores, size, hide_hydrogens, atom_indices, lege
                     atom_colours[k] = HALO_RGB
     with rdBase.BlockLogs():
         rdMolDraw2D.PrepareAndDrawMolecule(
-            drawer, m, legend=legend,
-            highlightAtoms=list(atom_colours), highlightAtomColors=atom_colours,
-            highlightBonds=list(bond_colours), highlightBondColors=bond_colours)
+            drawer,
+            m,
+            legend=legend,
+            highlightAtoms=list(atom_colours),
+            highlightAtomColors=atom_colours,
+            highlightBonds=list(bond_colours),
+            highlightBondColors=bond_colours,
+        )
     drawer.FinishDrawing()
     return drawer.GetDrawingText()

@@ -11,6 +11,7 @@ conservative: an atom whose tree is not understood, or that is negated, may be a
 a screen never rejects a molecule the query matches (``tests/test_toxicophores.py`` checks the
 screened and unscreened results agree on real molecules).
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,11 @@ _PERIODIC = Chem.GetPeriodicTable()
 
 def _tree(description: str) -> list[tuple[int, str]]:
     """``(indent, text)`` per line of a ``DescribeQuery`` string."""
-    return [(len(line) - len(line.lstrip(" ")), line.strip())
-            for line in description.splitlines() if line.strip()]
+    return [
+        (len(line) - len(line.lstrip(" ")), line.strip())
+        for line in description.splitlines()
+        if line.strip()
+    ]
 
 
 def _allowed(lines: list[tuple[int, str]], i: int) -> tuple[Optional[frozenset[int]], int]:

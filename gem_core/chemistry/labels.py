@@ -5,6 +5,7 @@ by ``python -m gem_core explain``: the element and the atom's index (the numberi
 ``Chem.AddHs(Chem.MolFromSmiles(SMILES))``, as in the JSON's bonds), the bond order as a symbol,
 and the toxicophore classes (Kazius et al. 2005) an atom or a bond lies in.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,8 +23,11 @@ def bond_labels(mol: Chem.Mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[s
     """Readable labels of ``mol``'s bonds ``pairs`` ("C4–N5 (aromatic nitro)") and of its atoms
     ("N5", "H10 (on C0)"), with the toxicophore each bond or atom belongs to."""
     titles = {t.name: t.title for t in TOXICOPHORES}
-    groups = [(titles.get(name, name), set(atoms))
-              for name, found in match_toxicophores(mol).items() for atoms in found]
+    groups = [
+        (titles.get(name, name), set(atoms))
+        for name, found in match_toxicophores(mol).items()
+        for atoms in found
+    ]
     sym = [a.GetSymbol() for a in mol.GetAtoms()]
 
     def tag(atoms: set[int], aromatic: bool = False) -> str:
@@ -40,8 +44,9 @@ def bond_labels(mol: Chem.Mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[s
         u, v = int(u), int(v)
         bond = mol.GetBondBetweenAtoms(u, v)
         kind = str(bond.GetBondType()).split(".")[-1] if bond else "SINGLE"
-        edges.append(f"{sym[u]}{u}{BOND_SYMBOL.get(kind, '–')}{sym[v]}{v}"
-                     + tag({u, v}, kind == "AROMATIC"))
+        edges.append(
+            f"{sym[u]}{u}{BOND_SYMBOL.get(kind, '–')}{sym[v]}{v}" + tag({u, v}, kind == "AROMATIC")
+        )
     nodes = []
     for atom in mol.GetAtoms():
         i = atom.GetIdx()
@@ -57,8 +62,9 @@ def heavy_first(mol: Chem.Mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[i
     """Orders for pickers: bonds between heavy atoms first, then bonds to hydrogen; heavy atoms
     first, then hydrogens (each in numbering order)."""
     heavy = [a.GetAtomicNum() != 1 for a in mol.GetAtoms()]
-    edges = sorted(range(len(pairs)),
-                   key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j))
+    edges = sorted(
+        range(len(pairs)), key=lambda j: (not (heavy[pairs[j][0]] and heavy[pairs[j][1]]), j)
+    )
     return edges, sorted(range(len(heavy)), key=lambda i: (not heavy[i], i))
 
 
@@ -73,8 +79,13 @@ def toxicophore_groups(mol: Chem.Mol) -> list[tuple[str, tuple[int, ...]]]:
     seen: set[tuple[int, ...]] = set()
     for name, found in match_toxicophores(mol).items():
         for atoms in found:
-            group = tuple(sorted(int(a) for a in atoms if a < mol.GetNumAtoms()
-                                 and mol.GetAtomWithIdx(int(a)).GetAtomicNum() != 6))
+            group = tuple(
+                sorted(
+                    int(a)
+                    for a in atoms
+                    if a < mol.GetNumAtoms() and mol.GetAtomWithIdx(int(a)).GetAtomicNum() != 6
+                )
+            )
             if group and group not in seen:
                 seen.add(group)
                 out.append((titles.get(name, name), group))

@@ -10,6 +10,7 @@ Numbering contract: the node ``k`` of :attr:`MoleculeInstance.instance` is atom 
 ``Chem.AddHs(Chem.MolFromSmiles(result.input_smiles))`` (``input_smiles`` is the user's SMILES,
 stripped, or its largest fragment when that option is used).
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,14 @@ if TYPE_CHECKING:
     from gem_core.data.instances import Instance
 
 __all__ = [
-    "MoleculeError", "MoleculeInstance", "EXAMPLE_SMILES", "DEFAULT_MAX_ATOMS",
-    "LARGE_MOLECULE_ATOMS", "smiles_to_instance", "largest_fragment", "REJECTION_WORDS",
+    "MoleculeError",
+    "MoleculeInstance",
+    "EXAMPLE_SMILES",
+    "DEFAULT_MAX_ATOMS",
+    "LARGE_MOLECULE_ATOMS",
+    "smiles_to_instance",
+    "largest_fragment",
+    "REJECTION_WORDS",
 ]
 
 DATASET = "mutagenicity"
@@ -56,8 +63,11 @@ def _one_hot_tables() -> tuple[np.ndarray, np.ndarray]:
     from gem_core.data.datasets import BOND_ORDERS
 
     assert len(_BOND_LABEL) == len(BOND_ORDERS)
-    return (np.eye(len(MUTAGENICITY_ATOMS), dtype=np.float32),
-            np.eye(len(BOND_ORDERS), dtype=np.float32))
+    return (
+        np.eye(len(MUTAGENICITY_ATOMS), dtype=np.float32),
+        np.eye(len(BOND_ORDERS), dtype=np.float32),
+    )
+
 
 #: Example molecules for the app (name -> SMILES); every one converts with smiles_to_instance.
 EXAMPLE_SMILES: dict[str, str] = {
@@ -72,21 +82,31 @@ EXAMPLE_SMILES: dict[str, str] = {
 
 # Charges that only encode a neutral dataset group: the graph (elements + bond orders) is the
 # same as the dataset's uncharged form, so they need no warning.
-_NEUTRAL_GROUPS = tuple(Chem.MolFromSmarts(s) for s in (
-    "[#7+](=[#8])-[#8-]",          # nitro  [N+](=O)[O-]  -> dataset N=O + N-O
-    "[#7-]=[#7+]=*",               # azide  N=[N+]=[N-]   -> dataset N=N=N (also diazo C=N=N)
-    "[#7-]-[#7+]#[#7]",            # azide  [N-]-[N+]#N
-    "[#6-]-[#7+]#[#7]",            # diazo  [CH-]-[N+]#N
-))
+_NEUTRAL_GROUPS = tuple(
+    Chem.MolFromSmarts(s)
+    for s in (
+        "[#7+](=[#8])-[#8-]",  # nitro  [N+](=O)[O-]  -> dataset N=O + N-O
+        "[#7-]=[#7+]=*",  # azide  N=[N+]=[N-]   -> dataset N=N=N (also diazo C=N=N)
+        "[#7-]-[#7+]#[#7]",  # azide  [N-]-[N+]#N
+        "[#6-]-[#7+]#[#7]",  # diazo  [CH-]-[N+]#N
+    )
+)
 
 
 #: each rejection ``kind`` (of :class:`MoleculeError` and of a screened file's rows) in words
 REJECTION_WORDS: dict[str, str] = {
-    "empty": "empty", "parse": "invalid SMILES", "valence": "impossible valence",
-    "kekulize": "aromatic system that cannot be kekulized", "fragments": "salt or mixture",
-    "element": "unsupported element", "bond_type": "unsupported bond type",
-    "too_large": "too large", "no_bonds": "single atom", "file": "unreadable file",
-    "encoding": "not UTF-8", "invalid": "invalid",
+    "empty": "empty",
+    "parse": "invalid SMILES",
+    "valence": "impossible valence",
+    "kekulize": "aromatic system that cannot be kekulized",
+    "fragments": "salt or mixture",
+    "element": "unsupported element",
+    "bond_type": "unsupported bond type",
+    "too_large": "too large",
+    "no_bonds": "single atom",
+    "file": "unreadable file",
+    "encoding": "not UTF-8",
+    "invalid": "invalid",
 }
 
 
@@ -155,7 +175,7 @@ _PARSE_POSITION = re.compile(r"check for mistakes around position (\d+)")
 def _show(text: str, limit: int = 80) -> str:
     """Quoted SMILES for a message, shortened in the middle when very long."""
     if len(text) > limit:
-        text = f"{text[:limit // 2 - 2]} ... {text[-(limit // 2 - 3):]}"
+        text = f"{text[: limit // 2 - 2]} ... {text[-(limit // 2 - 3) :]}"
     return repr(text)
 
 
@@ -172,8 +192,10 @@ def _parse_failure_message(smiles: str, log: str) -> str:
     detail = reason or "syntax error"
     if position is not None:
         detail += f" near position {position}"
-    return (f"Could not parse {_show(smiles)} as SMILES ({detail}). Check brackets, ring-closure "
-            f"digits and element symbols.")
+    return (
+        f"Could not parse {_show(smiles)} as SMILES ({detail}). Check brackets, ring-closure "
+        f"digits and element symbols."
+    )
 
 
 def _sanitize_failure(smiles: str, mol: Chem.Mol) -> Optional[MoleculeError]:
@@ -187,11 +209,15 @@ def _sanitize_failure(smiles: str, mol: Chem.Mol) -> Optional[MoleculeError]:
             f"The aromatic system of {_show(smiles)} cannot be kekulized, i.e. written with alternating "
             f"single and double bonds{where}. Usually an aromatic nitrogen needs its hydrogen "
             f"written as [nH] (pyrrole: c1cc[nH]c1), or the ring is not really aromatic: write it "
-            f"with explicit single/double bonds.", "kekulize")
+            f"with explicit single/double bonds.",
+            "kekulize",
+        )
     except Chem.AtomValenceException as exc:
         return MoleculeError(
             f"{_show(smiles)} is chemically invalid: {exc}. Check the number of bonds on that atom "
-            f"(or write its charge, e.g. [N+]).", "valence")
+            f"(or write its charge, e.g. [N+]).",
+            "valence",
+        )
     except Exception as exc:  # other MolSanitizeException subclasses
         return MoleculeError(f"{_show(smiles)} is chemically invalid: {exc}.", "valence")
     return None
@@ -223,13 +249,17 @@ def _clean(smiles: str) -> tuple[str, str]:
         raise MoleculeError(f"Expected a SMILES string, got {type(smiles).__name__}.", "empty")
     parts = smiles.strip().split(None, 1)
     if not parts:
-        raise MoleculeError("No SMILES given: paste a SMILES string, e.g. O=[N+]([O-])c1ccccc1 "
-                            "(nitrobenzene).", "empty")
+        raise MoleculeError(
+            "No SMILES given: paste a SMILES string, e.g. O=[N+]([O-])c1ccccc1 (nitrobenzene).",
+            "empty",
+        )
     return parts[0], (parts[1].strip() if len(parts) > 1 else "")
 
 
 def _fragment_key(frag: Chem.Mol) -> tuple[int, int]:
-    return frag.GetNumHeavyAtoms(), frag.GetNumAtoms() + sum(a.GetTotalNumHs() for a in frag.GetAtoms())
+    return frag.GetNumHeavyAtoms(), frag.GetNumAtoms() + sum(
+        a.GetTotalNumHs() for a in frag.GetAtoms()
+    )
 
 
 def _fragments(mol: Chem.Mol) -> list[Chem.Mol]:
@@ -276,11 +306,15 @@ def _charge_warnings(mol: Chem.Mol, atoms: Optional[list[Chem.Atom]] = None) -> 
         out.append(
             f"Formal charge on {listed}{more}. The training molecules carry no charges (only "
             f"nitro and azide groups, which are converted), and the model sees elements and bond "
-            f"orders only, so the charged form is read as an unusual neutral graph.")
+            f"orders only, so the charged form is read as an unusual neutral graph."
+        )
     radicals = [a for a in atoms if a.GetNumRadicalElectrons() > 0]
     if radicals:
-        out.append("Radical (unpaired-electron) atoms: " + ", ".join(_atom_label(a) for a in radicals)
-                   + ". Hydrogens are not added to them; the training data has no radicals.")
+        out.append(
+            "Radical (unpaired-electron) atoms: "
+            + ", ".join(_atom_label(a) for a in radicals)
+            + ". Hydrogens are not added to them; the training data has no radicals."
+        )
     return out
 
 
@@ -293,8 +327,9 @@ def _one_hot(table: np.ndarray, rows: Sequence[int]) -> torch.Tensor:
     return out if out.dtype == dtype else out.to(dtype)
 
 
-def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
-                       keep_largest_fragment: bool = False) -> MoleculeInstance:
+def smiles_to_instance(
+    smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS, keep_largest_fragment: bool = False
+) -> MoleculeInstance:
     """Parse a SMILES into a Mutagenicity-like graph instance plus its RDKit molecule.
 
     Text after whitespace is taken as the molecule's name (``"CCO ethanol"``). Steps:
@@ -320,21 +355,27 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         frags = _fragments(mol)
         best = max(range(len(frags)), key=lambda i: (_fragment_key(frags[i]), -i))
         # SMILES only of the fragments a message shows: the first 7 and the largest
-        frag_smiles = {i: Chem.MolToSmiles(frags[i])
-                       for i in sorted({*range(min(7, len(frags))), best})}
+        frag_smiles = {
+            i: Chem.MolToSmiles(frags[i]) for i in sorted({*range(min(7, len(frags))), best})
+        }
         if not keep_largest_fragment:
-            shown = (", ".join(frag_smiles[i] for i in range(min(6, len(frags))))
-                     + (", ..." if len(frags) > 6 else ""))
+            shown = ", ".join(frag_smiles[i] for i in range(min(6, len(frags)))) + (
+                ", ..." if len(frags) > 6 else ""
+            )
             shown = shown if len(shown) < 300 else shown[:297] + "..."
             raise MoleculeError(
                 f"{_show(text)} has {len(frags)} disconnected fragments ({shown}): a salt or mixture. "
                 f"The model explains one connected molecule: keep the largest fragment, "
-                f"{frag_smiles[best]}.", "fragments")
+                f"{frag_smiles[best]}.",
+                "fragments",
+            )
         removed = [frag_smiles[i] for i in range(min(7, len(frags))) if i != best][:6]
         text = frag_smiles[best]
         mol = _parse(text)
-        warnings.append(f"Kept the largest of {len(frags)} fragments ({text}); removed "
-                        f"{', '.join(removed)}{', ...' if len(frags) - 1 > 6 else ''}.")
+        warnings.append(
+            f"Kept the largest of {len(frags)} fragments ({text}); removed "
+            f"{', '.join(removed)}{', ...' if len(frags) - 1 > 6 else ''}."
+        )
 
     # Node k < n0 of the graph is atom k of ``mol``; AddHs appends the hydrogens after them.
     n0 = mol.GetNumAtoms()
@@ -349,7 +390,9 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         listed = ", ".join("'*' (wildcard)" if s == "*" else s for s in unsupported)
         raise MoleculeError(
             f"{_show(text)} contains {'elements' if len(unsupported) > 1 else 'an element'} the model "
-            f"was not trained on: {listed}. Supported elements: {', '.join(MUTAGENICITY_ATOMS)}.", "element")
+            f"was not trained on: {listed}. Supported elements: {', '.join(MUTAGENICITY_ATOMS)}.",
+            "element",
+        )
 
     molh = Chem.AddHs(mol)
     n = molh.GetNumAtoms()
@@ -359,17 +402,22 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
             f"{_show(text)} has {n} atoms counting its hydrogens ({heavy} heavy atoms and "
             f"{n - heavy} hydrogens); at most {max_atoms} atoms counting hydrogens are explained "
             f"(the model sees each hydrogen as an atom). Explain a part of it instead: the "
-            f"fragment you want to study, written as its own SMILES.", "too_large")
+            f"fragment you want to study, written as its own SMILES.",
+            "too_large",
+        )
     num_bonds = molh.GetNumBonds()
     if num_bonds == 0:
         raise MoleculeError(
             f"{_show(text)} is a single atom with no bonds: there is nothing to explain (an explanation "
-            f"is a set of bonds).", "no_bonds")
+            f"is a set of bonds).",
+            "no_bonds",
+        )
     try:
         Chem.Kekulize(molh, clearAromaticFlags=True)
     except Exception as exc:  # sanitised input kekulizes; kept for safety
-        raise MoleculeError(f"The aromatic system of {_show(text)} cannot be kekulized ({exc}).",
-                            "kekulize") from exc
+        raise MoleculeError(
+            f"The aromatic system of {_show(text)} cannot be kekulized ({exc}).", "kekulize"
+        ) from exc
 
     bonds = []  # (u, v, label, bond index) with u < v
     bad_bonds = []
@@ -383,13 +431,17 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
         kinds = sorted({str(t).lower() for t in bad_bonds})
         raise MoleculeError(
             f"{_show(text)} has bond types the dataset does not use ({', '.join(kinds)}); only single, "
-            f"double and triple bonds are supported.", "bond_type")
+            f"double and triple bonds are supported.",
+            "bond_type",
+        )
 
     warnings.extend(_charge_warnings(molh, heavy_atoms))  # AddHs keeps charges and radicals
     if n > LARGE_MOLECULE_ATOMS:
-        warnings.append(f"{n} atoms including hydrogens: larger than all but "
-                        f"{LARGE_TRAINING_MOLECULES} of the {TRAINING_MOLECULES:,} training "
-                        f"molecules, so the prediction is less reliable.")
+        warnings.append(
+            f"{n} atoms including hydrogens: larger than all but "
+            f"{LARGE_TRAINING_MOLECULES} of the {TRAINING_MOLECULES:,} training "
+            f"molecules, so the prediction is less reliable."
+        )
 
     import torch
 
@@ -403,7 +455,15 @@ def smiles_to_instance(smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS,
     pairs = torch.from_numpy(np.array([us, vs], dtype=np.int64))
     edge_attr = _one_hot(bond_one_hot, labels)
 
-    inst = Instance(x=x, pairs=pairs, y=-1, target=None, edge_attr=edge_attr, dataset=DATASET, index=-1)
+    inst = Instance(
+        x=x, pairs=pairs, y=-1, target=None, edge_attr=edge_attr, dataset=DATASET, index=-1
+    )
     return MoleculeInstance(
-        instance=inst, mol=molh, smiles=Chem.MolToSmiles(mol), input_smiles=text,
-        warnings=warnings, name=name, pair_bond_index=list(bond_idx))
+        instance=inst,
+        mol=molh,
+        smiles=Chem.MolToSmiles(mol),
+        input_smiles=text,
+        warnings=warnings,
+        name=name,
+        pair_bond_index=list(bond_idx),
+    )

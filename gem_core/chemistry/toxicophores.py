@@ -48,6 +48,7 @@ Design choices:
   shared bonds (fused), hetero-aromatic rings included. Naphthalene (two rings) and fluorene or
   biphenyl (benzene rings not fused to each other) do not qualify.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -62,14 +63,22 @@ from torch import Tensor
 
 from gem_core.chemistry.convert import as_pair_list, instance_to_mol
 from gem_core.chemistry.element_screen import element_counts, may_match, query_element_screen
-from gem_core.data.datasets import MUTAGENICITY_ATOMS
 from gem_core.data.config import check_k
+from gem_core.data.datasets import MUTAGENICITY_ATOMS
 from gem_core.data.ranking import roc_auc, topk_mask
 
 __all__ = [
-    "Toxicophore", "TOXICOPHORES", "TOXICOPHORE_NAMES", "ToxMolecule", "prepare_mol",
-    "match_toxicophores", "toxicophore_bond_mask", "toxicophore_classes", "as_tox_molecules",
-    "toxicophore_prevalence", "toxicophore_benchmark",
+    "Toxicophore",
+    "TOXICOPHORES",
+    "TOXICOPHORE_NAMES",
+    "ToxMolecule",
+    "prepare_mol",
+    "match_toxicophores",
+    "toxicophore_bond_mask",
+    "toxicophore_classes",
+    "as_tox_molecules",
+    "toxicophore_prevalence",
+    "toxicophore_benchmark",
 ]
 
 _HALOGEN = "#17,#35,#53"  # Cl, Br, I (C-F bonds are not reactive alkylating / acylating groups)
@@ -106,57 +115,109 @@ def _entry(name: str, title: str, smarts: Optional[str], rule: str) -> Toxicopho
 
 #: The toxicophore classes, in Kazius' order where possible, compiled once at import.
 TOXICOPHORES: tuple[Toxicophore, ...] = (
-    _entry("aromatic_nitro", "Aromatic nitro", "c-[#7X3](~[#8X1])~[#8X1]",
-           "nitro group (N with two terminal O) on an aromatic carbon"),
-    _entry("aromatic_amine", "Aromatic amine (primary/secondary)",
-           "c-[#7X3;!a;$([#7]-[#1]);!$([#7]=*);!$([#7]-[!#1;!#6]);!$([#7]-[#6]=[!#6])]",
-           "N-H amine on an aromatic carbon; other substituent H or carbon, not an amide, urea "
-           "or amidine carbon, and no N-heteroatom bond"),
-    _entry("aromatic_nitroso", "Aromatic nitroso", "c-[#7X2]=[#8X1]",
-           "N=O on an aromatic carbon"),
-    _entry("alkyl_nitrite", "Alkyl nitrite", "[#6X4]-[#8X2]-[#7X2]=[#8X1]",
-           "O=N-O on an sp3 carbon"),
-    _entry("n_nitroso", "N-Nitroso (nitrosamine)", "[#7]-[#7X2]=[#8X1]",
-           "N=O on a nitrogen"),
+    _entry(
+        "aromatic_nitro",
+        "Aromatic nitro",
+        "c-[#7X3](~[#8X1])~[#8X1]",
+        "nitro group (N with two terminal O) on an aromatic carbon",
+    ),
+    _entry(
+        "aromatic_amine",
+        "Aromatic amine (primary/secondary)",
+        "c-[#7X3;!a;$([#7]-[#1]);!$([#7]=*);!$([#7]-[!#1;!#6]);!$([#7]-[#6]=[!#6])]",
+        "N-H amine on an aromatic carbon; other substituent H or carbon, not an amide, urea "
+        "or amidine carbon, and no N-heteroatom bond",
+    ),
+    _entry("aromatic_nitroso", "Aromatic nitroso", "c-[#7X2]=[#8X1]", "N=O on an aromatic carbon"),
+    _entry(
+        "alkyl_nitrite", "Alkyl nitrite", "[#6X4]-[#8X2]-[#7X2]=[#8X1]", "O=N-O on an sp3 carbon"
+    ),
+    _entry("n_nitroso", "N-Nitroso (nitrosamine)", "[#7]-[#7X2]=[#8X1]", "N=O on a nitrogen"),
     _entry("epoxide", "Epoxide", "[#6]1-[#8]-[#6]-1", "three-membered C-C-O ring"),
     _entry("aziridine", "Aziridine", "[#6]1-[#7]-[#6]-1", "three-membered C-C-N ring"),
-    _entry("azide", "Azide", "[#7X2]~[#7X2]~[#7X1]",
-           "N~N~N with 2, 2 and 1 connections (R-N=N=N in any charge form)"),
-    _entry("diazo", "Diazo",
-           "[#6;$([#6]=[#7X2]=[#7X1]),$([#6;v3]-[#7X2]#[#7X1])]~[#7X2]~[#7X1]",
-           "C=N=N (or the carbanion form C-N#N) on a carbon"),
+    _entry(
+        "azide",
+        "Azide",
+        "[#7X2]~[#7X2]~[#7X1]",
+        "N~N~N with 2, 2 and 1 connections (R-N=N=N in any charge form)",
+    ),
+    _entry(
+        "diazo",
+        "Diazo",
+        "[#6;$([#6]=[#7X2]=[#7X1]),$([#6;v3]-[#7X2]#[#7X1])]~[#7X2]~[#7X1]",
+        "C=N=N (or the carbanion form C-N#N) on a carbon",
+    ),
     _entry("triazene", "Triazene", "[#7X2]=[#7X2]-[#7X3]", "N=N-N with a three-connected end N"),
     _entry("aromatic_azo", "Aromatic azo", "c-[#7X2]=[#7X2]-c", "N=N between two aromatic carbons"),
-    _entry("heteroatom_heteroatom", "Unsubstituted heteroatom-bonded heteroatom",
-           "[$([#8X2]-[#1]),$([#7X3](-[#1])-[#1])]-[#7,#8;!$([#7]=*)]",
-           "OH or NH2 on an N or O (hydrazine, hydroxylamine, hydroperoxide); not on N=X"),
-    _entry("aromatic_hydroxylamine", "Aromatic hydroxylamine",
-           "c-[#7X3;!a;!$([#7]=*)]-[#8X2]",
-           "N-O (O with two connections: OH, O-acyl, O-alkyl) on an aromatic carbon"),
-    _entry("aliphatic_halide", "Aliphatic halide", f"[#6X4]-[{_HALOGEN}]",
-           "Cl, Br or I on an sp3 carbon"),
-    _entry("acid_halide", "Carboxylic acid halide", f"[#6X3](=[#8X1])-[{_HALOGEN}]",
-           "C(=O) with Cl, Br or I"),
-    _entry("mustard", "Nitrogen or sulphur mustard",
-           f"[#7X3,#16X2;!$(*=*)]-[#6X4]-[#6X4]-[{_HALOGEN}]",
-           "N or S carrying a 2-haloethyl group (N/S-C-C-X)"),
-    _entry("polycyclic_aromatic", "Polycyclic aromatic system", None,
-           "three or more fused aromatic rings (ring analysis, no SMARTS)"),
-    _entry("unsaturated_aldehyde", "α,β-Unsaturated aldehyde",
-           "[#6;!a]=[#6;!a]-[#6X3;$([#6]-[#1])]=[#8X1]",
-           "non-aromatic C=C conjugated with an aldehyde C(=O)H"),
-    _entry("alkyl_sulfonate", "Alkyl ester of a sulphonic acid",
-           "[#6X4]-[#8X2]-[#16X4;$([#16]-[#6])](=[#8X1])=[#8X1]",
-           "sp3 carbon on the O of a C-SO2-O ester"),
-    _entry("alkyl_phosphonate", "Alkyl ester of a phosphonic acid",
-           "[#6X4]-[#8X2]-[#15X4;$([#15]-[#6])]=[#8X1]",
-           "sp3 carbon on an O of a C-P(=O)-O ester"),
-    _entry("aliphatic_n_nitro", "Aliphatic N-nitro", "[#7;!a]-[#7X3](~[#8X1])~[#8X1]",
-           "nitro group on a non-aromatic nitrogen"),
-    _entry("diazonium", "Diazonium", "[#6;v4]-[#7X2]#[#7X1]",
-           "C-N#N on a carbon with full valence"),
-    _entry("propiolactone", "β-Propiolactone", "[#8X1]=[#6]1-[#6X4]-[#6X4]-[#8]-1",
-           "four-membered lactone ring"),
+    _entry(
+        "heteroatom_heteroatom",
+        "Unsubstituted heteroatom-bonded heteroatom",
+        "[$([#8X2]-[#1]),$([#7X3](-[#1])-[#1])]-[#7,#8;!$([#7]=*)]",
+        "OH or NH2 on an N or O (hydrazine, hydroxylamine, hydroperoxide); not on N=X",
+    ),
+    _entry(
+        "aromatic_hydroxylamine",
+        "Aromatic hydroxylamine",
+        "c-[#7X3;!a;!$([#7]=*)]-[#8X2]",
+        "N-O (O with two connections: OH, O-acyl, O-alkyl) on an aromatic carbon",
+    ),
+    _entry(
+        "aliphatic_halide",
+        "Aliphatic halide",
+        f"[#6X4]-[{_HALOGEN}]",
+        "Cl, Br or I on an sp3 carbon",
+    ),
+    _entry(
+        "acid_halide",
+        "Carboxylic acid halide",
+        f"[#6X3](=[#8X1])-[{_HALOGEN}]",
+        "C(=O) with Cl, Br or I",
+    ),
+    _entry(
+        "mustard",
+        "Nitrogen or sulphur mustard",
+        f"[#7X3,#16X2;!$(*=*)]-[#6X4]-[#6X4]-[{_HALOGEN}]",
+        "N or S carrying a 2-haloethyl group (N/S-C-C-X)",
+    ),
+    _entry(
+        "polycyclic_aromatic",
+        "Polycyclic aromatic system",
+        None,
+        "three or more fused aromatic rings (ring analysis, no SMARTS)",
+    ),
+    _entry(
+        "unsaturated_aldehyde",
+        "α,β-Unsaturated aldehyde",
+        "[#6;!a]=[#6;!a]-[#6X3;$([#6]-[#1])]=[#8X1]",
+        "non-aromatic C=C conjugated with an aldehyde C(=O)H",
+    ),
+    _entry(
+        "alkyl_sulfonate",
+        "Alkyl ester of a sulphonic acid",
+        "[#6X4]-[#8X2]-[#16X4;$([#16]-[#6])](=[#8X1])=[#8X1]",
+        "sp3 carbon on the O of a C-SO2-O ester",
+    ),
+    _entry(
+        "alkyl_phosphonate",
+        "Alkyl ester of a phosphonic acid",
+        "[#6X4]-[#8X2]-[#15X4;$([#15]-[#6])]=[#8X1]",
+        "sp3 carbon on an O of a C-P(=O)-O ester",
+    ),
+    _entry(
+        "aliphatic_n_nitro",
+        "Aliphatic N-nitro",
+        "[#7;!a]-[#7X3](~[#8X1])~[#8X1]",
+        "nitro group on a non-aromatic nitrogen",
+    ),
+    _entry(
+        "diazonium", "Diazonium", "[#6;v4]-[#7X2]#[#7X1]", "C-N#N on a carbon with full valence"
+    ),
+    _entry(
+        "propiolactone",
+        "β-Propiolactone",
+        "[#8X1]=[#6]1-[#6X4]-[#6X4]-[#8]-1",
+        "four-membered lactone ring",
+    ),
 )
 
 TOXICOPHORE_NAMES: tuple[str, ...] = tuple(t.name for t in TOXICOPHORES)
@@ -167,6 +228,7 @@ _MIN_FUSED_RINGS = 3
 
 
 # ----------------------------------------------------------------------------- molecules
+
 
 def prepare_mol(mol: Chem.Mol) -> Chem.Mol:
     """A copy of ``mol`` ready for matching: explicit hydrogens, rings and aromaticity perceived.
@@ -183,8 +245,12 @@ def prepare_mol(mol: Chem.Mol) -> Chem.Mol:
         if m.GetNumAtoms(onlyExplicit=False) > m.GetNumAtoms():
             m = Chem.AddHs(m)
             m.UpdatePropertyCache(strict=False)
-        Chem.SanitizeMol(m, sanitizeOps=Chem.SanitizeFlags.SANITIZE_SYMMRINGS
-                         | Chem.SanitizeFlags.SANITIZE_SETAROMATICITY, catchErrors=True)
+        Chem.SanitizeMol(
+            m,
+            sanitizeOps=Chem.SanitizeFlags.SANITIZE_SYMMRINGS
+            | Chem.SanitizeFlags.SANITIZE_SETAROMATICITY,
+            catchErrors=True,
+        )
     return m
 
 
@@ -197,8 +263,11 @@ def _fused_aromatic_systems(m: Chem.Mol) -> list[tuple[int, ...]]:
         return []
     info = m.GetRingInfo()
     bond_rings = info.BondRings()
-    kept = [k for k, bonds in enumerate(bond_rings)
-            if all(m.GetBondWithIdx(b).GetIsAromatic() for b in bonds)]
+    kept = [
+        k
+        for k, bonds in enumerate(bond_rings)
+        if all(m.GetBondWithIdx(b).GetIsAromatic() for b in bonds)
+    ]
     rings = [frozenset(bond_rings[k]) for k in kept]
     parent = list(range(len(rings)))
 
@@ -233,8 +302,11 @@ def _with_hetero_hydrogens(m: Chem.Mol, match: tuple[int, ...]) -> tuple[int, ..
     for idx in match:
         atom = m.GetAtomWithIdx(idx)
         if atom.GetAtomicNum() in _HETERO_H:
-            extra.extend(nb.GetIdx() for nb in atom.GetNeighbors()
-                         if nb.GetAtomicNum() == 1 and nb.GetIdx() not in match)
+            extra.extend(
+                nb.GetIdx()
+                for nb in atom.GetNeighbors()
+                if nb.GetAtomicNum() == 1 and nb.GetIdx() not in match
+            )
     return tuple(match) + tuple(sorted(set(extra)))
 
 
@@ -255,8 +327,10 @@ def match_toxicophores(mol: Chem.Mol) -> dict[str, list[tuple[int, ...]]]:
         elif not may_match(_SCREENS[tox.name], counts):
             continue
         else:
-            found = [_with_hetero_hydrogens(m, t)
-                     for t in m.GetSubstructMatches(tox.query, maxMatches=10000)]
+            found = [
+                _with_hetero_hydrogens(m, t)
+                for t in m.GetSubstructMatches(tox.query, maxMatches=10000)
+            ]
         found = [tuple(a for a in t if a < n) for t in found]  # drop H added by prepare_mol
         if found:
             out[tox.name] = found
@@ -271,27 +345,39 @@ def toxicophore_classes(mol: Chem.Mol) -> list[str]:
     """
     m = prepare_mol(mol)
     counts = element_counts(m)
-    return [tox.name for tox in TOXICOPHORES
-            if (may_match(_SCREENS[tox.name], counts) and m.HasSubstructMatch(tox.query)
-                if tox.query is not None else _fused_aromatic_systems(m))]
+    return [
+        tox.name
+        for tox in TOXICOPHORES
+        if (
+            may_match(_SCREENS[tox.name], counts) and m.HasSubstructMatch(tox.query)
+            if tox.query is not None
+            else _fused_aromatic_systems(m)
+        )
+    ]
 
 
-def _mask_from_matches(mol: Chem.Mol, pair_list: list[tuple[int, int]],
-                       matches: Mapping[str, list[tuple[int, ...]]],
-                       classes: Optional[Sequence[str]] = None) -> Tensor:
+def _mask_from_matches(
+    mol: Chem.Mol,
+    pair_list: list[tuple[int, int]],
+    matches: Mapping[str, list[tuple[int, ...]]],
+    classes: Optional[Sequence[str]] = None,
+) -> Tensor:
     n = mol.GetNumAtoms()
     for i, j in pair_list:
         inside = 0 <= min(i, j) and max(i, j) < n
         if not inside or mol.GetBondBetweenAtoms(int(i), int(j)) is None:
             raise ValueError(f"atoms {i} and {j} are not bonded in this molecule")
-    atom_sets = [set(t) for name, ts in matches.items() if classes is None or name in classes
-                 for t in ts]
-    return torch.tensor([any(i in s and j in s for s in atom_sets) for i, j in pair_list],
-                        dtype=torch.bool)
+    atom_sets = [
+        set(t) for name, ts in matches.items() if classes is None or name in classes for t in ts
+    ]
+    return torch.tensor(
+        [any(i in s and j in s for s in atom_sets) for i, j in pair_list], dtype=torch.bool
+    )
 
 
-def toxicophore_bond_mask(mol: Chem.Mol, pairs: Any,
-                          classes: Optional[Sequence[str]] = None) -> Tensor:
+def toxicophore_bond_mask(
+    mol: Chem.Mol, pairs: Any, classes: Optional[Sequence[str]] = None
+) -> Tensor:
     """Bool mask ``[P]``: True where pair ``(u, v)`` is a bond inside one toxicophore match.
 
     Args:
@@ -311,6 +397,7 @@ def toxicophore_bond_mask(mol: Chem.Mol, pairs: Any,
 
 # ----------------------------------------------------------------------------- benchmark
 
+
 @dataclass
 class ToxMolecule:
     """A molecule of the benchmark: its RDKit molecule and the instance's pairs (``u < v``)."""
@@ -319,8 +406,9 @@ class ToxMolecule:
     pairs: list[tuple[int, int]]
 
     @classmethod
-    def from_instance(cls, instance: Any,
-                      atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> "ToxMolecule":
+    def from_instance(
+        cls, instance: Any, atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS
+    ) -> "ToxMolecule":
         """From a TU :class:`~gem_core.data.instances.Instance` (rebuilt with ``instance_to_mol``)."""
         return cls(instance_to_mol(instance, atom_symbols), as_pair_list(instance.pairs))
 
@@ -328,8 +416,9 @@ class ToxMolecule:
 MoleculeLike = Union[ToxMolecule, tuple, Any]
 
 
-def as_tox_molecules(molecules: Sequence[MoleculeLike],
-                     atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> list[ToxMolecule]:
+def as_tox_molecules(
+    molecules: Sequence[MoleculeLike], atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS
+) -> list[ToxMolecule]:
     """Normalise benchmark input: ``(mol, pairs)`` tuples, objects with ``.mol`` and ``.pairs``
     (:class:`ToxMolecule`, :class:`~gem_core.chemistry.smiles.MoleculeInstance`) or TU instances (rebuilt
     with :func:`~gem_core.chemistry.convert.instance_to_mol` over ``atom_symbols``, e.g.
@@ -357,8 +446,11 @@ def _group_key(group: Any) -> str:
     return str(int(group)) if isinstance(group, numbers.Integral) else str(group)
 
 
-def toxicophore_prevalence(molecules: Sequence[MoleculeLike], groups: Sequence[Any],
-                           atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> dict[str, Any]:
+def toxicophore_prevalence(
+    molecules: Sequence[MoleculeLike],
+    groups: Sequence[Any],
+    atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS,
+) -> dict[str, Any]:
     """Share of molecules holding each class, per group (e.g. label or predicted class).
 
     Returns ``{"n": {group: count}, "any": {group: share with any toxicophore},
@@ -377,8 +469,11 @@ def toxicophore_prevalence(molecules: Sequence[MoleculeLike], groups: Sequence[A
         any_count[g] += bool(present)
         for name in present:
             counts[name][g] += 1
-    return {"n": n, "any": {g: any_count[g] / n[g] for g in order},
-            "classes": {name: {g: c[g] / n[g] for g in order} for name, c in counts.items()}}
+    return {
+        "n": n,
+        "any": {g: any_count[g] / n[g] for g in order},
+        "classes": {name: {g: c[g] / n[g] for g in order} for name, c in counts.items()},
+    }
 
 
 def _expected_random_recall(num_pairs: int, num_tox: int, k: int) -> float:
@@ -387,10 +482,14 @@ def _expected_random_recall(num_pairs: int, num_tox: int, k: int) -> float:
     return picked * num_tox / num_pairs / min(k, num_tox)
 
 
-def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
-                          scores_by_method: Mapping[str, Sequence[Any]], predictions: Any,
-                          mutagen_label: int = 0, k: int = 8,
-                          atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS) -> dict[str, Any]:
+def toxicophore_benchmark(
+    molecules: Sequence[MoleculeLike],
+    scores_by_method: Mapping[str, Sequence[Any]],
+    predictions: Any,
+    mutagen_label: int = 0,
+    k: int = 8,
+    atom_symbols: Sequence[str] = MUTAGENICITY_ATOMS,
+) -> dict[str, Any]:
     """How well each method's bond scores find the toxicophore bonds of predicted mutagens.
 
     Kept molecules: predicted ``mutagen_label`` with at least one toxicophore bond and at least
@@ -423,8 +522,9 @@ def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
         raise ValueError(f"{len(preds)} predictions for {len(mols)} molecules")
     for name, scores in scores_by_method.items():
         if len(scores) != len(mols):
-            raise ValueError(f"method {name!r}: {len(scores)} score tensors for {len(mols)} "
-                             f"molecules")
+            raise ValueError(
+                f"method {name!r}: {len(scores)} score tensors for {len(mols)} molecules"
+            )
     key = f"recall_at_{k}"
 
     kept: list[tuple[int, Tensor, list[str]]] = []
@@ -451,13 +551,16 @@ def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
         for i, mask, _ in kept:
             s = torch.as_tensor(scores[i]).detach().reshape(-1).cpu()
             if s.numel() != mask.numel():
-                raise ValueError(f"method {name!r}: {s.numel()} scores for molecule {i} with "
-                                 f"{mask.numel()} pairs")
+                raise ValueError(
+                    f"method {name!r}: {s.numel()} scores for molecule {i} with "
+                    f"{mask.numel()} pairs"
+                )
             hits = int((topk_mask(s, k) & mask).sum())
             rows.append((roc_auc(s, mask), hits / min(k, int(mask.sum()))))
         per_molecule[name] = rows
-    random_recall = [_expected_random_recall(mask.numel(), int(mask.sum()), k)
-                     for _, mask, _ in kept]
+    random_recall = [
+        _expected_random_recall(mask.numel(), int(mask.sum()), k) for _, mask, _ in kept
+    ]
 
     def summary(rows: list[int]) -> dict[str, Any]:
         def mean(values: list[float]) -> Optional[float]:
@@ -465,9 +568,13 @@ def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
 
         return {
             "molecules": len(rows),
-            "methods": {name: {"auc": mean([per_molecule[name][r][0] for r in rows]),
-                               key: mean([per_molecule[name][r][1] for r in rows])}
-                        for name in scores_by_method},
+            "methods": {
+                name: {
+                    "auc": mean([per_molecule[name][r][0] for r in rows]),
+                    key: mean([per_molecule[name][r][1] for r in rows]),
+                }
+                for name in scores_by_method
+            },
             f"random_{key}": mean([random_recall[r] for r in rows]),
             "toxicophore_bonds": mean([float(kept[r][1].sum()) for r in rows]),
         }
@@ -478,6 +585,13 @@ def toxicophore_benchmark(molecules: Sequence[MoleculeLike],
         rows = [r for r, (_, _, present) in enumerate(kept) if cls in present]
         if rows:
             by_class[cls] = summary(rows)
-    out.update({"k": k, "random_auc": 0.5, "predicted_mutagens": predicted, "left_out": left_out,
-                "by_class": by_class})
+    out.update(
+        {
+            "k": k,
+            "random_auc": 0.5,
+            "predicted_mutagens": predicted,
+            "left_out": left_out,
+            "by_class": by_class,
+        }
+    )
     return out

@@ -11,6 +11,7 @@ bad input (missing files, invalid SMILES) before its ``run`` imports the engine,
 and input errors answer in a fraction of a second. A command's process defers the modules PyG
 imports but no command runs (:mod:`gem_core.runtime.imports`: ``torch._dynamo``, 1-1.5 s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,12 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     """The library errors shown as one line. Read from the modules already imported only: an
     exception can only be of a class that was loaded, and ``--help`` should not load the engine."""
     found: list[type[BaseException]] = [UserError, ValueError]
-    for module, name in (("gem_core.data.config", "UnknownDatasetError"),
-                         ("gem_core.data.datasets", "DataUnavailableError"),
-                         ("gem_core.runtime.store", "ArtifactError"),
-                         ("gem_core.runtime.workers", "WorkerLostError")):
+    for module, name in (
+        ("gem_core.data.config", "UnknownDatasetError"),
+        ("gem_core.data.datasets", "DataUnavailableError"),
+        ("gem_core.runtime.store", "ArtifactError"),
+        ("gem_core.runtime.workers", "WorkerLostError"),
+    ):
         loaded = sys.modules.get(module)
         if loaded is not None:
             found.append(getattr(loaded, name))

@@ -16,6 +16,7 @@ Every CUDA time is taken after ``torch.cuda.synchronize``. Last, ``auto``'s choi
 (:func:`gem_core.runtime.device_choice.choose_device`: a short probe, cached per machine) is set
 beside the device measured faster, so a wrong pick shows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,25 +28,53 @@ from typing import Any
 from gem_core.cli.common import add_command, write_json
 
 #: measured row -> the ``auto`` workload it stands for
-ROW_WORKLOAD = {"interactive": "interactive", "batched": "batched", "distillation": "distillation",
-                "fit": "fit", "gnnexplainer": "batched", "integrated_gradients": "batched",
-                "screen": "screen"}
+ROW_WORKLOAD = {
+    "interactive": "interactive",
+    "batched": "batched",
+    "distillation": "distillation",
+    "fit": "fit",
+    "gnnexplainer": "batched",
+    "integrated_gradients": "batched",
+    "screen": "screen",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "devices", run, __doc__, dataset=False)
-    p.add_argument("--datasets", default="ba_shapes,mutagenicity",
-                   help="comma-separated datasets (default: ba_shapes,mutagenicity)")
-    p.add_argument("--devices", default=None,
-                   help="comma-separated devices (default: cpu, and cuda when present)")
-    p.add_argument("--limit", type=int, default=256, metavar="N",
-                   help="instances for the distillation, fit, baselines and screen rows "
-                        "(default: 256)")
-    p.add_argument("--interactive", type=int, default=20, metavar="M",
-                   help="single instances timed for the interactive row (default: 20)")
-    p.add_argument("--epochs", type=int, default=5, help="epochs timed for the fit row (default: 5)")
-    p.add_argument("--repeats", type=int, default=3, metavar="R",
-                   help="warm calls per batched row, median reported (default: 3)")
+    p.add_argument(
+        "--datasets",
+        default="ba_shapes,mutagenicity",
+        help="comma-separated datasets (default: ba_shapes,mutagenicity)",
+    )
+    p.add_argument(
+        "--devices",
+        default=None,
+        help="comma-separated devices (default: cpu, and cuda when present)",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=256,
+        metavar="N",
+        help="instances for the distillation, fit, baselines and screen rows (default: 256)",
+    )
+    p.add_argument(
+        "--interactive",
+        type=int,
+        default=20,
+        metavar="M",
+        help="single instances timed for the interactive row (default: 20)",
+    )
+    p.add_argument(
+        "--epochs", type=int, default=5, help="epochs timed for the fit row (default: 5)"
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        metavar="R",
+        help="warm calls per batched row, median reported (default: 3)",
+    )
 
 
 def _sync(device: Any) -> None:
@@ -80,8 +109,9 @@ def _molecule_rows(instances: list) -> list:
     return [InputRow(row=i + 1, id=f"m{i + 1}", smiles=s, error=None) for i, s in enumerate(smiles)]
 
 
-def measure_dataset(dataset: str, device: str, limit: int, interactive: int, epochs: int,
-                    repeats: int) -> dict[str, float]:
+def measure_dataset(
+    dataset: str, device: str, limit: int, interactive: int, epochs: int, repeats: int
+) -> dict[str, float]:
     """ms of every workload row of ``dataset`` on ``device`` (see the module docstring)."""
     import torch
 
@@ -108,20 +138,25 @@ def measure_dataset(dataset: str, device: str, limit: int, interactive: int, epo
     black_box = wb.black_box
     rows["distillation"] = _median_ms(
         lambda: distill(train, black_box, connected=spec.connected, device=device).topk(k),
-        device, 1, len(train))
+        device,
+        1,
+        len(train),
+    )
 
     gen = torch.Generator().manual_seed(0)
     weights = [torch.rand(inst.num_pairs, generator=gen) for inst in train]
 
     def fit() -> None:
-        GemAutoEncoder.from_settings(wb.gem_settings, device=device, max_epochs=epochs,
-                                     patience=epochs, ensemble=1).fit(train, weights)
+        GemAutoEncoder.from_settings(
+            wb.gem_settings, device=device, max_epochs=epochs, patience=epochs, ensemble=1
+        ).fit(train, weights)
 
     rows["fit"] = _median_ms(fit, device, 1, epochs)
     baseline_set = test[:limit]
     for method in ("gnnexplainer", "integrated_gradients"):
-        rows[method] = _median_ms(lambda m=method: wb.explain(m, baseline_set), device, 1,
-                                  len(baseline_set))
+        rows[method] = _median_ms(
+            lambda m=method: wb.explain(m, baseline_set), device, 1, len(baseline_set)
+        )
     from gem_core.service.molecules import DATASET as SCREENED_DATASET
 
     if spec.name == SCREENED_DATASET:  # the data set whose model screens libraries
@@ -129,10 +164,15 @@ def measure_dataset(dataset: str, device: str, limit: int, interactive: int, epo
 
         settings = ScreenSettings(device=device)
         input_rows = _molecule_rows(wb.instances("train")[:limit])
-        rows["screen"] = _median_ms(lambda: finish_rows(parse_rows(input_rows, settings), settings),
-                                    device, 1, len(input_rows))
-        rows["screen_parse_only"] = _median_ms(lambda: parse_rows(input_rows, settings), "cpu", 1,
-                                               len(input_rows))
+        rows["screen"] = _median_ms(
+            lambda: finish_rows(parse_rows(input_rows, settings), settings),
+            device,
+            1,
+            len(input_rows),
+        )
+        rows["screen_parse_only"] = _median_ms(
+            lambda: parse_rows(input_rows, settings), "cpu", 1, len(input_rows)
+        )
     return rows
 
 
@@ -140,8 +180,12 @@ def _auto_choices() -> dict[str, dict[str, Any]]:
     """``auto``'s verdict per workload, and for a ``reproduce`` run (all of its workloads)."""
     from dataclasses import asdict
 
-    from gem_core.runtime.device_choice import (REPRODUCE_WORKLOADS, WORKLOADS, choose_device,
-                                                choose_for_run)
+    from gem_core.runtime.device_choice import (
+        REPRODUCE_WORKLOADS,
+        WORKLOADS,
+        choose_device,
+        choose_for_run,
+    )
 
     choices = {w: asdict(choose_device(w)) for w in WORKLOADS}
     choices["reproduce"] = asdict(choose_for_run(REPRODUCE_WORKLOADS))
@@ -171,12 +215,15 @@ def run(args: argparse.Namespace) -> int:
     for dataset in datasets:
         results[dataset] = {}
         for device in devices:
-            results[dataset][device] = measure_dataset(dataset, device, args.limit,
-                                                       args.interactive, args.epochs,
-                                                       args.repeats)
+            results[dataset][device] = measure_dataset(
+                dataset, device, args.limit, args.interactive, args.epochs, args.repeats
+            )
     auto = _auto_choices()
-    print(f"{'dataset':14s} {'workload':22s} " + " ".join(f"{d:>12s}" for d in devices)
-          + "   faster       auto picks")
+    print(
+        f"{'dataset':14s} {'workload':22s} "
+        + " ".join(f"{d:>12s}" for d in devices)
+        + "   faster       auto picks"
+    )
     for dataset, by_device in results.items():
         for row in by_device[devices[0]]:
             ms = {d: by_device[d][row] for d in devices}
@@ -188,14 +235,30 @@ def run(args: argparse.Namespace) -> int:
                 slow = max(ms.values()) / max(min(ms.values()), 1e-9)
                 ratio = f" ({slow:.1f}x)"
             slower_pick = pick in ms and ms[pick] > ms[faster]
-            note = (f"  <- {ms[pick] / ms[faster]:.2f}x slower than {faster}" if slower_pick
-                    else "")
-            print(f"{dataset:14s} {row:22s} " + " ".join(f"{ms[d]:9.3f} ms" for d in devices)
-                  + f"   {faster + ratio:12s} {pick}{note}")
-    print("auto per workload: " + "; ".join(f"{w} -> {c['device']} ({c['reason']})"
-                                           for w, c in auto.items()))
-    write_json({"bench": {"devices": {"threads": torch.get_num_threads(), "gpu": gpu,
-                                      "torch": torch.__version__, "devices": devices,
-                                      "ms": results, "auto": auto,
-                                      "row_workload": ROW_WORKLOAD}}}, args.json)
+            note = f"  <- {ms[pick] / ms[faster]:.2f}x slower than {faster}" if slower_pick else ""
+            print(
+                f"{dataset:14s} {row:22s} "
+                + " ".join(f"{ms[d]:9.3f} ms" for d in devices)
+                + f"   {faster + ratio:12s} {pick}{note}"
+            )
+    print(
+        "auto per workload: "
+        + "; ".join(f"{w} -> {c['device']} ({c['reason']})" for w, c in auto.items())
+    )
+    write_json(
+        {
+            "bench": {
+                "devices": {
+                    "threads": torch.get_num_threads(),
+                    "gpu": gpu,
+                    "torch": torch.__version__,
+                    "devices": devices,
+                    "ms": results,
+                    "auto": auto,
+                    "row_workload": ROW_WORKLOAD,
+                }
+            }
+        },
+        args.json,
+    )
     return 0

@@ -14,6 +14,7 @@ Gem trained), then each of ``--graphs`` test molecules is explained in its own c
 after a warm-up of a few calls each, on one torch thread. Printed: the median and p90 ms per call
 of each, and each method's median as a multiple of Gem's (measured in the same run).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,22 +31,39 @@ WARMUP = 5
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "pyg", run, __doc__, dataset=False, check=_check)
-    p.add_argument("--graphs", type=int, default=200, metavar="N",
-                   help="test molecules explained one per call by Gem (default: 200)")
-    p.add_argument("--baseline-graphs", type=int, default=20, metavar="N",
-                   help="of them, explained one per call by PyG's GNNExplainer (default: 20)")
-    p.add_argument("--fit-graphs", type=int, default=1000, metavar="N",
-                   help="training molecules Gem is fitted on (default: 1000)")
-    p.add_argument("--epochs", type=int, default=100, metavar="E",
-                   help="Gem's training epochs (default: 100)")
+    p.add_argument(
+        "--graphs",
+        type=int,
+        default=200,
+        metavar="N",
+        help="test molecules explained one per call by Gem (default: 200)",
+    )
+    p.add_argument(
+        "--baseline-graphs",
+        type=int,
+        default=20,
+        metavar="N",
+        help="of them, explained one per call by PyG's GNNExplainer (default: 20)",
+    )
+    p.add_argument(
+        "--fit-graphs",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="training molecules Gem is fitted on (default: 1000)",
+    )
+    p.add_argument(
+        "--epochs", type=int, default=100, metavar="E", help="Gem's training epochs (default: 100)"
+    )
     p.add_argument("--seed", type=int, default=0, help="model and Gem seed (default 0)")
 
 
 def _check(args: argparse.Namespace) -> None:
     for name in ("graphs", "baseline_graphs", "fit_graphs", "epochs"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got "
-                             f"{getattr(args, name)}")
+            raise ValueError(
+                f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}"
+            )
 
 
 def _times(explain, graphs) -> list[float]:
@@ -62,8 +80,11 @@ def _times(explain, graphs) -> list[float]:
 
 def _summary(ms: list[float]) -> dict[str, Any]:
     ordered = sorted(ms)
-    return {"calls": len(ms), "median_ms": statistics.median(ms),
-            "p90_ms": ordered[min(len(ms) - 1, int(0.9 * len(ms)))]}
+    return {
+        "calls": len(ms),
+        "median_ms": statistics.median(ms),
+        "p90_ms": ordered[min(len(ms) - 1, int(0.9 * len(ms)))],
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,21 +99,31 @@ def run(args: argparse.Namespace) -> int:
     dataset = load_dataset("mutagenicity")
     with progress_bar(args, "bench pyg") as progress:
         model, _ = outside_model(MODEL, dataset, seed=args.seed, progress=progress)
-    train = [dataset.graphs[i] for i in dataset.split.train.tolist()[:args.fit_graphs]]
-    test = [dataset.graphs[i] for i in dataset.split.test.tolist()[:args.graphs]]
+    train = [dataset.graphs[i] for i in dataset.split.train.tolist()[: args.fit_graphs]]
+    test = [dataset.graphs[i] for i in dataset.split.test.tolist()[: args.graphs]]
     config = dict(mode="multiclass_classification", task_level="graph", return_type="raw")
-    gem = Explainer(model=model, algorithm=GemExplainer(epochs=args.epochs, k=list(range(5, 26)),
-                                                        seed=args.seed),
-                    explanation_type="model", edge_mask_type="object", model_config=config)
+    gem = Explainer(
+        model=model,
+        algorithm=GemExplainer(epochs=args.epochs, k=list(range(5, 26)), seed=args.seed),
+        explanation_type="model",
+        edge_mask_type="object",
+        model_config=config,
+    )
     start = time.perf_counter()
     gem.algorithm.fit(model, train)
     fit_s = time.perf_counter() - start
-    gnnx = Explainer(model=model, algorithm=GNNExplainer(epochs=100), explanation_type="model",
-                     edge_mask_type="object", model_config=config)
+    gnnx = Explainer(
+        model=model,
+        algorithm=GNNExplainer(epochs=100),
+        explanation_type="model",
+        edge_mask_type="object",
+        model_config=config,
+    )
 
     def call(explainer):
         def explain(g):
             return explainer(g.x, g.edge_index, batch=torch.zeros(g.num_nodes, dtype=torch.long))
+
         return explain
 
     rows = {"gem": _summary(_times(call(gem), test))}
@@ -100,16 +131,31 @@ def run(args: argparse.Namespace) -> int:
     rows["gem_check"] = _summary(_times(call(gem), test))
     gem.algorithm.check = "off"
     torch.manual_seed(args.seed)
-    rows["pyg_gnnexplainer"] = _summary(_times(call(gnnx), test[:args.baseline_graphs]))
+    rows["pyg_gnnexplainer"] = _summary(_times(call(gnnx), test[: args.baseline_graphs]))
     base = rows["gem"]["median_ms"]
-    print(f"bench pyg: one molecule per call through PyG's Explainer, {MODEL} on Mutagenicity, "
-          f"one torch thread; Gem fitted on {len(train)} graphs in {fit_s:.0f} s")
+    print(
+        f"bench pyg: one molecule per call through PyG's Explainer, {MODEL} on Mutagenicity, "
+        f"one torch thread; Gem fitted on {len(train)} graphs in {fit_s:.0f} s"
+    )
     print(f"  {'method':<18} {'calls':>5} {'median ms':>10} {'p90 ms':>8} {'× Gem':>8}")
     titles = {"gem": "Gem", "gem_check": "Gem + check", "pyg_gnnexplainer": "PyG GNNExplainer"}
     for name, row in rows.items():
         row["times_gem"] = row["median_ms"] / base if base else float("nan")
-        print(f"  {titles[name]:<18} {row['calls']:>5} {row['median_ms']:10.2f} "
-              f"{row['p90_ms']:8.2f} {row['times_gem']:8.1f}")
-    write_json({"bench": {"pyg": {"model": MODEL, "fit_graphs": len(train),
-                                  "fit_seconds": fit_s, "rows": rows}}}, args.json)
+        print(
+            f"  {titles[name]:<18} {row['calls']:>5} {row['median_ms']:10.2f} "
+            f"{row['p90_ms']:8.2f} {row['times_gem']:8.1f}"
+        )
+    write_json(
+        {
+            "bench": {
+                "pyg": {
+                    "model": MODEL,
+                    "fit_graphs": len(train),
+                    "fit_seconds": fit_s,
+                    "rows": rows,
+                }
+            }
+        },
+        args.json,
+    )
     return 0

@@ -11,6 +11,7 @@ process (one torch thread, the model loaded first) on the input's first N rows. 
 runs every configuration N times in rounds and reports medians: each speed-up is the median of
 its rounds' ratios, each taken between runs minutes apart, not between medians.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,21 +37,42 @@ _MEASURE = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "screen", run, __doc__, dataset=False)
     p.add_argument("--rows", type=int, default=100_000, help="input rows (default: 100,000)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="processes / Ray CPUs of the parallel runs (default: all cores)")
-    p.add_argument("--chunk-size", type=int, default=None, help="rows per chunk (default: screen's)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes / Ray CPUs of the parallel runs (default: all cores)",
+    )
+    p.add_argument(
+        "--chunk-size", type=int, default=None, help="rows per chunk (default: screen's)"
+    )
     p.add_argument("--no-ray", action="store_true", help="skip the Ray run")
-    p.add_argument("--repeat", type=int, default=1, metavar="N",
-                   help="run every configuration N times, in rounds, and report medians: each "
-                        "speed-up is the median of its rounds' (a machine whose speed drifts "
-                        "5-10%% between minutes cannot show a 0.05x difference in one round)")
-    p.add_argument("--memory-rows", type=int, nargs="*", default=(),
-                   help="also run the parallel path on these input sizes and compare peak memory "
-                        "(e.g. 100000 1000000)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every configuration N times, in rounds, and report medians: each "
+        "speed-up is the median of its rounds' (a machine whose speed drifts "
+        "5-10%% between minutes cannot show a 0.05x difference in one round)",
+    )
+    p.add_argument(
+        "--memory-rows",
+        type=int,
+        nargs="*",
+        default=(),
+        help="also run the parallel path on these input sizes and compare peak memory "
+        "(e.g. 100000 1000000)",
+    )
     p.add_argument("--keep", metavar="DIR", default=None, help="keep input and outputs in DIR")
-    p.add_argument("--steps", type=int, default=0, metavar="N",
-                   help="also time each step of a chunk on the first N rows, in this process "
-                        "(ms per row: parsing, the target, the explainer, fragments, ...)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each step of a chunk on the first N rows, in this process "
+        "(ms per row: parsing, the target, the explainer, fragments, ...)",
+    )
 
 
 def source_smiles() -> list[str]:
@@ -80,15 +102,29 @@ def _write_input(path: Path, smiles: list[str], rows: int) -> None:
             fh.write(f"{smiles[i % len(smiles)]} m{i + 1}\n")
 
 
-def _screen(inp: Path, out: Path, extra: list[str], chunk: Optional[int],
-            device: str = "cpu") -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "gem_core", "screen", str(inp), "--out", str(out),
-           "--no-progress", "--restart", "--device", device, *extra]
+def _screen(
+    inp: Path, out: Path, extra: list[str], chunk: Optional[int], device: str = "cpu"
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gem_core",
+        "screen",
+        str(inp),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--restart",
+        "--device",
+        device,
+        *extra,
+    ]
     if chunk:
         cmd += ["--chunk-size", str(chunk)]
     env = {**os.environ, "GEM_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True,
-                          env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *cmd], capture_output=True, text=True, env=env
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise RuntimeError(f"screen failed: {proc.stderr.strip()[-3000:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -119,7 +155,7 @@ def step_times(inp: Path, rows: int, chunk_size: Optional[int]) -> dict[str, flo
         times = StepTimes()
         with times.step("whole chunk"):
             for start in range(0, len(batch), size):
-                explain_rows(batch[start:start + size], settings, times)
+                explain_rows(batch[start : start + size], settings, times)
     finally:
         torch.set_num_threads(threads)
     return {name: 1e3 * sec / max(len(batch), 1) for name, sec in times.seconds.items()}
@@ -127,9 +163,13 @@ def step_times(inp: Path, rows: int, chunk_size: Optional[int]) -> dict[str, flo
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One configuration's runs as one: the median of each figure, the worst exit status."""
-    return {"rc": max(r["rc"] for r in runs),
-            **{key: statistics.median(r[key] for r in runs)
-               for key in ("seconds", "peak_mb", "molecules_per_second")}}
+    return {
+        "rc": max(r["rc"] for r in runs),
+        **{
+            key: statistics.median(r[key] for r in runs)
+            for key in ("seconds", "peak_mb", "molecules_per_second")
+        },
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,14 +193,22 @@ def _run_in(args: argparse.Namespace, folder: Path) -> int:
 
     device = resolve_device(args.device, "screen").type  # every run on the same device
     if device != "cpu" and not args.no_ray:
-        raise ValueError(f"bench screen's Ray runs use CPU workers: add --no-ray with --device "
-                         f"{device}.")
-    print(f"input: {args.rows:,} rows from {len(smiles):,} distinct SMILES "
-          f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores; --device {device}")
-    configs = [("1 process", ["--workers", "1"]), (f"{workers} processes", ["--workers", str(workers)])]
+        raise ValueError(
+            f"bench screen's Ray runs use CPU workers: add --no-ray with --device {device}."
+        )
+    print(
+        f"input: {args.rows:,} rows from {len(smiles):,} distinct SMILES "
+        f"(Mutagenicity rebuilt + RDKit NCI sample); {workers} cores; --device {device}"
+    )
+    configs = [
+        ("1 process", ["--workers", "1"]),
+        (f"{workers} processes", ["--workers", str(workers)]),
+    ]
     if not args.no_ray:
-        configs += [("Ray, 1 worker", ["--workers", "1", "--ray"]),
-                    (f"Ray, {workers} workers", ["--workers", str(workers), "--ray"])]
+        configs += [
+            ("Ray, 1 worker", ["--workers", "1", "--ray"]),
+            (f"Ray, {workers} workers", ["--workers", str(workers), "--ray"]),
+        ]
     if args.repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
     results: dict[str, Any] = {"rows": args.rows, "cores": workers, "runs": {}, "rounds": []}
@@ -175,27 +223,42 @@ def _run_in(args: argparse.Namespace, folder: Path) -> int:
             r["molecules_per_second"] = args.rows / r["seconds"]
             runs[name] = r
             outputs.append(out)
-            print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
-                  f"molecules/s  peak {r['peak_mb']:6.0f} MB")
+            print(
+                f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
+                f"molecules/s  peak {r['peak_mb']:6.0f} MB"
+            )
         results["rounds"].append(runs)
-    results["runs"] = {name: _median_run([runs[name] for runs in results["rounds"]])
-                       for name, _ in configs}
+    results["runs"] = {
+        name: _median_run([runs[name] for runs in results["rounds"]]) for name, _ in configs
+    }
     if args.repeat > 1:
         print(f" medians of {args.repeat} rounds:")
         for name, r in results["runs"].items():
-            print(f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
-                  f"molecules/s  peak {r['peak_mb']:6.0f} MB")
-    speedups = [(f"{workers} processes / 1 process", "process_speedup", "1 process",
-                 f"{workers} processes")]
+            print(
+                f"  {name:<16} {r['seconds']:7.1f} s  {r['molecules_per_second']:7.0f} "
+                f"molecules/s  peak {r['peak_mb']:6.0f} MB"
+            )
+    speedups = [
+        (f"{workers} processes / 1 process", "process_speedup", "1 process", f"{workers} processes")
+    ]
     if not args.no_ray:
-        speedups.append((f"Ray {workers} workers / Ray 1 worker", "ray_speedup", "Ray, 1 worker",
-                         f"Ray, {workers} workers"))
+        speedups.append(
+            (
+                f"Ray {workers} workers / Ray 1 worker",
+                "ray_speedup",
+                "Ray, 1 worker",
+                f"Ray, {workers} workers",
+            )
+        )
     for label, key, one, many in speedups:
         per_round = [runs[one]["seconds"] / runs[many]["seconds"] for runs in results["rounds"]]
         results[key] = statistics.median(per_round)
         results[f"{key}_rounds"] = per_round
-        spread = (f" (median of {len(per_round)} rounds; "
-                  f"{', '.join(f'{x:.3f}' for x in per_round)})" if len(per_round) > 1 else "")
+        spread = (
+            f" (median of {len(per_round)} rounds; {', '.join(f'{x:.3f}' for x in per_round)})"
+            if len(per_round) > 1
+            else ""
+        )
         print(f"  {label}: {results[key]:.2f}x{spread}")
     first = outputs[0].read_bytes()
     same = [o.read_bytes() == first for o in outputs]
@@ -204,16 +267,25 @@ def _run_in(args: argparse.Namespace, folder: Path) -> int:
     for rows in args.memory_rows:
         big = folder / f"library-{rows}.smi"
         _write_input(big, smiles, rows)
-        r = _screen(big, folder / f"mem-{rows}.parquet", ["--workers", str(workers)],
-                    args.chunk_size, device)
+        r = _screen(
+            big,
+            folder / f"mem-{rows}.parquet",
+            ["--workers", str(workers)],
+            args.chunk_size,
+            device,
+        )
         results.setdefault("memory", {})[str(rows)] = r
-        print(f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
-              f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB")
+        print(
+            f"  {rows:>9,} rows, {workers} processes: {r['seconds']:7.1f} s, "
+            f"{rows / r['seconds']:7.0f} molecules/s, peak {r['peak_mb']:6.0f} MB"
+        )
         big.unlink()
     if args.steps:
         steps = step_times(inp, min(args.steps, args.rows), args.chunk_size)
         results["steps_ms_per_row"] = steps
-        print(f"  steps of a chunk, first {min(args.steps, args.rows):,} rows, 1 thread (ms per row):")
+        print(
+            f"  steps of a chunk, first {min(args.steps, args.rows):,} rows, 1 thread (ms per row):"
+        )
         for name, ms in steps.items():
             print(f"    {name:<22} {ms:7.3f}")
     write_json({"bench": {"screen": results}}, args.json)

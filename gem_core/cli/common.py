@@ -5,6 +5,7 @@ own options, and ``run(args) -> int``. :func:`gem_core.cli.main` applies ``--thr
 ``run`` is called (after the command's optional ``check``) and turns library errors into one
 line and exit status 2. Nothing here imports torch: see :mod:`gem_core.cli`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,12 +21,19 @@ from gem_core.data.config import DATASETS
 DatasetArg = Union[bool, Literal["optional"]]
 
 
-def add_command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
-                doc: str | None = None, *, help: str | None = None, description: str | None = None,
-                dataset: DatasetArg = True,
-                check: Callable[[argparse.Namespace], None] | None = None,
-                threads: bool = True,
-                **parser_kwargs: Any) -> argparse.ArgumentParser:
+def add_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    doc: str | None = None,
+    *,
+    help: str | None = None,
+    description: str | None = None,
+    dataset: DatasetArg = True,
+    check: Callable[[argparse.Namespace], None] | None = None,
+    threads: bool = True,
+    **parser_kwargs: Any,
+) -> argparse.ArgumentParser:
     """A subcommand parser with ``--dataset`` (when ``dataset``), ``--device``, ``--threads``,
     ``--no-progress`` and ``--json``; the command's own options are added to the returned parser.
 
@@ -54,36 +62,52 @@ def add_target_arg(parser: argparse.ArgumentParser) -> None:
     """``--target paper|strong``: which target model of the dataset to use."""
     from gem_core.data.config import TARGET_NAMES
 
-    parser.add_argument("--target", default="paper", choices=TARGET_NAMES,
-                        help="the target model: the paper's architecture (default) or, where the "
-                             "dataset has one, the stronger bond-aware model")
+    parser.add_argument(
+        "--target",
+        default="paper",
+        choices=TARGET_NAMES,
+        help="the target model: the paper's architecture (default) or, where the "
+        "dataset has one, the stronger bond-aware model",
+    )
 
 
 def add_dataset_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """``--dataset NAME``, one of the dataset rows."""
-    parser.add_argument("--dataset", required=required, metavar="NAME",
-                        help=f"one of: {', '.join(DATASETS)}")
+    parser.add_argument(
+        "--dataset", required=required, metavar="NAME", help=f"one of: {', '.join(DATASETS)}"
+    )
 
 
 def add_runtime_args(parser: Any, threads: bool = True) -> None:
     """``--device``, ``--threads`` (when ``threads``) and ``--no-progress``."""
-    parser.add_argument("--device", default="auto",
-                        help="auto (the device measured faster for this work; the CPU without "
-                             "CUDA), cpu or cuda")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (the device measured faster for this work; the CPU without CUDA), cpu or cuda",
+    )
     if threads:
-        parser.add_argument("--threads", type=int, default=None,
-                            help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's "
-                                 "default)")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help="CPU threads for torch (default: $GEM_NUM_THREADS or torch's default)",
+        )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def add_json_arg(parser: Any) -> None:
     """``--json PATH``."""
-    parser.add_argument("--json", metavar="PATH", default=None,
-                        help="also write the results as JSON to PATH ('-' for stdout)")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        default=None,
+        help="also write the results as JSON to PATH ('-' for stdout)",
+    )
 
 
-def progress_bar(args: argparse.Namespace, label: str, quiet: bool = False) -> AbstractContextManager:
+def progress_bar(
+    args: argparse.Namespace, label: str, quiet: bool = False
+) -> AbstractContextManager:
     """A tqdm progress bar on stderr (off with ``--no-progress`` or ``quiet``)."""
     from gem_core.runtime.progress import tqdm_progress
 

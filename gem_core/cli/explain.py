@@ -12,12 +12,13 @@ the message the app shows and exits with status 2.
 example:
   python -m gem_core explain --smiles "O=[N+]([O-])c1ccccc1" --k 5 --json -
 """
+
 from __future__ import annotations
 
 import argparse
 
-from gem_core.explainers import METHODS
 from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.explainers import METHODS
 
 
 def add_molecule_target_arg(parser: argparse.ArgumentParser) -> None:
@@ -26,23 +27,35 @@ def add_molecule_target_arg(parser: argparse.ArgumentParser) -> None:
     from gem_core.data.config import TARGET_NAMES, molecule_default_target
 
     default = molecule_default_target()
-    parser.add_argument("--target", default=default, choices=TARGET_NAMES,
-                        help=f"the Mutagenicity target model (default: {default}, the more "
-                             f"accurate one whose explanations find the toxicophores; 'paper': "
-                             f"the paper's architecture)")
+    parser.add_argument(
+        "--target",
+        default=default,
+        choices=TARGET_NAMES,
+        help=f"the Mutagenicity target model (default: {default}, the more "
+        f"accurate one whose explanations find the toxicophores; 'paper': "
+        f"the paper's architecture)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "explain", run, __doc__, dataset=False, check=check)
     p.add_argument("--smiles", required=True, help="the molecule, e.g. 'O=[N+]([O-])c1ccccc1'")
-    p.add_argument("--k", type=int, default=None,
-                   help="number of explanation bonds (default: a quarter of the molecule's "
-                        "bonds, at most the paper's default K, as on the app's Molecule page)")
+    p.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help="number of explanation bonds (default: a quarter of the molecule's "
+        "bonds, at most the paper's default K, as on the app's Molecule page)",
+    )
     p.add_argument("--method", default="gem", choices=METHODS, help="explainer (default: gem)")
-    p.add_argument("--remove-bonds", default=None, metavar="I-J,K-L",
-                   help="what if these bonds were gone: atom-index pairs (the numbering of the "
-                        "output's bonds); prints the prediction and explanation of the edited "
-                        "molecule beside the original and the change in loss")
+    p.add_argument(
+        "--remove-bonds",
+        default=None,
+        metavar="I-J,K-L",
+        help="what if these bonds were gone: atom-index pairs (the numbering of the "
+        "output's bonds); prints the prediction and explanation of the edited "
+        "molecule beside the original and the change in loss",
+    )
     add_molecule_target_arg(p)
 
 
@@ -64,14 +77,25 @@ def run(args: argparse.Namespace) -> int:
     if args.remove_bonds is not None:
         return _run_edited(args, quiet)
     with progress_bar(args, "explain", quiet=quiet) as progress:
-        result = explain_smiles(args.smiles, k=args.k, method=args.method, device=args.device,
-                                progress=progress, target=args.target)
+        result = explain_smiles(
+            args.smiles,
+            k=args.k,
+            method=args.method,
+            device=args.device,
+            progress=progress,
+            target=args.target,
+        )
     if not quiet:
         pred = result["prediction"]
-        print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), "
-              f"{_model_words(result['target'])}")
-        _print_bonds(result, f"{len(result['explanation']['bonds'])} explanation bond(s), best "
-                             f"first ({args.method}):")
+        print(
+            f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), "
+            f"{_model_words(result['target'])}"
+        )
+        _print_bonds(
+            result,
+            f"{len(result['explanation']['bonds'])} explanation bond(s), best "
+            f"first ({args.method}):",
+        )
         print(result["reading"]["text"])
     write_json(result, args.json)
     return 0
@@ -81,22 +105,35 @@ def _run_edited(args: argparse.Namespace, quiet: bool) -> int:
     from gem_core.service.molecules import explain_smiles_edited
     from gem_core.service.whatif import parse_pair_list
 
-    result = explain_smiles_edited(args.smiles, parse_pair_list(args.remove_bonds), k=args.k,
-                                   method=args.method, device=args.device, target=args.target)
+    result = explain_smiles_edited(
+        args.smiles,
+        parse_pair_list(args.remove_bonds),
+        k=args.k,
+        method=args.method,
+        device=args.device,
+        target=args.target,
+    )
     if not quiet:
         before, after = result["original_prediction"], result["prediction"]
         removed = ", ".join(f"{i}-{j}" for i, j in result["removed_bonds"])
         print(f"{result['smiles']}: {before['label']} (p = {before['probability']:.3f})")
-        print(f"without bond(s) {removed}: {after['label']} (p = {after['probability']:.3f}); "
-              f"P(mutagen) {result['p_mutagen']['original']:.3f} -> "
-              f"{result['p_mutagen']['edited']:.3f}; loss change {result['loss']['delta']:+.4f}")
+        print(
+            f"without bond(s) {removed}: {after['label']} (p = {after['probability']:.3f}); "
+            f"P(mutagen) {result['p_mutagen']['original']:.3f} -> "
+            f"{result['p_mutagen']['edited']:.3f}; loss change {result['loss']['delta']:+.4f}"
+        )
         if result["detached_atoms"]:
-            print(f"left detached, still in the graph the model reads: atom(s) "
-                  f"{', '.join(map(str, result['detached_atoms']))} (the app's What-if section "
-                  f"deletes them in one click)")
+            print(
+                f"left detached, still in the graph the model reads: atom(s) "
+                f"{', '.join(map(str, result['detached_atoms']))} (the app's What-if section "
+                f"deletes them in one click)"
+            )
         print(_model_words(result["target"]))
-        _print_bonds(result, f"{len(result['explanation']['bonds'])} explanation bond(s) of the "
-                             f"edited molecule, best first ({args.method}):")
+        _print_bonds(
+            result,
+            f"{len(result['explanation']['bonds'])} explanation bond(s) of the "
+            f"edited molecule, best first ({args.method}):",
+        )
     write_json(result, args.json)
     return 0
 

@@ -18,14 +18,15 @@ examples:
   python -m gem_core screen library.csv --smiles-column SMILES --out hits.csv --k 8
   python -m gem_core screen library.smi --out hits.parquet --ray auto    # on a Ray cluster
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 
-from gem_core.explainers import BATCH_METHODS
 from gem_core.cli.common import add_command, write_json
 from gem_core.cli.explain import add_molecule_target_arg
+from gem_core.explainers import BATCH_METHODS
 
 # gem_core.service.screening.runner.DEFAULT_CHUNK_SIZE, repeated so that --help starts without
 # torch (tests/test_startup.py checks that they agree)
@@ -54,35 +55,75 @@ def register(sub: argparse._SubParsersAction) -> None:
     # sets no threads of its own: a Ray screen's driver then starts Ray before importing torch
     p = add_command(sub, "screen", run, __doc__, dataset=False, check=check, threads=False)
     p.add_argument("input", metavar="INPUT", help="a .smi / .csv / .tsv file, or - for stdin")
-    p.add_argument("--out", required=True, metavar="OUTPUT",
-                   help="result file: .parquet (or .pq) or .csv")
-    p.add_argument("--smiles-column", default=None, metavar="NAME",
-                   help="the table's SMILES column (default: smiles, canonical_smiles, ...)")
-    p.add_argument("--id-column", default=None, metavar="NAME",
-                   help="the table's id column (default: id, name, title, ... when present)")
-    p.add_argument("--k", type=_k, default=None, metavar="K|auto",
-                   help="explanation bonds per molecule (default: auto, a quarter of each "
-                        "molecule's bonds, at most the paper's default K: the K of `explain` "
-                        "and of the app)")
-    p.add_argument("--method", default="gem", choices=BATCH_METHODS,
-                   help="explainer (default: gem)")
+    p.add_argument(
+        "--out", required=True, metavar="OUTPUT", help="result file: .parquet (or .pq) or .csv"
+    )
+    p.add_argument(
+        "--smiles-column",
+        default=None,
+        metavar="NAME",
+        help="the table's SMILES column (default: smiles, canonical_smiles, ...)",
+    )
+    p.add_argument(
+        "--id-column",
+        default=None,
+        metavar="NAME",
+        help="the table's id column (default: id, name, title, ... when present)",
+    )
+    p.add_argument(
+        "--k",
+        type=_k,
+        default=None,
+        metavar="K|auto",
+        help="explanation bonds per molecule (default: auto, a quarter of each "
+        "molecule's bonds, at most the paper's default K: the K of `explain` "
+        "and of the app)",
+    )
+    p.add_argument(
+        "--method", default="gem", choices=BATCH_METHODS, help="explainer (default: gem)"
+    )
     add_molecule_target_arg(p)
-    p.add_argument("--largest-fragment", action="store_true",
-                   help="salts and mixtures: keep the largest fragment (default: reject them)")
-    p.add_argument("--check", action="store_true", dest="check_ranking",
-                   help="shorthand for --method gem_check: Gem's ranking, then the explain-time "
-                        "search that asks the target (milliseconds per molecule instead of 0.1)")
-    p.add_argument("--workers", type=_positive, default=None, metavar="N",
-                   help="processes (default: all cores; with --ray, the local cluster's CPUs)")
-    p.add_argument("--chunk-size", type=_positive, default=DEFAULT_CHUNK_SIZE, metavar="ROWS",
-                   help=f"rows per chunk: the unit of work and of resuming "
-                        f"(default: {DEFAULT_CHUNK_SIZE})")
-    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                   help="run the chunks as Ray tasks (CPU workers; --device auto means the CPU): "
-                        "on the cluster at ADDRESS ('auto' after `ray start --head`), or on a "
-                        "local one without ADDRESS")
-    p.add_argument("--restart", action="store_true",
-                   help="discard an unfinished earlier run of OUTPUT instead of resuming it")
+    p.add_argument(
+        "--largest-fragment",
+        action="store_true",
+        help="salts and mixtures: keep the largest fragment (default: reject them)",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        dest="check_ranking",
+        help="shorthand for --method gem_check: Gem's ranking, then the explain-time "
+        "search that asks the target (milliseconds per molecule instead of 0.1)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="processes (default: all cores; with --ray, the local cluster's CPUs)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=_positive,
+        default=DEFAULT_CHUNK_SIZE,
+        metavar="ROWS",
+        help=f"rows per chunk: the unit of work and of resuming (default: {DEFAULT_CHUNK_SIZE})",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the chunks as Ray tasks (CPU workers; --device auto means the CPU): "
+        "on the cluster at ADDRESS ('auto' after `ray start --head`), or on a "
+        "local one without ADDRESS",
+    )
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard an unfinished earlier run of OUTPUT instead of resuming it",
+    )
 
 
 def check(args: argparse.Namespace) -> None:
@@ -97,8 +138,13 @@ def run(args: argparse.Namespace) -> int:
     from gem_core.service.screening import ScreenSettings, screen
 
     method = CHECKED_GEM if args.check_ranking else args.method
-    settings = ScreenSettings(method=method, k=args.k, target=args.target,
-                              device=args.device, largest_fragment=args.largest_fragment)
+    settings = ScreenSettings(
+        method=method,
+        k=args.k,
+        target=args.target,
+        device=args.device,
+        largest_fragment=args.largest_fragment,
+    )
     bar = None
 
     def progress(done: int, expected: int | None) -> None:
@@ -108,26 +154,51 @@ def run(args: argparse.Namespace) -> int:
         if bar is None:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=expected, unit=" mol", desc="screen", leave=False, file=sys.stderr,
-                       smoothing=0.1)
+            bar = tqdm(
+                total=expected,
+                unit=" mol",
+                desc="screen",
+                leave=False,
+                file=sys.stderr,
+                smoothing=0.1,
+            )
         bar.update(done - bar.n)
 
     try:
-        result = screen(args.input, args.out, settings, workers=args.workers,
-                        use_ray=args.ray is not None, ray_address=args.ray or None,
-                        chunk_size=args.chunk_size, smiles_column=args.smiles_column,
-                        id_column=args.id_column, restart=args.restart, progress=progress)
+        result = screen(
+            args.input,
+            args.out,
+            settings,
+            workers=args.workers,
+            use_ray=args.ray is not None,
+            ray_address=args.ray or None,
+            chunk_size=args.chunk_size,
+            smiles_column=args.smiles_column,
+            id_column=args.id_column,
+            restart=args.restart,
+            progress=progress,
+        )
     finally:
         if bar is not None:
             bar.close()
     s = result.summary
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(s.rejected.items()))
-    resumed = (f"; resumed: {result.chunks_resumed} of {result.chunks} chunks were already done"
-               if result.chunks_resumed else "")
-    print(f"screened {s.rows} rows with the {result.target} Mutagenicity target in "
-          f"{result.seconds:.1f} s ({result.molecules_per_second:.0f} molecules/s, "
-          f"{result.workers} worker(s), {result.backend}){resumed}", file=sys.stderr)
-    print(f"ok {s.ok} ({s.mutagens} predicted mutagen), rejected {sum(s.rejected.values())}"
-          + (f" ({reasons})" if reasons else "") + f" -> {result.output}", file=sys.stderr)
+    resumed = (
+        f"; resumed: {result.chunks_resumed} of {result.chunks} chunks were already done"
+        if result.chunks_resumed
+        else ""
+    )
+    print(
+        f"screened {s.rows} rows with the {result.target} Mutagenicity target in "
+        f"{result.seconds:.1f} s ({result.molecules_per_second:.0f} molecules/s, "
+        f"{result.workers} worker(s), {result.backend}){resumed}",
+        file=sys.stderr,
+    )
+    print(
+        f"ok {s.ok} ({s.mutagens} predicted mutagen), rejected {sum(s.rejected.values())}"
+        + (f" ({reasons})" if reasons else "")
+        + f" -> {result.output}",
+        file=sys.stderr,
+    )
     write_json(result.as_dict(), args.json)
     return 0

@@ -1,4 +1,5 @@
 """``tune``: compare Gem settings on the validation split, beside the dataset's current settings."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,23 +39,42 @@ settings a variant may change:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "tune", run,
+        sub,
+        "tune",
+        run,
         help="compare Gem settings by validation accuracy (never reads the test split)",
         description="Fit Gem with the dataset's current settings and with each --variant, for "
-                    "every seed, and print the explanation accuracy per K on the validation split. "
-                    "This is how the settings in gem_core/data/config.py were chosen.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,…",
-                   help="a named set of setting overrides (repeat for several)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="SEED",
-                   help="Gem seeds, the same for every variant (default: 0 1 2)")
+        "every seed, and print the explanation accuracy per K on the validation split. "
+        "This is how the settings in gem_core/data/config.py were chosen.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:key=value,…",
+        help="a named set of setting overrides (repeat for several)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        metavar="SEED",
+        help="Gem seeds, the same for every variant (default: 0 1 2)",
+    )
     add_target_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    from gem_core.evaluation.tuning import (
+        check_variants,
+        format_sweep,
+        parse_variant,
+        validation_sweep,
+    )
     from gem_core.service.session import workbench
-    from gem_core.evaluation.tuning import (check_variants, format_sweep, parse_variant,
-                                            validation_sweep)
 
     wb = workbench(args.dataset, args.device, args.target)
     variants = [parse_variant(v) for v in args.variant]

@@ -9,6 +9,7 @@ Each row's ``source`` says where its graphs come from (:data:`LOADERS`):
   ``$GEM_DATA_ROOT`` (copied into the cache first: PyG writes ``processed/`` beside ``raw/`` and
   the data root is read-only), or downloaded by PyG when the variable is unset.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,14 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gem_core.data.config import (SEED, SPLIT_FRACTIONS, DatasetSpec, SyntheticSource, TUSource,
-                                  get_spec)
+from gem_core.data.config import (
+    SEED,
+    SPLIT_FRACTIONS,
+    DatasetSpec,
+    SyntheticSource,
+    TUSource,
+    get_spec,
+)
 from gem_core.runtime.store import cache_dir
 
 TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels")
@@ -111,7 +118,9 @@ class GemDataset:
         return self.graph.num_nodes if self.graph is not None else len(self.graphs)
 
 
-def random_split(n: int, seed: int = SEED, fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> Split:
+def random_split(
+    n: int, seed: int = SEED, fractions: tuple[float, float, float] = SPLIT_FRACTIONS
+) -> Split:
     """Seeded split of ``range(n)``: val and test get ``round(f * n)`` each, train the rest."""
     gen = torch.Generator().manual_seed(seed)
     perm = torch.randperm(n, generator=gen)
@@ -120,18 +129,18 @@ def random_split(n: int, seed: int = SEED, fractions: tuple[float, float, float]
     n_train = n - n_val - n_test
     return Split(
         train=perm[:n_train].sort().values,
-        val=perm[n_train:n_train + n_val].sort().values,
-        test=perm[n_train + n_val:].sort().values,
+        val=perm[n_train : n_train + n_val].sort().values,
+        test=perm[n_train + n_val :].sort().values,
     )
 
 
 # ----------------------------------------------------------------------------- synthetic
 
+
 def _synthetic_graph(source: SyntheticSource, seed: int) -> Data:
     """The graph of ``source``, generated with ``seed`` (the global generators left as found)."""
-    from torch_geometric.datasets import ExplainerDataset, graph_generator, motif_generator
-
     import numpy as np
+    from torch_geometric.datasets import ExplainerDataset, graph_generator, motif_generator
 
     # PyG's generators draw from both torch's and numpy's global generators.
     np_state = np.random.get_state()
@@ -150,7 +159,9 @@ def _synthetic_graph(source: SyntheticSource, seed: int) -> Data:
     edge_index, edge_mask = coalesce(edge_index, edge_mask, reduce="max")
     n = raw.num_nodes
     return Data(
-        x=torch.ones(n, source.num_features),  # constant features, as in GNNExplainer's synthetic benchmarks
+        x=torch.ones(
+            n, source.num_features
+        ),  # constant features, as in GNNExplainer's synthetic benchmarks
         edge_index=edge_index,
         y=raw.y.long(),
         motif_edge_mask=edge_mask > 0,
@@ -164,11 +175,13 @@ def _load_synthetic(spec: DatasetSpec, seed: int) -> GemDataset:
     split = random_split(graph.num_nodes, seed)
     motif = graph.y != 0
     explain = Split(*(idx[motif[idx]] for idx in (split.train, split.val, split.test)))
-    return GemDataset(spec=spec, split=split, explain_split=explain, graph=graph,
-                      class_names=spec.class_names)
+    return GemDataset(
+        spec=spec, split=split, explain_split=explain, graph=graph, class_names=spec.class_names
+    )
 
 
 # ----------------------------------------------------------------------------- TU datasets
+
 
 def data_root() -> Optional[Path]:
     """``$GEM_DATA_ROOT`` as a path, or None when unset."""
@@ -191,8 +204,10 @@ def _stage_raw_files(tu_name: str, source_root: Path, cache_root: Path) -> None:
             f"holding {tu_name}/raw/{tu_name}_*.txt, e.g. ../shared/data/TUDataset."
         )
     dst = cache_root / tu_name / "raw"
-    if all((dst / p.name).is_file() and (dst / p.name).stat().st_size == p.stat().st_size
-           for p in src.glob(f"{tu_name}_*.txt")):
+    if all(
+        (dst / p.name).is_file() and (dst / p.name).stat().st_size == p.stat().st_size
+        for p in src.glob(f"{tu_name}_*.txt")
+    ):
         return
     tmp = Path(tempfile.mkdtemp(prefix=f".{tu_name}-raw-", dir=cache_root))
     try:
@@ -231,7 +246,9 @@ def _read_tu(source: TUSource) -> list[Data]:
             ) from exc
     graphs = []
     for g in ds:
-        data = Data(x=g.x.float(), edge_index=g.edge_index, y=g.y.view(-1).long(), num_nodes=g.num_nodes)
+        data = Data(
+            x=g.x.float(), edge_index=g.edge_index, y=g.y.view(-1).long(), num_nodes=g.num_nodes
+        )
         if getattr(g, "edge_attr", None) is not None:
             data.edge_attr = g.edge_attr
         graphs.append(data)
@@ -251,8 +268,15 @@ def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
     graphs = [graphs[i] for i in kept]
     split = random_split(len(graphs), seed)
     info = {"dropped_empty_graphs": n_all - len(graphs)}
-    return GemDataset(spec=spec, split=split, explain_split=split, graphs=graphs,
-                      class_names=spec.class_names, atom_symbols=spec.atom_symbols, info=info)
+    return GemDataset(
+        spec=spec,
+        split=split,
+        explain_split=split,
+        graphs=graphs,
+        class_names=spec.class_names,
+        atom_symbols=spec.atom_symbols,
+        info=info,
+    )
 
 
 #: how each kind of source is loaded into a :class:`GemDataset` (a new dataset of a known kind
@@ -275,6 +299,7 @@ def load_dataset(name: str, seed: int = SEED) -> GemDataset:
     spec = get_spec(name)
     loader = LOADERS.get(type(spec.source))
     if loader is None:
-        raise ValueError(f"dataset {spec.name!r} has no source this engine can load "
-                         f"({spec.source!r})")
+        raise ValueError(
+            f"dataset {spec.name!r} has no source this engine can load ({spec.source!r})"
+        )
     return loader(spec, seed)

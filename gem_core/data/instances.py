@@ -7,6 +7,7 @@ symmetric and every K counts undirected edges. Everything downstream works on li
 instances and on their packings (:mod:`gem_core.data.packed`: :class:`PackedGraphs`, and the
 :class:`InstanceBatch` a target reads) and never asks "node or graph?" again.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,16 @@ from torch_geometric.utils import k_hop_subgraph
 from gem_core.data.datasets import GemDataset
 from gem_core.data.packed import InstanceBatch, PackedGraphs, directed_edges
 
-__all__ = ["Instance", "InstanceBatch", "to_pairs", "node_instance", "graph_instance",
-           "dataset_instances", "split_instances", "collate"]
+__all__ = [
+    "Instance",
+    "InstanceBatch",
+    "to_pairs",
+    "node_instance",
+    "graph_instance",
+    "dataset_instances",
+    "split_instances",
+    "collate",
+]
 
 
 @dataclass
@@ -72,15 +81,23 @@ class Instance:
         """The same instance with only the pairs in ``pair_mask`` (all nodes and features kept)."""
         mask = pair_mask.bool()
         return Instance(
-            x=self.x, pairs=self.pairs[:, mask], y=self.y, target=self.target,
+            x=self.x,
+            pairs=self.pairs[:, mask],
+            y=self.y,
+            target=self.target,
             edge_attr=None if self.edge_attr is None else self.edge_attr[mask],
-            dataset=self.dataset, index=self.index, node_ids=self.node_ids,
+            dataset=self.dataset,
+            index=self.index,
+            node_ids=self.node_ids,
             motif_mask=None if self.motif_mask is None else self.motif_mask[mask],
         )
 
 
-def to_pairs(edge_index: Tensor, num_nodes: int, edge_values: Optional[Tensor] = None,
-             ) -> tuple[Tensor, Optional[Tensor]]:
+def to_pairs(
+    edge_index: Tensor,
+    num_nodes: int,
+    edge_values: Optional[Tensor] = None,
+) -> tuple[Tensor, Optional[Tensor]]:
     """Undirected, sorted, self-loop-free pairs ``u < v`` of a (possibly one-directional) edge index.
 
     ``edge_values`` (per directed edge, ``[E]`` or ``[E, a]``) are carried to the pairs; where
@@ -92,13 +109,17 @@ def to_pairs(edge_index: Tensor, num_nodes: int, edge_values: Optional[Tensor] =
     lo, hi = lo[keep], hi[keep]
     key = lo * num_nodes + hi
     uniq, inverse = torch.unique(key, sorted=True, return_inverse=True)
-    pairs = torch.stack([uniq // num_nodes, uniq % num_nodes]) if uniq.numel() else torch.zeros(
-        2, 0, dtype=torch.long)
+    pairs = (
+        torch.stack([uniq // num_nodes, uniq % num_nodes])
+        if uniq.numel()
+        else torch.zeros(2, 0, dtype=torch.long)
+    )
     values = None
     if edge_values is not None:
         vals = edge_values[keep]
         first = torch.full((uniq.numel(),), inverse.numel(), dtype=torch.long).scatter_reduce_(
-            0, inverse, torch.arange(inverse.numel()), reduce="amin")
+            0, inverse, torch.arange(inverse.numel()), reduce="amin"
+        )
         values = vals[first]
     return pairs, values
 
@@ -106,13 +127,20 @@ def to_pairs(edge_index: Tensor, num_nodes: int, edge_values: Optional[Tensor] =
 def node_instance(data: Data, node: int, num_hops: int = 3, dataset: str = "") -> Instance:
     """The ``num_hops``-hop computation graph of ``node`` in ``data``, relabelled."""
     subset, sub_ei, mapping, edge_sel = k_hop_subgraph(
-        int(node), num_hops, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
+        int(node), num_hops, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes
+    )
     motif = getattr(data, "motif_edge_mask", None)
-    pairs, motif_pairs = to_pairs(sub_ei, subset.numel(),
-                                  None if motif is None else motif[edge_sel].float())
+    pairs, motif_pairs = to_pairs(
+        sub_ei, subset.numel(), None if motif is None else motif[edge_sel].float()
+    )
     return Instance(
-        x=data.x[subset], pairs=pairs, y=int(data.y[node]), target=int(mapping[0]),
-        dataset=dataset, index=int(node), node_ids=subset,
+        x=data.x[subset],
+        pairs=pairs,
+        y=int(data.y[node]),
+        target=int(mapping[0]),
+        dataset=dataset,
+        index=int(node),
+        node_ids=subset,
         motif_mask=None if motif_pairs is None else motif_pairs > 0,
     )
 
@@ -121,8 +149,15 @@ def graph_instance(data: Data, index: int, dataset: str = "") -> Instance:
     """A whole graph as an instance (graph classification)."""
     edge_attr = getattr(data, "edge_attr", None)
     pairs, pair_attr = to_pairs(data.edge_index, data.num_nodes, edge_attr)
-    return Instance(x=data.x, pairs=pairs, y=int(data.y.view(-1)[0]), target=None,
-                    edge_attr=pair_attr, dataset=dataset, index=int(index))
+    return Instance(
+        x=data.x,
+        pairs=pairs,
+        y=int(data.y.view(-1)[0]),
+        target=None,
+        edge_attr=pair_attr,
+        dataset=dataset,
+        index=int(index),
+    )
 
 
 def dataset_instances(ds: GemDataset, indices: Union[Tensor, Sequence[int]]) -> list[Instance]:
@@ -138,9 +173,12 @@ def split_instances(ds: GemDataset, split: str) -> list[Instance]:
     return dataset_instances(ds, ds.explain_split[split])
 
 
-def collate(instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]] = None,
-            device: Union[str, torch.device, None] = None,
-            edge_attr: Optional[bool] = None) -> InstanceBatch:
+def collate(
+    instances: Sequence[Instance],
+    pair_masks: Optional[Sequence[Tensor]] = None,
+    device: Union[str, torch.device, None] = None,
+    edge_attr: Optional[bool] = None,
+) -> InstanceBatch:
     """Batch instances (optionally keeping only the pairs in ``pair_masks``) into one graph.
 
     ``edge_attr``: carry the instances' edge features (both directions of every kept pair, like
@@ -155,7 +193,8 @@ def collate(instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]
             raise ValueError("need one pair mask per instance")
         for i, (inst, m) in enumerate(zip(instances, pair_masks)):
             if m.numel() != inst.num_pairs:
-                raise ValueError(f"instance {i}: a pair mask of {m.numel()} entries for "
-                                 f"{inst.num_pairs} pairs")
+                raise ValueError(
+                    f"instance {i}: a pair mask of {m.numel()} entries for {inst.num_pairs} pairs"
+                )
         mask = torch.cat([m.reshape(-1).bool() for m in pair_masks])
     return packed.forward_batch(mask, device=device)

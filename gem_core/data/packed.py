@@ -15,6 +15,7 @@ order changes the floats):
   and ``2j + 1``, so the pairs of a prefix of instances are a prefix of the edges
   (:class:`PrefixBatches`, the distillation's greedy phase).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ Device = Union[str, torch.device]
 
 
 # ----------------------------------------------------------------------------- segments
+
 
 def segment_ptr(counts: Tensor) -> Tensor:
     """Segment pointers ``[0, c0, c0 + c1, …]`` (``len(counts) + 1`` entries) of segment sizes:
@@ -58,6 +60,7 @@ def segment_ranges(starts: Tensor, counts: Tensor) -> Tensor:
 
 # ----------------------------------------------------------------------------- directions
 
+
 def directed_edges(pairs: Tensor, interleaved: bool = False) -> Tensor:
     """Both directions of every pair ``[2, P]``: ``[2, 2P]``, blocked or interleaved."""
     if interleaved:
@@ -78,6 +81,7 @@ def _feature_rows(edge_attr: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- the forward batch
+
 
 @dataclass
 class InstanceBatch:
@@ -116,19 +120,26 @@ class InstanceBatch:
             torch.cat([b.x for b in batches]),
             torch.cat([b.edge_index + n for b, n in zip(batches, nodes)], 1),
             torch.cat([b.batch + o for b, o in zip(batches, owners)]),
-            None if nodes_only[0] else torch.cat([b.target_index + n
-                                                  for b, n in zip(batches, nodes)]),
+            None
+            if nodes_only[0]
+            else torch.cat([b.target_index + n for b, n in zip(batches, nodes)]),
             sum(b.num_instances for b in batches),
-            None if attrs[0] else torch.cat([b.edge_attr for b in batches]))
+            None if attrs[0] else torch.cat([b.edge_attr for b in batches]),
+        )
 
     def to(self, device: Device) -> "InstanceBatch":
         return InstanceBatch(
-            self.x.to(device), self.edge_index.to(device), self.batch.to(device),
+            self.x.to(device),
+            self.edge_index.to(device),
+            self.batch.to(device),
             None if self.target_index is None else self.target_index.to(device),
-            self.num_instances, None if self.edge_attr is None else self.edge_attr.to(device))
+            self.num_instances,
+            None if self.edge_attr is None else self.edge_attr.to(device),
+        )
 
 
 # ----------------------------------------------------------------------------- packed graphs
+
 
 @dataclass
 class PackedGraphs:
@@ -156,9 +167,15 @@ class PackedGraphs:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_segments(cls, x: Tensor, local_pairs: Tensor, node_counts: Tensor,
-                      pair_counts: Tensor, local_targets: Optional[Tensor] = None,
-                      edge_attr: Optional[Tensor] = None) -> "PackedGraphs":
+    def from_segments(
+        cls,
+        x: Tensor,
+        local_pairs: Tensor,
+        node_counts: Tensor,
+        pair_counts: Tensor,
+        local_targets: Optional[Tensor] = None,
+        edge_attr: Optional[Tensor] = None,
+    ) -> "PackedGraphs":
         """Packed graphs from flat per-instance segments in each instance's own node numbering.
 
         Args:
@@ -176,8 +193,9 @@ class PackedGraphs:
         return cls(x, pairs, node_ptr, pair_ptr, targets, edge_attr)
 
     @classmethod
-    def from_instances(cls, instances: Sequence[Any],
-                       edge_attr: Optional[bool] = None) -> "PackedGraphs":
+    def from_instances(
+        cls, instances: Sequence[Any], edge_attr: Optional[bool] = None
+    ) -> "PackedGraphs":
         """Concatenate instances (:class:`~gem_core.data.instances.Instance`, all node task or
         all graph task), in their order.
 
@@ -194,33 +212,44 @@ class PackedGraphs:
         widths = {x.size(1) for x in xs}
         if len(widths) != 1:
             raise ValueError(f"instances have different feature widths: {sorted(widths)}")
-        pairs = [inst.pairs if inst.pairs.dim() == 2 and inst.pairs.size(0) == 2
-                 else inst.pairs.reshape(2, -1) for inst in instances]
+        pairs = [
+            inst.pairs
+            if inst.pairs.dim() == 2 and inst.pairs.size(0) == 2
+            else inst.pairs.reshape(2, -1)
+            for inst in instances
+        ]
         node_counts = torch.tensor([x.size(0) for x in xs], dtype=torch.long)
         pair_counts = torch.tensor([p.size(1) for p in pairs], dtype=torch.long)
         local_targets = None
         if not graph_flags[0]:
-            local_targets = torch.tensor([int(inst.target) for inst in instances],
-                                         dtype=torch.long)
+            local_targets = torch.tensor([int(inst.target) for inst in instances], dtype=torch.long)
             if bool(((local_targets < 0) | (local_targets >= node_counts)).any()):
                 raise ValueError("an instance's target position lies outside its nodes")
         has_attr = [inst.edge_attr is not None for inst in instances]
         if edge_attr and not all(has_attr):
-            raise ValueError("edge features (edge_attr) were asked for, but some instances "
-                             "have none")
+            raise ValueError(
+                "edge features (edge_attr) were asked for, but some instances have none"
+            )
         attr = None
         if edge_attr or (edge_attr is None and all(has_attr)):
             attr = torch.cat([_feature_rows(inst.edge_attr) for inst in instances], dim=0)
-        return cls.from_segments(torch.cat(xs, dim=0), torch.cat(pairs, dim=1), node_counts,
-                                 pair_counts, local_targets, attr)
+        return cls.from_segments(
+            torch.cat(xs, dim=0),
+            torch.cat(pairs, dim=1),
+            node_counts,
+            pair_counts,
+            local_targets,
+            attr,
+        )
 
     def float_features(self) -> "PackedGraphs":
         """These graphs with float32 node features (what Gem's explainer network reads); the
         same object when they already are."""
         if self.x.dtype == torch.float32:
             return self
-        return PackedGraphs(self.x.float(), self.pairs, self.node_ptr, self.pair_ptr,
-                            self.targets, self.edge_attr)
+        return PackedGraphs(
+            self.x.float(), self.pairs, self.node_ptr, self.pair_ptr, self.targets, self.edge_attr
+        )
 
     # ------------------------------------------------------------------ sizes and owners
     @property
@@ -309,8 +338,9 @@ class PackedGraphs:
         pairs = self.pairs[:, pair_idx] + torch.repeat_interleave(shift, p_counts)
         targets = None if self.targets is None else self.targets[index] + shift
         edge_attr = None if self.edge_attr is None else self.edge_attr[pair_idx]
-        return PackedGraphs(self.x[nodes], pairs, node_ptr, segment_ptr(p_counts), targets,
-                            edge_attr)
+        return PackedGraphs(
+            self.x[nodes], pairs, node_ptr, segment_ptr(p_counts), targets, edge_attr
+        )
 
     # ------------------------------------------------------------------ forward batches
     def _batch_attr(self, edge_attr: Optional[bool]) -> Optional[Tensor]:
@@ -318,9 +348,14 @@ class PackedGraphs:
             raise ValueError("the batch needs edge features (edge_attr), which these graphs lack")
         return self.edge_attr if edge_attr or edge_attr is None else None
 
-    def forward_batch(self, pair_mask: Optional[Tensor] = None, *,
-                      edge_attr: Optional[bool] = None, interleaved: bool = False,
-                      device: Optional[Device] = None) -> InstanceBatch:
+    def forward_batch(
+        self,
+        pair_mask: Optional[Tensor] = None,
+        *,
+        edge_attr: Optional[bool] = None,
+        interleaved: bool = False,
+        device: Optional[Device] = None,
+    ) -> InstanceBatch:
         """What the target model reads: all instances, keeping the pairs in ``pair_mask``.
 
         Args:
@@ -334,17 +369,30 @@ class PackedGraphs:
         if pair_mask is not None:
             keep = pair_mask.bool()
             if keep.numel() != self.num_pairs:
-                raise ValueError(f"a pair mask of {keep.numel()} entries for {self.num_pairs} pairs")
+                raise ValueError(
+                    f"a pair mask of {keep.numel()} entries for {self.num_pairs} pairs"
+                )
             pairs = pairs[:, keep]
             attr = None if attr is None else attr[keep]
-        out = InstanceBatch(self.x, directed_edges(pairs, interleaved), self.node_owner(),
-                            self.targets, self.num_instances,
-                            None if attr is None else directed_rows(attr, interleaved))
+        out = InstanceBatch(
+            self.x,
+            directed_edges(pairs, interleaved),
+            self.node_owner(),
+            self.targets,
+            self.num_instances,
+            None if attr is None else directed_rows(attr, interleaved),
+        )
         return out if device is None else out.to(device)
 
-    def copies_batch(self, inst: Tensor, pair_index: Tensor, pair_copy: Tensor, *,
-                     edge_attr: Optional[bool] = None,
-                     drop_isolated: bool = False) -> InstanceBatch:
+    def copies_batch(
+        self,
+        inst: Tensor,
+        pair_index: Tensor,
+        pair_copy: Tensor,
+        *,
+        edge_attr: Optional[bool] = None,
+        drop_isolated: bool = False,
+    ) -> InstanceBatch:
         """One forward batch of copies: copy ``c`` is instance ``inst[c]`` (all its nodes)
         keeping its pairs ``pair_index[pair_copy == c]`` (global pair positions), in that order.
         Directed edges blocked.
@@ -363,11 +411,13 @@ class PackedGraphs:
         attr = self._batch_attr(edge_attr)
         attr = None if attr is None else directed_rows(attr[pair_index])
         batch = torch.repeat_interleave(torch.arange(n_copies), nodes)
-        return InstanceBatch(self.x[self.node_positions(inst)], directed_edges(pairs), batch,
-                             targets, n_copies, attr)
+        return InstanceBatch(
+            self.x[self.node_positions(inst)], directed_edges(pairs), batch, targets, n_copies, attr
+        )
 
-    def _dropped_copies_batch(self, inst: Tensor, pair_index: Tensor, pair_copy: Tensor,
-                              edge_attr: Optional[bool]) -> InstanceBatch:
+    def _dropped_copies_batch(
+        self, inst: Tensor, pair_index: Tensor, pair_copy: Tensor, edge_attr: Optional[bool]
+    ) -> InstanceBatch:
         """:meth:`copies_batch` under ``drop_isolated``: the kept nodes of every copy found with
         one ``unique`` over (copy, packed node) keys, no Python loop over copies."""
         n_copies = int(inst.numel())
@@ -385,14 +435,15 @@ class PackedGraphs:
             keys.append(torch.repeat_interleave(empty, counts) * total + nodes)
         uniq, inverse = torch.unique(torch.cat(keys), return_inverse=True)
         m = int(pair_copy.numel())
-        pairs = torch.stack([inverse[:m], inverse[m:2 * m]])
+        pairs = torch.stack([inverse[:m], inverse[m : 2 * m]])
         targets = None
         if self.targets is not None:
-            targets = inverse[2 * m:2 * m + n_copies]
+            targets = inverse[2 * m : 2 * m + n_copies]
         attr = self._batch_attr(edge_attr)
         attr = None if attr is None else directed_rows(attr[pair_index])
-        return InstanceBatch(self.x[uniq % total], directed_edges(pairs), uniq // total, targets,
-                             n_copies, attr)
+        return InstanceBatch(
+            self.x[uniq % total], directed_edges(pairs), uniq // total, targets, n_copies, attr
+        )
 
     def blocked_order(self) -> Tensor:
         """The directed edges laid out instance by instance, each block as that instance alone

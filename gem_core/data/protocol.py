@@ -11,6 +11,7 @@ judged by: :class:`~gem_core.gem.settings.GemSettings.protocol`), the faithfulne
   dropped before the forward pass. A node task's target node is never dropped; a graph-task
   instance left without any edge keeps its nodes (an empty graph has no prediction).
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -60,8 +61,13 @@ def drop_isolated(instance: Instance) -> Instance:
     new_id = torch.full((n,), -1, dtype=torch.long)
     new_id[keep] = torch.arange(int(keep.sum()))
     return Instance(
-        x=instance.x[keep], pairs=new_id[instance.pairs], y=instance.y,
+        x=instance.x[keep],
+        pairs=new_id[instance.pairs],
+        y=instance.y,
         target=None if instance.target is None else int(new_id[int(instance.target)]),
-        edge_attr=instance.edge_attr, dataset=instance.dataset, index=instance.index,
+        edge_attr=instance.edge_attr,
+        dataset=instance.dataset,
+        index=instance.index,
         node_ids=None if instance.node_ids is None else instance.node_ids[keep],
-        motif_mask=instance.motif_mask)
+        motif_mask=instance.motif_mask,
+    )

@@ -8,6 +8,7 @@ rank statistic of scores against a 0/1 labelling. The explanation subgraph keeps
 (all nodes kept, other edges deleted, not masked: a PyG edge mask still counts the edge in GCN
 normalisation); the complement subgraph deletes them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -60,8 +61,9 @@ def rank_scores(scores: Tensor) -> Tensor:
     n = s.numel()
     if n == 0:
         return s.float()
-    ranks = torch.from_numpy(np.asarray(
-        _average_ranks(s.numpy()), dtype=np.float64))  # 1 = lowest score
+    ranks = torch.from_numpy(
+        np.asarray(_average_ranks(s.numpy()), dtype=np.float64)
+    )  # 1 = lowest score
     return (ranks / n).float()
 
 
@@ -93,11 +95,12 @@ def pair_order(scores: Tensor) -> list[int]:
 def ranked_pairs(scores: Tensor, k: int) -> list[int]:
     """The top-``k`` pair indices of :func:`topk_mask`, best first (ties: lower pair index first;
     NaN ranks lowest): the order every list of an explanation's pairs is shown in."""
-    return pair_order(scores)[:check_k(k)]
+    return pair_order(scores)[: check_k(k)]
 
 
-def ranked_flat(flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]
-                ) -> tuple[np.ndarray, np.ndarray]:
+def ranked_flat(
+    flat_scores: Any, sizes: Sequence[int], ks: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`ranked_pairs` of many instances from one sort: the scores laid end to end
     (instance ``i`` owns the next ``sizes[i]`` values) give ``(chosen, counts)``, the flat
     positions of every instance's top ``ks[i]`` pairs, best first (ties: lower pair index first;
@@ -150,8 +153,12 @@ def roc_auc(scores: Any, labels: Any) -> Optional[float]:
 
     Returns None when ``labels`` has only one class. NaN scores rank lowest.
     """
-    s = np.nan_to_num(np.asarray(torch.as_tensor(scores).detach().cpu().double().numpy(),
-                                 dtype=np.float64).reshape(-1), nan=-np.inf)
+    s = np.nan_to_num(
+        np.asarray(
+            torch.as_tensor(scores).detach().cpu().double().numpy(), dtype=np.float64
+        ).reshape(-1),
+        nan=-np.inf,
+    )
     y = np.asarray(torch.as_tensor(labels).detach().cpu().numpy()).reshape(-1).astype(bool)
     if s.shape != y.shape:
         raise ValueError(f"{s.size} scores but {y.size} labels")

@@ -21,6 +21,7 @@ necessity@k and stability of edge explanations, measured with the target as a bl
 Batched: one forward pass of the target per k over all instances (chunked by ``batch_size``),
 plus one on the whole instances unless their predictions are given.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,7 +34,8 @@ from torch import Tensor
 
 from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
-from gem_core.data.protocol import PROTOCOLS, Protocol, check_protocol, drop_isolated
+from gem_core.data.protocol import PROTOCOLS as PROTOCOLS  # re-exported: the protocols judged here
+from gem_core.data.protocol import Protocol, check_protocol, drop_isolated
 from gem_core.data.ranking import as_scores, check_score_length, topk_mask
 from gem_core.models.predict import predict_proba
 
@@ -53,8 +55,10 @@ class FaithfulnessCurve:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: ``{"at_k": {"1": v, ...}, "per_class": {"0": {"1": v, ...}, ...}}``."""
-        return {"at_k": _kdict(self.at_k),
-                "per_class": {str(c): _kdict(v) for c, v in sorted(self.per_class.items())}}
+        return {
+            "at_k": _kdict(self.at_k),
+            "per_class": {str(c): _kdict(v) for c, v in sorted(self.per_class.items())},
+        }
 
 
 def _kdict(d: dict[int, float]) -> dict[str, float]:
@@ -62,6 +66,7 @@ def _kdict(d: dict[int, float]) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- subgraphs
+
 
 def _unpack(explanation: Any) -> tuple[list[Instance], list[Tensor]]:
     """(instances, scores) of an ``Explanation`` carrying its instances or of a pair."""
@@ -72,8 +77,9 @@ def _unpack(explanation: Any) -> tuple[list[Instance], list[Tensor]]:
         try:
             instances, scores = explanation
         except (TypeError, ValueError):
-            raise ValueError("give an Explanation that carries its instances, or a pair "
-                             "(instances, scores)") from None
+            raise ValueError(
+                "give an Explanation that carries its instances, or a pair (instances, scores)"
+            ) from None
     instances, scores = list(instances), [as_scores(s) for s in scores]
     if not instances:
         raise ValueError("no instances to evaluate")
@@ -84,8 +90,13 @@ def _unpack(explanation: Any) -> tuple[list[Instance], list[Tensor]]:
     return instances, scores
 
 
-def _predict(black_box, instances: list[Instance], masks: list[Tensor], protocol: Protocol,
-             batch_size: Optional[int]) -> Tensor:
+def _predict(
+    black_box,
+    instances: list[Instance],
+    masks: list[Tensor],
+    protocol: Protocol,
+    batch_size: Optional[int],
+) -> Tensor:
     """Predicted classes with only ``masks``' pairs of each instance, under ``protocol``."""
     if protocol is Protocol.KEEP_NODES:
         p = predict_proba(black_box, instances, masks, batch_size=batch_size)
@@ -95,9 +106,15 @@ def _predict(black_box, instances: list[Instance], masks: list[Tensor], protocol
     return p.argmax(-1)
 
 
-def _curve(black_box, explanation: Any, ks: Sequence[int], protocol: Union[str, Protocol],
-           keep_top: bool, predicted: Optional[Tensor],
-           batch_size: Optional[int]) -> FaithfulnessCurve:
+def _curve(
+    black_box,
+    explanation: Any,
+    ks: Sequence[int],
+    protocol: Union[str, Protocol],
+    keep_top: bool,
+    predicted: Optional[Tensor],
+    batch_size: Optional[int],
+) -> FaithfulnessCurve:
     protocol = check_protocol(protocol)
     instances, scores = _unpack(explanation)
     ks = sorted({check_k(k) for k in ks})
@@ -123,10 +140,15 @@ def _curve(black_box, explanation: Any, ks: Sequence[int], protocol: Union[str, 
     return FaithfulnessCurve(at_k, per_class)
 
 
-def sufficiency_at_k(black_box, explanation: Any, ks: Sequence[int],
-                     protocol: Union[str, Protocol] = Protocol.KEEP_NODES, *,
-                     predicted: Optional[Tensor] = None,
-                     batch_size: Optional[int] = DEFAULT_BATCH_SIZE) -> FaithfulnessCurve:
+def sufficiency_at_k(
+    black_box,
+    explanation: Any,
+    ks: Sequence[int],
+    protocol: Union[str, Protocol] = Protocol.KEEP_NODES,
+    *,
+    predicted: Optional[Tensor] = None,
+    batch_size: Optional[int] = DEFAULT_BATCH_SIZE,
+) -> FaithfulnessCurve:
     """Share of instances whose prediction on their top-k pairs alone equals the prediction on
     the whole instance, for every k of ``ks``, overall and per predicted class.
 
@@ -144,16 +166,22 @@ def sufficiency_at_k(black_box, explanation: Any, ks: Sequence[int],
     return _curve(black_box, explanation, ks, protocol, True, predicted, batch_size)
 
 
-def necessity_at_k(black_box, explanation: Any, ks: Sequence[int],
-                   protocol: Union[str, Protocol] = Protocol.KEEP_NODES, *,
-                   predicted: Optional[Tensor] = None,
-                   batch_size: Optional[int] = DEFAULT_BATCH_SIZE) -> FaithfulnessCurve:
+def necessity_at_k(
+    black_box,
+    explanation: Any,
+    ks: Sequence[int],
+    protocol: Union[str, Protocol] = Protocol.KEEP_NODES,
+    *,
+    predicted: Optional[Tensor] = None,
+    batch_size: Optional[int] = DEFAULT_BATCH_SIZE,
+) -> FaithfulnessCurve:
     """Share of instances whose prediction changes when their top-k pairs are deleted, for every
     k of ``ks``, overall and per predicted class (arguments as :func:`sufficiency_at_k`)."""
     return _curve(black_box, explanation, ks, protocol, False, predicted, batch_size)
 
 
 # ----------------------------------------------------------------------------- stability
+
 
 def jaccard(a: Tensor, b: Tensor) -> float:
     """Jaccard similarity of two boolean masks (1.0 when both are empty)."""
@@ -176,14 +204,17 @@ def stability(explanations_by_seed: Sequence[Sequence[Tensor]], k: int) -> float
     if n == 0:
         raise ValueError("no instances to compare")
     if any(len(run) != n for run in runs):
-        raise ValueError("every seed must explain the same instances: got "
-                         f"{', '.join(str(len(run)) for run in runs)} score tensors")
+        raise ValueError(
+            "every seed must explain the same instances: got "
+            f"{', '.join(str(len(run)) for run in runs)} score tensors"
+        )
     per_instance = []
     for i in range(n):
         sizes = {run[i].numel() for run in runs}
         if len(sizes) != 1:
-            raise ValueError(f"instance {i} has a different number of scores across seeds: "
-                             f"{sorted(sizes)}")
+            raise ValueError(
+                f"instance {i} has a different number of scores across seeds: {sorted(sizes)}"
+            )
         masks = [topk_mask(run[i], k) for run in runs]
         pairs = list(itertools.combinations(masks, 2))
         per_instance.append(sum(jaccard(a, b) for a, b in pairs) / len(pairs))

@@ -36,6 +36,7 @@ with the target GNN seen as a black box, the way the paper does (§4 and Appendi
 Batched: one forward pass of the black box per K (and one for the full graphs) over all
 instances, optionally chunked with ``batch_size``.
 """
+
 from __future__ import annotations
 
 import time
@@ -47,10 +48,10 @@ import torch
 from torch import Tensor
 
 from gem_core.data.config import check_k
+from gem_core.data.instances import Instance
 from gem_core.data.ranking import as_scores, check_score_length, roc_auc
 from gem_core.explainers.base import Explanation
 from gem_core.models.predict import predict_proba
-from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
 
 PROB_CLIP = 1e-6
@@ -84,6 +85,7 @@ def edge_auc(instances: Sequence[Instance], scores: Sequence[Tensor]) -> Optiona
 
 # ----------------------------------------------------------------------------- timing
 
+
 def explain_timed(explainer, instances: Sequence[Instance]) -> tuple[list[Tensor], float]:
     """Run ``explainer.explain(instances)`` once; return the scores and ms per instance.
 
@@ -104,6 +106,7 @@ def time_explain(explainer, instances: Sequence[Instance]) -> float:
 
 
 # ----------------------------------------------------------------------------- results
+
 
 def _kdict(d: dict) -> dict[str, float]:
     return {str(int(k)): float(v) for k, v in sorted(d.items(), key=lambda kv: int(kv[0]))}
@@ -149,7 +152,8 @@ class MethodResult:
             return None if x is None else {int(k): float(v) for k, v in x.items()}
 
         return cls(
-            accuracy_at_k=keys(d["accuracy_at_k"]), log_odds=[float(v) for v in d["log_odds"]],
+            accuracy_at_k=keys(d["accuracy_at_k"]),
+            log_odds=[float(v) for v in d["log_odds"]],
             fidelity_at_k=keys(d["fidelity_at_k"]),
             ms_per_instance=float(d.get("ms_per_instance", 0.0)),
             fit_seconds=float(d.get("fit_seconds", 0.0)),
@@ -160,12 +164,20 @@ class MethodResult:
         )
 
 
-def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[Tensor],
-                    k_grid: Sequence[int], *, log_odds_k: Optional[int] = None,
-                    mutagen_label: Optional[int] = None, fidelity: bool = True,
-                    ms_per_instance: float = 0.0, fit_seconds: float = 0.0,
-                    batch_size: Optional[int] = None,
-                    progress: Optional[ProgressFn] = None) -> MethodResult:
+def evaluate_scores(
+    black_box,
+    instances: Sequence[Instance],
+    scores: Sequence[Tensor],
+    k_grid: Sequence[int],
+    *,
+    log_odds_k: Optional[int] = None,
+    mutagen_label: Optional[int] = None,
+    fidelity: bool = True,
+    ms_per_instance: float = 0.0,
+    fit_seconds: float = 0.0,
+    batch_size: Optional[int] = None,
+    progress: Optional[ProgressFn] = None,
+) -> MethodResult:
     """Measure explanations ``scores`` (one ``[P_i]`` tensor per instance) with the black box.
 
     Args:
@@ -185,8 +197,9 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
     if not instances:
         raise ValueError("no instances to evaluate")
     # carrying the instances checks one score per pair of each; its top-K is the one ranking
-    explanation = Explanation(getattr(scores, "method", "scores"), list(scores),
-                              float(ms_per_instance), instances)
+    explanation = Explanation(
+        getattr(scores, "method", "scores"), list(scores), float(ms_per_instance), instances
+    )
     ks = sorted({check_k(k) for k in k_grid})
     if not ks:
         raise ValueError("k_grid is empty")
@@ -229,16 +242,22 @@ def evaluate_scores(black_box, instances: Sequence[Instance], scores: Sequence[T
             report(progress, done / steps, f"K={k} complement subgraphs")
 
     return MethodResult(
-        accuracy_at_k=acc, log_odds=lo_values, fidelity_at_k=fid,
-        ms_per_instance=float(ms_per_instance), fit_seconds=float(fit_seconds),
+        accuracy_at_k=acc,
+        log_odds=lo_values,
+        fidelity_at_k=fid,
+        ms_per_instance=float(ms_per_instance),
+        fit_seconds=float(fit_seconds),
         accuracy_at_k_mutagen=acc_sub if subset is not None else None,
-        edge_auc=edge_auc(instances, scores), agreement_at_k=agree, log_odds_k=lo_k,
+        edge_auc=edge_auc(instances, scores),
+        agreement_at_k=agree,
+        log_odds_k=lo_k,
         num_instances=len(instances),
     )
 
 
-def evaluate_explainer(explainer, black_box, instances: Sequence[Instance], k_grid: Sequence[int],
-                       **kwargs) -> tuple[MethodResult, list[Tensor]]:
+def evaluate_explainer(
+    explainer, black_box, instances: Sequence[Instance], k_grid: Sequence[int], **kwargs
+) -> tuple[MethodResult, list[Tensor]]:
     """Explain ``instances`` once (timed), then :func:`evaluate_scores`.
 
     ``fit_seconds`` is read from the explainer's ``fit_seconds_`` attribute (0 when absent).

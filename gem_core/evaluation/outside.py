@@ -11,6 +11,7 @@ with sufficiency@k and necessity@k (:mod:`.faithfulness`) under a protocol, over
 predicted class. Trained models are cached in the store (seeded, so the same command gives the
 same models). ``python -m gem_core bench outside`` is the command.
 """
+
 from __future__ import annotations
 
 import time
@@ -56,8 +57,9 @@ def _gcn_max(features: int, classes: int) -> nn.Module:
     from torch_geometric.nn import GCNConv, global_max_pool
 
     h = 20
-    return _PooledGNN([GCNConv(features, h), GCNConv(h, h), GCNConv(h, h)], global_max_pool,
-                      h, classes)
+    return _PooledGNN(
+        [GCNConv(features, h), GCNConv(h, h), GCNConv(h, h)], global_max_pool, h, classes
+    )
 
 
 def _gin(features: int, classes: int) -> nn.Module:
@@ -68,16 +70,18 @@ def _gin(features: int, classes: int) -> nn.Module:
     def mlp(a: int) -> nn.Module:
         return nn.Sequential(nn.Linear(a, h), nn.ReLU(), nn.Linear(h, h))
 
-    return _PooledGNN([GINConv(mlp(features)), GINConv(mlp(h)), GINConv(mlp(h))],
-                      global_add_pool, h, classes)
+    return _PooledGNN(
+        [GINConv(mlp(features)), GINConv(mlp(h)), GINConv(mlp(h))], global_add_pool, h, classes
+    )
 
 
 def _sage(features: int, classes: int) -> nn.Module:
     from torch_geometric.nn import SAGEConv, global_mean_pool
 
     h = 32
-    return _PooledGNN([SAGEConv(features, h), SAGEConv(h, h), SAGEConv(h, h)],
-                      global_mean_pool, h, classes)
+    return _PooledGNN(
+        [SAGEConv(features, h), SAGEConv(h, h), SAGEConv(h, h)], global_mean_pool, h, classes
+    )
 
 
 @dataclass(frozen=True)
@@ -89,26 +93,40 @@ class OutsideModel:
     build: Callable[[int, int], nn.Module]
 
 
-OUTSIDE_MODELS: dict[str, OutsideModel] = {m.name: m for m in (
-    OutsideModel("gcn_max", "3-layer GCN, hidden 20, max pooling (GNNX-Bench's recipe)", _gcn_max),
-    OutsideModel("gin", "3-layer GIN, hidden 32, sum pooling", _gin),
-    OutsideModel("sage", "3-layer GraphSAGE, hidden 32, mean pooling", _sage),
-)}
+OUTSIDE_MODELS: dict[str, OutsideModel] = {
+    m.name: m
+    for m in (
+        OutsideModel(
+            "gcn_max", "3-layer GCN, hidden 20, max pooling (GNNX-Bench's recipe)", _gcn_max
+        ),
+        OutsideModel("gin", "3-layer GIN, hidden 32, sum pooling", _gin),
+        OutsideModel("sage", "3-layer GraphSAGE, hidden 32, mean pooling", _sage),
+    )
+}
 
 
 def check_outside_model(name: str) -> OutsideModel:
     key = str(name).strip().lower()
     if key not in OUTSIDE_MODELS:
-        raise ValueError(f"Unknown outside model {name!r}. Choose one of: "
-                         f"{', '.join(OUTSIDE_MODELS)}.")
+        raise ValueError(
+            f"Unknown outside model {name!r}. Choose one of: {', '.join(OUTSIDE_MODELS)}."
+        )
     return OUTSIDE_MODELS[key]
 
 
 # ----------------------------------------------------------------------------- training
 
-def train_outside_model(name: str, graphs: Sequence[Any], split, seed: int = 0,
-                        epochs: int = 150, lr: float = 0.005, batch_size: int = 64,
-                        progress: Optional[ProgressFn] = None) -> tuple[nn.Module, dict[str, float]]:
+
+def train_outside_model(
+    name: str,
+    graphs: Sequence[Any],
+    split,
+    seed: int = 0,
+    epochs: int = 150,
+    lr: float = 0.005,
+    batch_size: int = 64,
+    progress: Optional[ProgressFn] = None,
+) -> tuple[nn.Module, dict[str, float]]:
     """Train the recipe ``name`` on the ``split.train`` graphs (Adam, cross-entropy), keeping the
     epoch of best validation accuracy; returns the model (eval mode, CPU) and its accuracies."""
     from torch_geometric.loader import DataLoader
@@ -134,8 +152,10 @@ def train_outside_model(name: str, graphs: Sequence[Any], split, seed: int = 0,
         report(progress, (epoch + 1) / epochs, f"{name}: epoch {epoch + 1}, val {acc:.3f}")
     model.load_state_dict(best_state)
     model.eval()
-    scores = {part: accuracy(model, [graphs[i] for i in getattr(split, part).tolist()])
-              for part in ("train", "val", "test")}
+    scores = {
+        part: accuracy(model, [graphs[i] for i in getattr(split, part).tolist()])
+        for part in ("train", "val", "test")
+    }
     return model, scores
 
 
@@ -152,9 +172,14 @@ def accuracy(model: nn.Module, graphs: Sequence[Any]) -> float:
 MODEL_EPOCHS = 150
 
 
-def outside_model(name: str, dataset, seed: int = 0, refresh: bool = False,
-                  epochs: int = MODEL_EPOCHS,
-                  progress: Optional[ProgressFn] = None) -> tuple[nn.Module, dict[str, float]]:
+def outside_model(
+    name: str,
+    dataset,
+    seed: int = 0,
+    refresh: bool = False,
+    epochs: int = MODEL_EPOCHS,
+    progress: Optional[ProgressFn] = None,
+) -> tuple[nn.Module, dict[str, float]]:
     """The recipe ``name`` trained on ``dataset`` (a graph-task ``GemDataset``), from the store
     when it was trained before with the same recipe, dataset, seed and epochs."""
     from gem_core.runtime.store import cache_dir, cached, config_key
@@ -167,8 +192,9 @@ def outside_model(name: str, dataset, seed: int = 0, refresh: bool = False,
     path = cache_dir() / "outside_models" / f"{recipe.name}-{key}.pt"
 
     def build() -> dict[str, Any]:
-        model, acc = train_outside_model(recipe.name, dataset.graphs, dataset.split, seed,
-                                         epochs=epochs, progress=progress)
+        model, acc = train_outside_model(
+            recipe.name, dataset.graphs, dataset.split, seed, epochs=epochs, progress=progress
+        )
         return {"kind": OUTSIDE_KIND, "state": model.state_dict(), "accuracy": acc}
 
     state = cached(path, build, OUTSIDE_KIND, refresh=refresh)
@@ -180,6 +206,7 @@ def outside_model(name: str, dataset, seed: int = 0, refresh: bool = False,
 
 
 # ----------------------------------------------------------------------------- evaluation
+
 
 @dataclass
 class OutsideResult:
@@ -205,18 +232,26 @@ class OutsideResult:
         def kd(d: dict[int, float]) -> dict[str, float]:
             return {str(k): round(float(v), 4) for k, v in sorted(d.items())}
 
-        return {"method": self.method, "mean_sufficiency": round(self.mean_sufficiency, 4),
-                "mean_necessity": round(self.mean_necessity, 4),
-                "sufficiency_at_k": kd(self.sufficiency), "necessity_at_k": kd(self.necessity),
-                "sufficiency_per_class": {str(c): kd(v) for c, v in
-                                          sorted(self.sufficiency_per_class.items())},
-                "necessity_per_class": {str(c): kd(v) for c, v in
-                                        sorted(self.necessity_per_class.items())},
-                "seconds": round(self.seconds, 3), **self.extra}
+        return {
+            "method": self.method,
+            "mean_sufficiency": round(self.mean_sufficiency, 4),
+            "mean_necessity": round(self.mean_necessity, 4),
+            "sufficiency_at_k": kd(self.sufficiency),
+            "necessity_at_k": kd(self.necessity),
+            "sufficiency_per_class": {
+                str(c): kd(v) for c, v in sorted(self.sufficiency_per_class.items())
+            },
+            "necessity_per_class": {
+                str(c): kd(v) for c, v in sorted(self.necessity_per_class.items())
+            },
+            "seconds": round(self.seconds, 3),
+            **self.extra,
+        }
 
 
-def gem_scores(model: nn.Module, train_graphs: Sequence[Any], graphs: Sequence[Any],
-               **options: Any) -> tuple[list[Tensor], Any]:
+def gem_scores(
+    model: nn.Module, train_graphs: Sequence[Any], graphs: Sequence[Any], **options: Any
+) -> tuple[list[Tensor], Any]:
     """Fit :class:`gem_core.pyg.GemExplainer` through PyG's ``Explainer`` on ``train_graphs``
     (graph level, the model's own predictions) and explain ``graphs`` in one call; returns the
     pair scores per graph (in :func:`instances_of` order) and the fitted algorithm (its
@@ -226,10 +261,12 @@ def gem_scores(model: nn.Module, train_graphs: Sequence[Any], graphs: Sequence[A
     from gem_core.pyg import GemExplainer
 
     explainer = Explainer(
-        model=model, algorithm=GemExplainer(**options), explanation_type="model",
+        model=model,
+        algorithm=GemExplainer(**options),
+        explanation_type="model",
         edge_mask_type="object",
-        model_config=dict(mode="multiclass_classification", task_level="graph",
-                          return_type="raw"))
+        model_config=dict(mode="multiclass_classification", task_level="graph", return_type="raw"),
+    )
     explainer.algorithm.fit(model, list(train_graphs))
     explainer.algorithm.explainer_ = explainer
     return explain_again(explainer.algorithm, graphs), explainer.algorithm
@@ -255,15 +292,20 @@ def explain_again(algorithm: Any, graphs: Sequence[Any], **check: Any) -> list[T
     return pair_scores(b.x.size(0), b.edge_index, mask, b.ptr)
 
 
-def checked_control(algorithm: Any, black_box, instances: list[Instance], scores: list[Tensor],
-                    predicted: Tensor, check: str) -> list[Tensor]:
+def checked_control(
+    algorithm: Any,
+    black_box,
+    instances: list[Instance],
+    scores: list[Tensor],
+    predicted: Tensor,
+    check: str,
+) -> list[Tensor]:
     """``scores`` (random ones: the control) put through the same explain-time search as the
     fitted adapter's with ``check`` (its width, budgets and protocols)."""
     from gem_core.data.packed import PackedGraphs
     from gem_core.gem.pipeline import GemPipeline
 
-    settings = algorithm.settings_.replace(
-        **{**algorithm._check_options("graph"), "check": check})
+    settings = algorithm.settings_.replace(**{**algorithm._check_options("graph"), "check": check})
     packed = PackedGraphs.from_instances(instances)
     pipeline = GemPipeline(settings, algorithm.k_grid, black_box, algorithm.num_classes_)
     return list(packed.split_pairs(pipeline.check(packed, torch.cat(scores), predicted)))
@@ -284,45 +326,57 @@ def pair_scores(num_nodes: int, edge_index: Tensor, edge_mask: Tensor, ptr: Tens
     u, v = edge_index
     lo, hi = torch.minimum(u, v), torch.maximum(u, v)
     keep = lo != hi
-    pairs, values = coalesce(torch.stack([lo[keep], hi[keep]]), edge_mask[keep].float(),
-                             num_nodes, reduce="max")
+    pairs, values = coalesce(
+        torch.stack([lo[keep], hi[keep]]), edge_mask[keep].float(), num_nodes, reduce="max"
+    )
     graph_of = torch.bucketize(pairs[0], ptr[1:], right=True)
     counts = torch.bincount(graph_of, minlength=len(ptr) - 1)
     return list(torch.split(values, counts.tolist()))
 
 
-def evaluate(black_box, instances: list[Instance], scores: list[Tensor], method: str,
-             protocol: str, seconds: float, predicted: Optional[Tensor] = None,
-             **extra: Any) -> OutsideResult:
+def evaluate(
+    black_box,
+    instances: list[Instance],
+    scores: list[Tensor],
+    method: str,
+    protocol: str,
+    seconds: float,
+    predicted: Optional[Tensor] = None,
+    **extra: Any,
+) -> OutsideResult:
     """Sufficiency@k (k = 5..25) and necessity@k (k = 2..10) of ``scores`` under ``protocol``."""
     from gem_core.evaluation.faithfulness import necessity_at_k, sufficiency_at_k
 
     protocol = check_protocol(protocol)
-    suf = sufficiency_at_k(black_box, (instances, scores), SUFFICIENCY_K, protocol,
-                           predicted=predicted)
-    nec = necessity_at_k(black_box, (instances, scores), NECESSITY_K, protocol,
-                         predicted=predicted)
-    return OutsideResult(method, suf.at_k, nec.at_k, suf.per_class, nec.per_class, seconds,
-                         dict(extra))
+    suf = sufficiency_at_k(
+        black_box, (instances, scores), SUFFICIENCY_K, protocol, predicted=predicted
+    )
+    nec = necessity_at_k(black_box, (instances, scores), NECESSITY_K, protocol, predicted=predicted)
+    return OutsideResult(
+        method, suf.at_k, nec.at_k, suf.per_class, nec.per_class, seconds, dict(extra)
+    )
 
 
-def _random_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
-                   seed: int) -> list[Tensor]:
+def _random_scores(
+    model: nn.Module, train: list[Instance], instances: list[Instance], seed: int
+) -> list[Tensor]:
     from gem_core.explainers.random_scores import RandomExplainer
 
     return list(RandomExplainer(seed=seed, task="graph").explain(instances))
 
 
-def _gnnexplainer_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
-                         seed: int) -> list[Tensor]:
+def _gnnexplainer_scores(
+    model: nn.Module, train: list[Instance], instances: list[Instance], seed: int
+) -> list[Tensor]:
     from gem_core.explainers.gnnexplainer import GNNExplainerBaseline
 
     torch.manual_seed(seed)
     return list(GNNExplainerBaseline(model, "graph").explain(instances))
 
 
-def _pgexplainer_scores(model: nn.Module, train: list[Instance], instances: list[Instance],
-                        seed: int) -> list[Tensor]:
+def _pgexplainer_scores(
+    model: nn.Module, train: list[Instance], instances: list[Instance], seed: int
+) -> list[Tensor]:
     from gem_core.explainers.pgexplainer import PGExplainerBaseline
 
     explainer = PGExplainerBaseline(model, "graph", seed=seed)
@@ -330,8 +384,9 @@ def _pgexplainer_scores(model: nn.Module, train: list[Instance], instances: list
     return list(explainer.explain(instances))
 
 
-def _integrated_gradients_scores(model: nn.Module, train: list[Instance],
-                                 instances: list[Instance], seed: int) -> list[Tensor]:
+def _integrated_gradients_scores(
+    model: nn.Module, train: list[Instance], instances: list[Instance], seed: int
+) -> list[Tensor]:
     from gem_core.explainers.integrated_gradients import IntegratedGradientsExplainer
 
     return list(IntegratedGradientsExplainer(model, "graph").explain(instances))
@@ -340,10 +395,14 @@ def _integrated_gradients_scores(model: nn.Module, train: list[Instance],
 #: the baselines run beside Gem on an outside model, each ``(model, train instances, instances,
 #: seed) -> scores``: random edge scores, GNNExplainer and Integrated Gradients (PyG's objective
 #: and Captum's, batched), PGExplainer (PyG's, fitted on the training graphs)
-OUTSIDE_BASELINES: dict[str, Callable[[nn.Module, list[Instance], list[Instance], int],
-                                      list[Tensor]]] = {
-    "random": _random_scores, "gnnexplainer": _gnnexplainer_scores,
-    "pgexplainer": _pgexplainer_scores, "integrated_gradients": _integrated_gradients_scores}
+OUTSIDE_BASELINES: dict[
+    str, Callable[[nn.Module, list[Instance], list[Instance], int], list[Tensor]]
+] = {
+    "random": _random_scores,
+    "gnnexplainer": _gnnexplainer_scores,
+    "pgexplainer": _pgexplainer_scores,
+    "integrated_gradients": _integrated_gradients_scores,
+}
 #: Gem (the generator alone), Gem + check (the same fit, then the explain-time search that asks
 #: the model) and Random + check (the same search over random scores: the control), then the
 #: baselines
@@ -354,8 +413,9 @@ OUTSIDE_METHODS = (*OUTSIDE_GEM_METHODS, *OUTSIDE_BASELINES)
 OUTSIDE_CHECK = "repair"
 
 
-def baseline_scores(method: str, model: nn.Module, train: list[Instance],
-                    instances: list[Instance], seed: int = 0) -> list[Tensor]:
+def baseline_scores(
+    method: str, model: nn.Module, train: list[Instance], instances: list[Instance], seed: int = 0
+) -> list[Tensor]:
     """Scores of the baseline ``method`` (a key of :data:`OUTSIDE_BASELINES`) on ``instances``
     (``train``: what a baseline that learns is fitted on)."""
     if method not in OUTSIDE_BASELINES:
@@ -372,9 +432,14 @@ def _gem_checked(fitted, graphs, instances, black_box, predicted, baseline):
     """Gem + check: the same fit, with the adapter's explain-time search."""
     algo = fitted["algo"]
     scores = explain_again(algo, graphs, check=OUTSIDE_CHECK)
-    return scores, fitted["seconds"], {
-        "check": OUTSIDE_CHECK,
-        "explain_ms_per_graph": round(1000 * algo.explain_seconds_ / max(len(graphs), 1), 4)}
+    return (
+        scores,
+        fitted["seconds"],
+        {
+            "check": OUTSIDE_CHECK,
+            "explain_ms_per_graph": round(1000 * algo.explain_seconds_ / max(len(graphs), 1), 4),
+        },
+    )
 
 
 def _random_checked(fitted, graphs, instances, black_box, predicted, baseline):
@@ -383,20 +448,34 @@ def _random_checked(fitted, graphs, instances, black_box, predicted, baseline):
     t0 = time.perf_counter()
     scores = checked_control(fitted["algo"], black_box, instances, rnd, predicted, OUTSIDE_CHECK)
     seconds = rnd_seconds + time.perf_counter() - t0
-    return scores, seconds, {"check": OUTSIDE_CHECK, "explain_ms_per_graph":
-                             round(1000 * seconds / max(len(graphs), 1), 4)}
+    return (
+        scores,
+        seconds,
+        {
+            "check": OUTSIDE_CHECK,
+            "explain_ms_per_graph": round(1000 * seconds / max(len(graphs), 1), 4),
+        },
+    )
 
 
 #: how each Gem row of an outside run is made from the one fit
 _GEM_ROWS = dict(zip(OUTSIDE_GEM_METHODS, (_gem_alone, _gem_checked, _random_checked)))
 
 
-def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isolated",),
-                methods: Sequence[str] = OUTSIDE_METHODS, split: str = "test",
-                gem_options: Optional[dict[str, Any]] = None, seed: int = 0,
-                limit: Optional[int] = None, train_limit: Optional[int] = None,
-                model_epochs: int = MODEL_EPOCHS, stability_seeds: Sequence[int] = (),
-                progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+def run_outside(
+    model_name: str,
+    dataset,
+    protocols: Sequence[str] = ("drop_isolated",),
+    methods: Sequence[str] = OUTSIDE_METHODS,
+    split: str = "test",
+    gem_options: Optional[dict[str, Any]] = None,
+    seed: int = 0,
+    limit: Optional[int] = None,
+    train_limit: Optional[int] = None,
+    model_epochs: int = MODEL_EPOCHS,
+    stability_seeds: Sequence[int] = (),
+    progress: Optional[ProgressFn] = None,
+) -> dict[str, Any]:
     """Every method on the outside model ``model_name`` under every protocol, on ``split``.
 
     Gem is fitted on the training graphs (the first ``train_limit`` when given), once per
@@ -411,13 +490,16 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
 
     unknown = [m for m in methods if m not in OUTSIDE_METHODS]
     if unknown:
-        raise ValueError(f"unknown method {', '.join(map(repr, unknown))} for outside models "
-                         f"(known: {', '.join(OUTSIDE_METHODS)})")
-    model, acc = outside_model(model_name, dataset, seed=seed, epochs=model_epochs,
-                               progress=progress)
+        raise ValueError(
+            f"unknown method {', '.join(map(repr, unknown))} for outside models "
+            f"(known: {', '.join(OUTSIDE_METHODS)})"
+        )
+    model, acc = outside_model(
+        model_name, dataset, seed=seed, epochs=model_epochs, progress=progress
+    )
     idx = getattr(dataset.split, split).tolist()
     if limit is not None:
-        idx = idx[:int(limit)]
+        idx = idx[: int(limit)]
     graphs = [dataset.graphs[i] for i in idx]
     train = [dataset.graphs[i] for i in dataset.split.train.tolist()[:train_limit]]
     instances = instances_of(graphs)
@@ -425,11 +507,18 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
     from gem_core.models.predict import predict_proba
 
     predicted = predict_proba(black_box, instances).argmax(-1)
-    out: dict[str, Any] = {"model": model_name, "title": OUTSIDE_MODELS[model_name].title,
-                           "accuracy": acc, "split": split, "instances": len(instances),
-                           "predicted_share": {str(c): round(float((predicted == c).float().mean()), 4)
-                                               for c in range(len(dataset.class_names))},
-                           "protocols": {}}
+    out: dict[str, Any] = {
+        "model": model_name,
+        "title": OUTSIDE_MODELS[model_name].title,
+        "accuracy": acc,
+        "split": split,
+        "instances": len(instances),
+        "predicted_share": {
+            str(c): round(float((predicted == c).float().mean()), 4)
+            for c in range(len(dataset.class_names))
+        },
+        "protocols": {},
+    }
     baseline_cache: dict[str, tuple[list[Tensor], float]] = {}
     train_instances: Optional[list[Instance]] = None
 
@@ -439,8 +528,10 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
             if train_instances is None:
                 train_instances = instances_of(train)
             t0 = time.perf_counter()
-            baseline_cache[method] = (baseline_scores(method, model, train_instances, instances,
-                                                      seed), time.perf_counter() - t0)
+            baseline_cache[method] = (
+                baseline_scores(method, model, train_instances, instances, seed),
+                time.perf_counter() - t0,
+            )
         return baseline_cache[method]
 
     for protocol in protocols:
@@ -450,32 +541,50 @@ def run_outside(model_name: str, dataset, protocols: Sequence[str] = ("drop_isol
             report(progress, 0.0, f"{model_name} / {protocol}: {method}")
             extra: dict[str, Any] = {}
             if method in OUTSIDE_GEM_METHODS:
-                options = {"epochs": 300, "k": SUFFICIENCY_K, "seed": seed,
-                           "protocol": protocol, **(gem_options or {})}
+                options = {
+                    "epochs": 300,
+                    "k": SUFFICIENCY_K,
+                    "seed": seed,
+                    "protocol": protocol,
+                    **(gem_options or {}),
+                }
                 if not fitted:
                     t0 = time.perf_counter()
                     alone, algo = gem_scores(model, train, graphs, **{**options, "check": "off"})
-                    fitted.update(algo=algo, alone=alone, seconds=time.perf_counter() - t0,
-                                  ms=1000 * algo.explain_seconds_ / max(len(graphs), 1))
+                    fitted.update(
+                        algo=algo,
+                        alone=alone,
+                        seconds=time.perf_counter() - t0,
+                        ms=1000 * algo.explain_seconds_ / max(len(graphs), 1),
+                    )
                 row = _GEM_ROWS[method]
-                scores, seconds, extra = row(fitted, graphs, instances, black_box, predicted,
-                                             baseline)
+                scores, seconds, extra = row(
+                    fitted, graphs, instances, black_box, predicted, baseline
+                )
                 extra["fit_seconds"] = round(fitted["algo"].fit_seconds_, 2)
-                extra["options"] = {k: (list(v) if isinstance(v, tuple) else v)
-                                    for k, v in options.items()}
+                extra["options"] = {
+                    k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()
+                }
                 if stability_seeds and method == OUTSIDE_GEM_METHODS[0]:
                     report(progress, 0.0, f"{model_name} / {protocol}: Gem stability")
-                    runs = [scores if int(s_) == int(options["seed"]) else
-                            gem_scores(model, train, graphs,
-                                       **{**options, "check": "off", "seed": int(s_)})[0]
-                            for s_ in stability_seeds]
+                    runs = [
+                        scores
+                        if int(s_) == int(options["seed"])
+                        else gem_scores(
+                            model, train, graphs, **{**options, "check": "off", "seed": int(s_)}
+                        )[0]
+                        for s_ in stability_seeds
+                    ]
                     stab = {str(k): round(stability(runs, k), 4) for k in STABILITY_K}
                     stab["mean"] = round(sum(stab.values()) / len(STABILITY_K), 4)
                     stab["seeds"] = [int(s_) for s_ in stability_seeds]
                     extra["stability"] = stab
             else:
                 scores, seconds = baseline(method)
-            rows.append(evaluate(black_box, instances, scores, method, protocol, seconds,
-                                 predicted, **extra).to_dict())
+            rows.append(
+                evaluate(
+                    black_box, instances, scores, method, protocol, seconds, predicted, **extra
+                ).to_dict()
+            )
         out["protocols"][protocol] = rows
     return out

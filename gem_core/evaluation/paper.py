@@ -3,6 +3,7 @@
 Sources: Table 1 (node tasks), Table 2 (graph tasks), Table 3 (inference ms), Table 6
 (distillation accuracy), Table 8 (target accuracy). ``None`` where the paper gives no value.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -10,6 +11,7 @@ from typing import Optional
 from gem_core.data.config import get_spec
 
 TARGET_ACCURACY = {"ba_shapes": 0.941, "tree_cycles": 0.971, "mutagenicity": 0.885, "nci1": 0.786}
+
 
 def _row(dataset: str, values: Optional[tuple]) -> Optional[dict[str, float]]:
     """``values`` (percent, one per K of the dataset row's K grid) as fractions keyed by K."""
@@ -61,7 +63,9 @@ INFERENCE_MS = {
 }
 
 
-def paper_accuracy(dataset: str, method: str, k: int, mutagen_only: bool = False) -> Optional[float]:
+def paper_accuracy(
+    dataset: str, method: str, k: int, mutagen_only: bool = False
+) -> Optional[float]:
     """The paper's explanation accuracy for (dataset, method, K), or None when not reported."""
     table = EXPLANATION_ACCURACY_MUTAGEN if mutagen_only else EXPLANATION_ACCURACY.get(dataset, {})
     row = table.get(method) if table else None
@@ -83,26 +87,30 @@ def _gnnx(ks: tuple[int, ...], values: tuple[float, ...]) -> dict[str, float]:
 
 GNNX_BENCH_SUFFICIENCY: dict[str, dict[str, dict[str, float]]] = {
     "mutagenicity": {
-        "subgraphx": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.634, .726, .809, .878, .926)),
-        "gem": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.664, .699, .740, .789, .841)),
-        "gnnexplainer": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.643, .704, .762, .826, .868)),
-        "cff": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.620, .688, .765, .839, .876)),
-        "pgexplainer": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.425, .471, .536, .618, .699)),
+        "subgraphx": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.634, 0.726, 0.809, 0.878, 0.926)),
+        "gem": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.664, 0.699, 0.740, 0.789, 0.841)),
+        "gnnexplainer": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.643, 0.704, 0.762, 0.826, 0.868)),
+        "cff": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.620, 0.688, 0.765, 0.839, 0.876)),
+        "pgexplainer": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.425, 0.471, 0.536, 0.618, 0.699)),
         # random edge scores on their model, measured (3 seeds), not published by them
-        "random": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (.621, .680, .739, .798, .851)),
+        "random": _gnnx(GNNX_BENCH_SUFFICIENCY_K, (0.621, 0.680, 0.739, 0.798, 0.851)),
     },
 }
 GNNX_BENCH_NECESSITY: dict[str, dict[str, dict[str, float]]] = {
     "mutagenicity": {
-        "subgraphx": _gnnx(GNNX_BENCH_NECESSITY_K, (.499, .518, .533, .533, .538)),
-        "gem": _gnnx(GNNX_BENCH_NECESSITY_K, (.208, .256, .295, .342, .393)),
-        "gnnexplainer": _gnnx(GNNX_BENCH_NECESSITY_K, (.149, .229, .272, .295, .307)),
+        "subgraphx": _gnnx(GNNX_BENCH_NECESSITY_K, (0.499, 0.518, 0.533, 0.533, 0.538)),
+        "gem": _gnnx(GNNX_BENCH_NECESSITY_K, (0.208, 0.256, 0.295, 0.342, 0.393)),
+        "gnnexplainer": _gnnx(GNNX_BENCH_NECESSITY_K, (0.149, 0.229, 0.272, 0.295, 0.307)),
     },
 }
 # stability across explainer seeds (Jaccard of top-k edge sets), ranges where they give one
 GNNX_BENCH_STABILITY: dict[str, dict[str, tuple[float, float]]] = {
-    "mutagenicity": {"cff": (0.77, 0.77), "tagexplainer": (0.74, 0.78),
-                     "pgexplainer": (0.62, 0.75), "gnnexplainer": (0.46, 0.46)},
+    "mutagenicity": {
+        "cff": (0.77, 0.77),
+        "tagexplainer": (0.74, 0.78),
+        "pgexplainer": (0.62, 0.75),
+        "gnnexplainer": (0.46, 0.46),
+    },
 }
 
 

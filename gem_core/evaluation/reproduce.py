@@ -5,6 +5,7 @@ baselines, evaluates all of them with the same code on the same test instances, 
 results JSON (also written to ``assets/results/<dataset>.json``). :func:`format_tables` renders
 them beside the paper's numbers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -18,16 +19,21 @@ from typing import Any, Optional, Sequence
 import torch
 from torch import Tensor
 
-from gem_core.evaluation import paper
-from gem_core.evaluation.faithfulness import (FINE_K, PROTOCOLS, necessity_at_k, stability,
-                                              sufficiency_at_k)
 from gem_core.data.config import DEFAULT_TARGET, get_spec, target_spec
+from gem_core.evaluation import paper
+from gem_core.evaluation.faithfulness import (
+    FINE_K,
+    PROTOCOLS,
+    necessity_at_k,
+    stability,
+    sufficiency_at_k,
+)
+from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.device_choice import REPRODUCE_WORKLOADS
-from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
-from gem_core.service.session import Workbench, workbench
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.runtime.store import ASSETS_DIR, save_json
+from gem_core.service.session import Workbench, workbench
 
 DEFAULT_METHODS = REPRODUCE_METHODS
 # Batched methods (registry rows with ``batched``) explain the whole test split in one call of a
@@ -68,7 +74,9 @@ def _read_results(path: str, mtime_ns: int, size: int) -> Optional[dict[str, Any
     return data if isinstance(data, dict) else None
 
 
-def recorded_fit_seconds(dataset: str, method: str, target: str = DEFAULT_TARGET) -> Optional[float]:
+def recorded_fit_seconds(
+    dataset: str, method: str, target: str = DEFAULT_TARGET
+) -> Optional[float]:
     """How long ``method``'s fit took in the shipped results of ``dataset`` (None: not recorded).
 
     Lets the app say how long a one-off fit will take from a measurement, not a guess.
@@ -80,7 +88,9 @@ def recorded_fit_seconds(dataset: str, method: str, target: str = DEFAULT_TARGET
     return seconds if seconds > 0 else None
 
 
-def recorded_target_summary(dataset: str, target: str = DEFAULT_TARGET) -> Optional[dict[str, float]]:
+def recorded_target_summary(
+    dataset: str, target: str = DEFAULT_TARGET
+) -> Optional[dict[str, float]]:
     """What the shipped results say of a target: ``{"test_accuracy": a}`` plus, on molecules,
     ``"toxicophore_auc"`` of Gem's explanations (None when no results file can be read).
 
@@ -98,27 +108,48 @@ def recorded_target_summary(dataset: str, target: str = DEFAULT_TARGET) -> Optio
     return out
 
 
-def _distillation_summary(wb: Workbench, instances, progress: Optional[ProgressFn]) -> dict[str, Any]:
+def _distillation_summary(
+    wb: Workbench, instances, progress: Optional[ProgressFn]
+) -> dict[str, Any]:
     from gem_core.gem.distill import ACCURACY_TOPK_POLICY, topk_accuracy
 
     dist = wb.distillation("test", progress)
     tic = time.perf_counter()
-    masks = dist.topk_grid(wb.spec.k_grid, ACCURACY_TOPK_POLICY, instances=instances,
-                           black_box=wb.black_box, device=wb.device)
+    masks = dist.topk_grid(
+        wb.spec.k_grid,
+        ACCURACY_TOPK_POLICY,
+        instances=instances,
+        black_box=wb.black_box,
+        device=wb.device,
+    )
     topk_seconds = time.perf_counter() - tic
-    acc = {str(k): topk_accuracy(instances, masks[k], wb.black_box, device=wb.device)
-           for k in wb.spec.k_grid}
+    acc = {
+        str(k): topk_accuracy(instances, masks[k], wb.black_box, device=wb.device)
+        for k in wb.spec.k_grid
+    }
     n = max(len(dist), 1)
-    return {"accuracy_at_k": acc, "ms_per_instance": 1000.0 * dist.seconds / n,
-            "topk_ms_per_instance": 1000.0 * topk_seconds / n, "policy": ACCURACY_TOPK_POLICY,
-            "instances": len(dist), "split": "test", "connected": dist.connected}
+    return {
+        "accuracy_at_k": acc,
+        "ms_per_instance": 1000.0 * dist.seconds / n,
+        "topk_ms_per_instance": 1000.0 * topk_seconds / n,
+        "policy": ACCURACY_TOPK_POLICY,
+        "instances": len(dist),
+        "split": "test",
+        "connected": dist.connected,
+    }
 
 
-def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = DEFAULT_METHODS,
-                  limit: Optional[int] = None, write_assets: bool = True,
-                  progress: Optional[ProgressFn] = None,
-                  bench: Optional[Workbench] = None, target: str = DEFAULT_TARGET,
-                  stability: bool = False) -> dict[str, Any]:
+def run_reproduce(
+    dataset: str,
+    device: str = "auto",
+    methods: Sequence[str] = DEFAULT_METHODS,
+    limit: Optional[int] = None,
+    write_assets: bool = True,
+    progress: Optional[ProgressFn] = None,
+    bench: Optional[Workbench] = None,
+    target: str = DEFAULT_TARGET,
+    stability: bool = False,
+) -> dict[str, Any]:
     """Run the whole pipeline for ``dataset`` and return the results JSON.
 
     Args:
@@ -146,14 +177,23 @@ def run_reproduce(dataset: str, device: str = "auto", methods: Sequence[str] = D
     methods = [check_method(m) for m in methods]
     # fits, distillations and whole splits explained at once, all on one workbench: ``auto`` is
     # CUDA only where it was measured faster for each of these workloads
-    wb = bench if bench is not None else workbench(dataset, resolve_device(device, REPRODUCE_WORKLOADS),
-                                                   target)
+    wb = (
+        bench
+        if bench is not None
+        else workbench(dataset, resolve_device(device, REPRODUCE_WORKLOADS), target)
+    )
     with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
         return _reproduce(wb, methods, limit, write_assets, progress, stability)
 
 
-def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_assets: bool,
-               progress: Optional[ProgressFn], measure_stability: bool = False) -> dict[str, Any]:
+def _reproduce(
+    wb: Workbench,
+    methods: list[str],
+    limit: Optional[int],
+    write_assets: bool,
+    progress: Optional[ProgressFn],
+    measure_stability: bool = False,
+) -> dict[str, Any]:
     """The body of :func:`run_reproduce` on a resolved workbench."""
     spec = wb.spec
     start = time.perf_counter()
@@ -163,8 +203,9 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
     if limit is not None:
         test = test[:limit]
     report(progress, 0.05, "distillation of the test split")
-    distillation = _distillation_summary(wb, test if limit is None else wb.instances("test"),
-                                         scaled(progress, 0.05, 0.15))
+    distillation = _distillation_summary(
+        wb, test if limit is None else wb.instances("test"), scaled(progress, 0.05, 0.15)
+    )
     from gem_core.evaluation.metrics import evaluate_scores
 
     results: dict[str, Any] = {}
@@ -183,12 +224,19 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         explained = wb.explain(method, insts)
         ms = explained.ms_per_instance
         if method_spec(method).batched:
-            ms = statistics.median(wb.explain(method, insts).ms_per_instance
-                                   for _ in range(TIMING_REPEATS))
-        res = evaluate_scores(wb.black_box, insts, explained.scores, spec.k_grid,
-                              log_odds_k=spec.default_k, mutagen_label=spec.mutagen_label,
-                              ms_per_instance=ms,
-                              fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)))
+            ms = statistics.median(
+                wb.explain(method, insts).ms_per_instance for _ in range(TIMING_REPEATS)
+            )
+        res = evaluate_scores(
+            wb.black_box,
+            insts,
+            explained.scores,
+            spec.k_grid,
+            log_odds_k=spec.default_k,
+            mutagen_label=spec.mutagen_label,
+            ms_per_instance=ms,
+            fit_seconds=float(getattr(exp, "fit_seconds_", 0.0)),
+        )
         results[method] = res.to_dict()
         if len(insts) < len(test):  # a slow method measured on a seeded subsample (its row says)
             results[method]["test_instances"] = len(insts)
@@ -203,16 +251,22 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         report(progress, lo + 0.9 * (hi - lo), f"{title(method)}: sufficiency and necessity")
         on_test = len(insts) == len(test)
         classes = predicted if on_test else wb.predict_proba(insts).argmax(-1)
-        results[method].update(field_curves(wb.black_box, insts, explained.scores, spec.task,
-                                            classes))
-        results[method]["stability"] = method_stability(wb, method, insts, exp, explained.scores,
-                                                        measure_stability)
+        results[method].update(
+            field_curves(wb.black_box, insts, explained.scores, spec.task, classes)
+        )
+        results[method]["stability"] = method_stability(
+            wb, method, insts, exp, explained.scores, measure_stability
+        )
     m = target.metrics
     out = {
         "dataset": spec.name,
-        "target": {"name": wb.target_name, "train_accuracy": m.train_accuracy,
-                   "val_accuracy": m.val_accuracy, "test_accuracy": m.test_accuracy,
-                   "train_seconds": m.train_seconds},
+        "target": {
+            "name": wb.target_name,
+            "train_accuracy": m.train_accuracy,
+            "val_accuracy": m.val_accuracy,
+            "test_accuracy": m.test_accuracy,
+            "train_seconds": m.train_seconds,
+        },
         "distillation": distillation,
         "methods": results,
         "k_grid": list(spec.k_grid),
@@ -226,15 +280,21 @@ def _reproduce(wb: Workbench, methods: list[str], limit: Optional[int], write_as
         report(progress, 0.97, "every method on the subsample")
         out["same_subsample"] = {
             method: same_subsample(wb, test, picked, scores, predicted, method, results[method])
-            for method, picked in subsample_of.items()}
-    if wb.dataset.atom_symbols is not None and spec.mutagen_label is not None and (
-            scores or subsampled):
+            for method, picked in subsample_of.items()
+        }
+    if (
+        wb.dataset.atom_symbols is not None
+        and spec.mutagen_label is not None
+        and (scores or subsampled)
+    ):
         # molecules with a mutagen class: do the explanations find toxicophores?
         out["toxicophores"] = _toxicophores(wb, test, scores)
         for method, (insts, sub_scores) in subsampled.items():
             row = _toxicophores(wb, insts, {method: sub_scores})
-            out["toxicophores"]["methods"][method] = {**row["methods"][method],
-                                                      "molecules": row["molecules"]}
+            out["toxicophores"]["methods"][method] = {
+                **row["methods"][method],
+                "molecules": row["molecules"],
+            }
     if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
         path = results_path(spec.name, wb.target_name)
         keep_measured_stability(out, _read_json(path))
@@ -248,7 +308,7 @@ def subsample_indices(n: int, limit: Optional[int], seed: int = 0) -> list[int]:
     split's order (all of them when ``limit`` is None or not smaller than ``n``)."""
     if limit is None or n <= int(limit):
         return list(range(n))
-    keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:int(limit)]
+    keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[: int(limit)]
     return sorted(keep.tolist())
 
 
@@ -256,8 +316,15 @@ def subsample_indices(n: int, limit: Optional[int], seed: int = 0) -> list[int]:
 SAME_SUBSAMPLE_KEYS = ("accuracy_at_k", "agreement_at_k", "sufficiency_at_k", "necessity_at_k")
 
 
-def same_subsample(wb: Workbench, test: list, picked: list[int], scores: dict[str, list],
-                   predicted: Tensor, name: str, own: dict[str, Any]) -> dict[str, Any]:
+def same_subsample(
+    wb: Workbench,
+    test: list,
+    picked: list[int],
+    scores: dict[str, list],
+    predicted: Tensor,
+    name: str,
+    own: dict[str, Any],
+) -> dict[str, Any]:
     """Every fully measured method scored on the seeded subsample (test indices ``picked``) of
     the slow method ``name``, beside its own figures ``own``: the side-by-side comparison on the same
     instances (accuracy and agreement at the paper's K, the field's curves under both
@@ -270,12 +337,16 @@ def same_subsample(wb: Workbench, test: list, picked: list[int], scores: dict[st
     rows: dict[str, Any] = {}
     for method, full in scores.items():
         sub = [full[j] for j in picked]
-        res = evaluate_scores(wb.black_box, insts, sub, spec.k_grid, log_odds_k=spec.default_k,
-                              fidelity=False).to_dict()
+        res = evaluate_scores(
+            wb.black_box, insts, sub, spec.k_grid, log_odds_k=spec.default_k, fidelity=False
+        ).to_dict()
         res.update(field_curves(wb.black_box, insts, sub, spec.task, classes))
         rows[method] = {key: res[key] for key in SAME_SUBSAMPLE_KEYS if key in res}
-    return {"test_instances": len(picked), "indices": list(picked),
-            "methods": {**rows, name: {key: own[key] for key in SAME_SUBSAMPLE_KEYS if key in own}}}
+    return {
+        "test_instances": len(picked),
+        "indices": list(picked),
+        "methods": {**rows, name: {key: own[key] for key in SAME_SUBSAMPLE_KEYS if key in own}},
+    }
 
 
 def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any]:
@@ -284,8 +355,10 @@ def field_curves(black_box, test, scores, task: str, predicted) -> dict[str, Any
     out: dict[str, Any] = {}
     metrics = (("sufficiency_at_k", sufficiency_at_k), ("necessity_at_k", necessity_at_k))
     for name, metric in metrics:
-        curves = {p: metric(black_box, (test, scores), FINE_K[task], p,
-                            predicted=predicted).to_dict() for p in PROTOCOLS}
+        curves = {
+            p: metric(black_box, (test, scores), FINE_K[task], p, predicted=predicted).to_dict()
+            for p in PROTOCOLS
+        }
         out[name] = {p: c["at_k"] for p, c in curves.items()}
         out[f"{name}_per_class"] = {p: c["per_class"] for p, c in curves.items()}
     return out
@@ -311,8 +384,16 @@ def _read_json(path: Path) -> Optional[dict[str, Any]]:
 
 #: per-method keys that two runs of the same explanations may differ in: the timings, and the
 #: stability itself (measured or not)
-RUN_SPECIFIC_KEYS = frozenset({"ms_per_instance", "cold_ms_per_instance", "fit_seconds",
-                               "distill_seconds", "seconds", "stability"})
+RUN_SPECIFIC_KEYS = frozenset(
+    {
+        "ms_per_instance",
+        "cold_ms_per_instance",
+        "fit_seconds",
+        "distill_seconds",
+        "seconds",
+        "stability",
+    }
+)
 
 
 def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, Any]]) -> None:
@@ -332,16 +413,21 @@ def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, An
         if mine.get("measured", True) or not kept.get("measured"):
             continue
         # compared as written (JSON: string keys, lists), as the earlier run's values were read
-        mine_json = json.loads(json.dumps({k: v for k, v in result.items()
-                                           if k not in RUN_SPECIFIC_KEYS}))
+        mine_json = json.loads(
+            json.dumps({k: v for k, v in result.items() if k not in RUN_SPECIFIC_KEYS})
+        )
         same = mine_json == {k: v for k, v in old.items() if k not in RUN_SPECIFIC_KEYS}
         if same:
-            result["stability"] = {**kept, "note": "measured by an earlier run with --stability, "
-                                                   "whose other results this run repeats exactly"}
+            result["stability"] = {
+                **kept,
+                "note": "measured by an earlier run with --stability, "
+                "whose other results this run repeats exactly",
+            }
 
 
-def method_stability(wb: Workbench, method: str, test, held, scores,
-                     measure: bool) -> dict[str, Any]:
+def method_stability(
+    wb: Workbench, method: str, test, held, scores, measure: bool
+) -> dict[str, Any]:
     """Stability of ``method`` at the dataset's smallest K across :data:`STABILITY_SEEDS`.
 
     A method without a seed is deterministic (1.0). One with a seed is rebuilt with each seed
@@ -354,8 +440,14 @@ def method_stability(wb: Workbench, method: str, test, held, scores,
     if own is None:
         return {"value": 1.0, "seeds": seeds, "deterministic": True, "k": k, "measured": True}
     if not measure:
-        return {"value": None, "seeds": seeds, "deterministic": False, "k": k, "measured": False,
-                "note": "not measured: run reproduce with --stability (one refit per seed)"}
+        return {
+            "value": None,
+            "seeds": seeds,
+            "deterministic": False,
+            "k": k,
+            "measured": False,
+            "note": "not measured: run reproduce with --stability (one refit per seed)",
+        }
     tic = time.perf_counter()
     row = method_spec(method)
     runs = []
@@ -367,15 +459,24 @@ def method_stability(wb: Workbench, method: str, test, held, scores,
         if row.needs_fit:
             exp.fit(wb.instances("train"), wb.instances("val"))
         runs.append(list(exp.explain(test).scores))
-    return {"value": stability(runs, k), "seeds": seeds, "deterministic": False, "k": k,
-            "measured": True, "seconds": time.perf_counter() - tic}
+    return {
+        "value": stability(runs, k),
+        "seeds": seeds,
+        "deterministic": False,
+        "k": k,
+        "measured": True,
+        "seconds": time.perf_counter() - tic,
+    }
 
 
 def _machine(device: torch.device) -> dict[str, Any]:
     """Where the run happened: device (with the GPU's name), threads, CPU, torch."""
-    out: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads(),
-                           "cpu": platform.processor() or platform.machine(),
-                           "torch": torch.__version__}
+    out: dict[str, Any] = {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "cpu": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+    }
     if device.type == "cuda":
         out["gpu"] = torch.cuda.get_device_name(device)
     return out
@@ -386,8 +487,13 @@ def _toxicophores(wb: Workbench, test, scores: dict[str, list]) -> dict[str, Any
     from gem_core.chemistry.toxicophores import toxicophore_benchmark
 
     predictions = wb.predict_proba(test).argmax(-1)
-    return toxicophore_benchmark(test, scores, predictions, mutagen_label=wb.spec.mutagen_label,
-                                 atom_symbols=wb.dataset.atom_symbols)
+    return toxicophore_benchmark(
+        test,
+        scores,
+        predictions,
+        mutagen_label=wb.spec.mutagen_label,
+        atom_symbols=wb.dataset.atom_symbols,
+    )
 
 
 def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
@@ -413,8 +519,11 @@ def format_tables(result: dict[str, Any]) -> str:
     plain = target_spec(target).plain
     which = "" if plain else f", {target} target"
     lines = [f"{spec.title}{which}: explanation accuracy (%) on {n} test instances — ours (paper)"]
-    lines += [f"  ({title(m)}: on a seeded subsample of {res['test_instances']} of them)"
-              for m, res in result["methods"].items() if res.get("test_instances")]
+    lines += [
+        f"  ({title(m)}: on a seeded subsample of {res['test_instances']} of them)"
+        for m, res in result["methods"].items()
+        if res.get("test_instances")
+    ]
     header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
     lines += [header, "-" * len(header)]
     tables = [("accuracy_at_k", False)]
@@ -422,30 +531,44 @@ def format_tables(result: dict[str, Any]) -> str:
         tables.append(("accuracy_at_k_mutagen", True))
     for key, mutagen_only in tables:
         if mutagen_only:
-            lines += ["", "mutagen test graphs only (the paper's \"-0\" rows)", header,
-                      "-" * len(header)]
+            lines += [
+                "",
+                "mutagen test graphs only (the paper's \"-0\" rows)",
+                header,
+                "-" * len(header),
+            ]
         for method, res in result["methods"].items():
             row = res.get(key) or {}
             cells = "".join(
                 f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
-                for k in ks)
+                for k in ks
+            )
             lines.append(f"{title(method):<{W}}{cells}")
         if not mutagen_only:
             dist = result.get("distillation", {}).get("accuracy_at_k", {})
-            ref = (paper.DISTILLATION_ACCURACY.get(ds) or {})
+            ref = paper.DISTILLATION_ACCURACY.get(ds) or {}
             cells = "".join(f"{_cell(dist.get(k), ref.get(k)):>16}" for k in ks)
-            lines.append(f"{'(distillation, ' + str(result['distillation'].get('policy')) + ')':<{W}}"
-                         f"{cells}")
+            lines.append(
+                f"{'(distillation, ' + str(result['distillation'].get('policy')) + ')':<{W}}{cells}"
+            )
     if any(res.get("agreement_at_k") for res in result["methods"].values()):
-        lines += ["", "agreement (%): the target's prediction on the top-K explanation equals its "
-                      "prediction on the whole instance", header, "-" * len(header)]
+        lines += [
+            "",
+            "agreement (%): the target's prediction on the top-K explanation equals its "
+            "prediction on the whole instance",
+            header,
+            "-" * len(header),
+        ]
         for method, res in result["methods"].items():
             row = res.get("agreement_at_k") or {}
             cells = "".join(f"{_pct(row.get(k)) + ' ' * 8:>16}" for k in ks)
             lines.append(f"{title(method):<{W}}{cells}")
     mid = ks[len(ks) // 2]
-    lines += ["", f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"
-                  f"{'fidelity@' + mid:>14}{'edge AUC':>10}{'median Δlog-odds':>18}"]
+    lines += [
+        "",
+        f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"
+        f"{'fidelity@' + mid:>14}{'edge AUC':>10}{'median Δlog-odds':>18}",
+    ]
     for method, res in result["methods"].items():
         pm = paper.INFERENCE_MS.get(method, {}).get(ds)
         fid = (res.get("fidelity_at_k") or {}).get(mid)
@@ -455,29 +578,40 @@ def format_tables(result: dict[str, Any]) -> str:
         lines.append(
             f"{title(method):<{W}}{res['ms_per_instance']:>14.3f}"
             f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
-            f"{_pct(fid):>14}{'–' if auc is None else f'{auc:.3f}':>10}{med:>18.3f}")
+            f"{_pct(fid):>14}{'–' if auc is None else f'{auc:.3f}':>10}{med:>18.3f}"
+        )
     tox = result.get("toxicophores")
     if tox:
         k = tox.get("k", 8)
-        lines += ["", f"toxicophores (Kazius et al. 2005): {tox['molecules']} test molecules the "
-                      f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
-                      f"toxicophore bonds in the top {k}",
-                  f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}"]
+        lines += [
+            "",
+            f"toxicophores (Kazius et al. 2005): {tox['molecules']} test molecules the "
+            f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
+            f"toxicophore bonds in the top {k}",
+            f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}",
+        ]
         for method, row in tox["methods"].items():
             auc, rec = row.get("auc"), row.get(f"recall_at_{k}")
-            lines.append(f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
-                         f"{'–' if rec is None else f'{rec:.3f}':>12}")
+            lines.append(
+                f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
+                f"{'–' if rec is None else f'{rec:.3f}':>12}"
+            )
         rnd = tox.get(f"random_recall_at_{k}")
-        lines.append(f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
-                     f"{'–' if rnd is None else f'{rnd:.3f}':>12}")
+        lines.append(
+            f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
+            f"{'–' if rnd is None else f'{rnd:.3f}':>12}"
+        )
     lines += _faithfulness_table(result)
     lines += _same_subsample_tables(result, ks)
     t = result["target"]
     theirs = paper.TARGET_ACCURACY.get(ds)
-    lines += ["", f"{'' if plain else target + ' '}target GNN test accuracy "
-                  f"{100 * t['test_accuracy']:.1f} % "
-              f"(paper {'–' if theirs is None else f'{100 * theirs:.1f}'} %); "
-              f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance"]
+    lines += [
+        "",
+        f"{'' if plain else target + ' '}target GNN test accuracy "
+        f"{100 * t['test_accuracy']:.1f} % "
+        f"(paper {'–' if theirs is None else f'{100 * theirs:.1f}'} %); "
+        f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance",
+    ]
     return "\n".join(lines)
 
 
@@ -494,12 +628,18 @@ def _same_subsample_tables(result: dict[str, Any], ks: list[str]) -> list[str]:
     paper's K and mean necessity over k = 1..5, on those same instances."""
     lines: list[str] = []
     for slow, block in (result.get("same_subsample") or {}).items():
-        head = ("".join(f"{'acc@' + k:>9}" for k in ks) + "".join(f"{'agr@' + k:>9}" for k in ks)
-                + f"{'nec@1-' + str(NECESSITY_LEAD_K) + ' drop / keep':>24}")
-        lines += ["", f"every method on {title(slow)}'s seeded subsample of "
-                      f"{block['test_instances']} test instances (%): accuracy and agreement at K, "
-                      f"mean necessity over k = 1..{NECESSITY_LEAD_K}",
-                  f"{'method':<{W}}{head}"]
+        head = (
+            "".join(f"{'acc@' + k:>9}" for k in ks)
+            + "".join(f"{'agr@' + k:>9}" for k in ks)
+            + f"{'nec@1-' + str(NECESSITY_LEAD_K) + ' drop / keep':>24}"
+        )
+        lines += [
+            "",
+            f"every method on {title(slow)}'s seeded subsample of "
+            f"{block['test_instances']} test instances (%): accuracy and agreement at K, "
+            f"mean necessity over k = 1..{NECESSITY_LEAD_K}",
+            f"{'method':<{W}}{head}",
+        ]
         for method, res in block["methods"].items():
             cells = "".join(f"{_pct((res.get('accuracy_at_k') or {}).get(k)):>9}" for k in ks)
             cells += "".join(f"{_pct((res.get('agreement_at_k') or {}).get(k)):>9}" for k in ks)
@@ -527,9 +667,13 @@ def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated")
     cols = [("sufficiency", str(k)) for k in paper.GNNX_BENCH_SUFFICIENCY_K if str(k) in fine]
     cols += [("necessity", str(k)) for k in paper.GNNX_BENCH_NECESSITY_K if str(k) in fine]
     head = "".join(f"{('suf@' if m == 'sufficiency' else 'nec@') + k:>13}" for m, k in cols)
-    lines = ["", f"faithfulness (%), GNNX-Bench's sufficiency / necessity ({protocol}) — ours "
-                 f"({paper.GNNX_BENCH_MODEL}, a different model); stability: top-K Jaccard "
-                 f"across seeds", f"{'method':<{W}}{head}{'stability':>11}"]
+    lines = [
+        "",
+        f"faithfulness (%), GNNX-Bench's sufficiency / necessity ({protocol}) — ours "
+        f"({paper.GNNX_BENCH_MODEL}, a different model); stability: top-K Jaccard "
+        f"across seeds",
+        f"{'method':<{W}}{head}{'stability':>11}",
+    ]
     for method, res in methods.items():
         cells = ""
         for metric, k in cols:

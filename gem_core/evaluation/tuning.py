@@ -10,6 +10,7 @@ The test split is never read, so the choice made from a sweep does not leak into
 The distillations of the train and val splits come from the cache and each distinct training
 target is computed once, so a sweep costs one Gem fit per (variant, seed).
 """
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,16 @@ from gem_core.gem.training_targets import format_ks, parse_ks
 from gem_core.runtime.progress import ProgressFn, report, scaled
 
 # Gem hyperparameters a variant may override, with the parser of a command-line value
-_BOOL_WORDS = {"true": True, "1": True, "yes": True, "on": True,
-               "false": False, "0": False, "no": False, "off": False}
+_BOOL_WORDS = {
+    "true": True,
+    "1": True,
+    "yes": True,
+    "on": True,
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
 
 
 def _parse_bool(text: str) -> bool:
@@ -44,21 +53,43 @@ def _parse_hidden(text: str) -> tuple[int, ...]:
 
 
 EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
-    "lr": float, "hidden": _parse_hidden, "batch_size": int, "max_epochs": int, "patience": int,
-    "kl_weight": float, "weight_decay": float, "wl_rounds": int, "max_colors": int,
-    "decoder_bias": _parse_bool, "decoder": str, "degree_features": _parse_bool,
-    "wl_edge_labels": _parse_bool, "edge_features": _parse_bool, "ensemble": int,
+    "lr": float,
+    "hidden": _parse_hidden,
+    "batch_size": int,
+    "max_epochs": int,
+    "patience": int,
+    "kl_weight": float,
+    "weight_decay": float,
+    "wl_rounds": int,
+    "max_colors": int,
+    "decoder_bias": _parse_bool,
+    "decoder": str,
+    "degree_features": _parse_bool,
+    "wl_edge_labels": _parse_bool,
+    "edge_features": _parse_bool,
+    "ensemble": int,
 }
 # what the explainer learns from
 TARGET_KEYS: dict[str, Callable[[str], Any]] = {
-    "target": str, "topk_policy": str, "label_source": str, "train_on": str,
-    "condition_on_prediction": _parse_bool, "target_ks": parse_ks, "protocol": str,
-    "necessity_weight": float, "connected_growth": _parse_bool, "necessity_lead": int,
+    "target": str,
+    "topk_policy": str,
+    "label_source": str,
+    "train_on": str,
+    "condition_on_prediction": _parse_bool,
+    "target_ks": parse_ks,
+    "protocol": str,
+    "necessity_weight": float,
+    "connected_growth": _parse_bool,
+    "necessity_lead": int,
 }
 # what it does when it explains (read at explain time: no refit)
-EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {"check": str, "check_width": int,
-                                                  "check_late": str,
-                                                  "check_backward": str, "check_lead": int}
+EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {
+    "check": str,
+    "check_width": int,
+    "check_late": str,
+    "check_backward": str,
+    "check_lead": int,
+}
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
@@ -78,8 +109,9 @@ class Variant:
 
     def settings(self, base: GemSettings) -> GemSettings:
         """``base`` (the dataset's current Gem settings) with this variant's overrides."""
-        return base.replace(**{_SETTING_OF.get(k, k): v for k, v in self.overrides.items()
-                               if k != "train_on"})
+        return base.replace(
+            **{_SETTING_OF.get(k, k): v for k, v in self.overrides.items() if k != "train_on"}
+        )
 
     @property
     def train_on(self) -> str:
@@ -118,7 +150,9 @@ def check_variants(variants: Sequence[Variant], base: GemSettings) -> list[Varia
     values."""
     names = [v.name for v in variants]
     if CURRENT in names:
-        raise ValueError(f"{CURRENT!r} is the name of the dataset's own settings; pick another name")
+        raise ValueError(
+            f"{CURRENT!r} is the name of the dataset's own settings; pick another name"
+        )
     if len(set(names)) != len(names):
         raise ValueError("variant names must be unique")
     out = [Variant(CURRENT)] + list(variants)
@@ -140,9 +174,13 @@ def correctly_classified(black_box, instances: Sequence) -> torch.Tensor:
     return predict_proba(black_box, instances).argmax(-1) == y
 
 
-def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = (0, 1, 2),
-                     include_current: bool = True,
-                     progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+def validation_sweep(
+    bench,
+    variants: Sequence[Variant],
+    seeds: Sequence[int] = (0, 1, 2),
+    include_current: bool = True,
+    progress: Optional[ProgressFn] = None,
+) -> dict[str, Any]:
     """Fit Gem once per (variant, seed) and measure its explanation accuracy on the validation split.
 
     Args:
@@ -159,9 +197,9 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
         [{"seed", "accuracy_at_k", "best_epoch", "fit_seconds"}], "stability" (with two seeds or
         more: ``{"k", "value"}``, the mean Jaccard of the seeds' top-K edges at the smallest K)}}}``.
     """
-    from gem_core.gem.distill import distill_dataset
     from gem_core.evaluation.faithfulness import stability
     from gem_core.evaluation.metrics import evaluate_scores
+    from gem_core.gem.distill import distill_dataset
     from gem_core.gem.pipeline import GemPipeline
     from gem_core.models.predict import predict_proba
 
@@ -186,14 +224,23 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     def training_data(v: Variant, pipeline: GemPipeline):
         s = pipeline.settings
         label_source = s.label_source.value
-        key = (s.target_kind, s.topk_policy, label_source, s.target_ks, s.protocol,
-               s.necessity_weight, s.connected_growth, s.necessity_lead)
+        key = (
+            s.target_kind,
+            s.topk_policy,
+            label_source,
+            s.target_ks,
+            s.protocol,
+            s.necessity_weight,
+            s.connected_growth,
+            s.necessity_lead,
+        )
         if key not in targets:
             made = []
             for split, insts in (("train", train), ("val", val)):
                 if (split, label_source) not in distillations:
                     distillations[(split, label_source)] = distill_dataset(
-                        bench.dataset, target, split, label_source=label_source, device=bench.device)
+                        bench.dataset, target, split, label_source=label_source, device=bench.device
+                    )
                 made.append(pipeline.targets(distillations[(split, label_source)], insts))
             targets[key] = (made[0], made[1])
         tr_w, va_w = targets[key]
@@ -204,11 +251,21 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             if split not in correct:
                 correct[split] = correctly_classified(bb, insts)
         pick = lambda xs, m: [x for x, keep in zip(xs, m.tolist()) if keep]  # noqa: E731
-        return (pick(train, correct["train"]), pick(tr_w, correct["train"]),
-                pick(val, correct["val"]), pick(va_w, correct["val"]))
+        return (
+            pick(train, correct["train"]),
+            pick(tr_w, correct["train"]),
+            pick(val, correct["val"]),
+            pick(va_w, correct["val"]),
+        )
 
-    out: dict[str, Any] = {"dataset": spec.name, "split": "val", "k_grid": list(spec.k_grid),
-                           "seeds": seeds, "val_instances": len(val), "variants": {}}
+    out: dict[str, Any] = {
+        "dataset": spec.name,
+        "split": "val",
+        "k_grid": list(spec.k_grid),
+        "seeds": seeds,
+        "val_instances": len(val),
+        "variants": {},
+    }
     atoms = bench.dataset.atom_symbols
     val_predictions = None
     if atoms is not None:
@@ -224,8 +281,13 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             report(progress, lo, f"{v.name}, seed {seed}: training targets")
             # the recipe of the registry's Gem, with this variant's settings and seed (the
             # distillations and training targets cached across variants and seeds)
-            pipeline = GemPipeline(v.settings(current).replace(seed=seed), spec.k_grid, bb,
-                                   spec.num_classes, device=bench.device)
+            pipeline = GemPipeline(
+                v.settings(current).replace(seed=seed),
+                spec.k_grid,
+                bb,
+                spec.num_classes,
+                device=bench.device,
+            )
             tr, tr_w, va, va_w = training_data(v, pipeline)
             start = time.perf_counter()
             gem = pipeline.fit_autoencoder(tr, tr_w, va, va_w, progress=scaled(progress, lo, hi))
@@ -235,17 +297,31 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
             agree = {str(k): v for k, v in measured.agreement_at_k.items()}
-            row = {"seed": seed, "accuracy_at_k": acc, "mean": sum(acc.values()) / len(acc),
-                   "agreement_at_k": agree, "agreement_mean": sum(agree.values()) / len(agree),
-                   "best_epoch": int(gem.history_["best_epoch"]), "fit_seconds": fit_seconds}
+            row = {
+                "seed": seed,
+                "accuracy_at_k": acc,
+                "mean": sum(acc.values()) / len(acc),
+                "agreement_at_k": agree,
+                "agreement_mean": sum(agree.values()) / len(agree),
+                "best_epoch": int(gem.history_["best_epoch"]),
+                "fit_seconds": fit_seconds,
+            }
             row["faithfulness"] = _faithfulness(bb, val, scores, spec.k_grid)
             if atoms is not None:  # molecules: does the explanation find the toxicophores?
-                tox = toxicophore_benchmark(val, {"gem": scores}, val_predictions,
-                                            atom_symbols=atoms)["methods"]["gem"]
-                row["toxicophore_auc"], row["toxicophore_recall_at_8"] = tox["auc"], tox["recall_at_8"]
+                tox = toxicophore_benchmark(
+                    val, {"gem": scores}, val_predictions, atom_symbols=atoms
+                )["methods"]["gem"]
+                row["toxicophore_auc"], row["toxicophore_recall_at_8"] = (
+                    tox["auc"],
+                    tox["recall_at_8"],
+                )
             per_seed.append(row)
             done += 1
-            report(progress, done / runs, f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}")
+            report(
+                progress,
+                done / runs,
+                f"{v.name}, seed {seed}: val accuracy {per_seed[-1]['mean']:.1%}",
+            )
         out["variants"][v.name] = _summary(v, per_seed, spec.k_grid)
         if len(seeds) > 1:  # the variant refitted with each seed: do its top-K edges agree?
             k = min(spec.k_grid)
@@ -253,8 +329,9 @@ def validation_sweep(bench, variants: Sequence[Variant], seeds: Sequence[int] = 
     return out
 
 
-def _faithfulness(black_box, instances: Sequence, scores: Sequence, k_grid: Sequence[int]
-                  ) -> dict[str, dict[str, float]]:
+def _faithfulness(
+    black_box, instances: Sequence, scores: Sequence, k_grid: Sequence[int]
+) -> dict[str, dict[str, float]]:
     """Per protocol: mean sufficiency over the paper's K grid, its mean per predicted class,
     and mean necessity over k = 1..5 (:mod:`gem_core.evaluation.faithfulness`)."""
     from gem_core.data.protocol import PROTOCOLS
@@ -279,6 +356,7 @@ def _avg(d: Mapping[Any, float]) -> float:
 
 def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) -> dict[str, Any]:
     """Means over seeds (and the spread of the seed means: how far apart two runs land)."""
+
     def mean_std(key: str) -> tuple[float, float]:
         values = torch.tensor([r[key] for r in per_seed], dtype=torch.float64)
         return float(values.mean()), float(values.std()) if len(per_seed) > 1 else 0.0
@@ -287,18 +365,27 @@ def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) 
     agree_mean, agree_std = mean_std("agreement_mean")
     out: dict[str, Any] = {
         "overrides": {k: list(x) if isinstance(x, tuple) else x for k, x in v.overrides.items()},
-        "accuracy_at_k": {str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
-                          for k in k_grid},
-        "mean": acc_mean, "std": acc_std,
-        "agreement_at_k": {str(k): sum(r["agreement_at_k"][str(k)] for r in per_seed)
-                           / len(per_seed) for k in k_grid},
-        "agreement_mean": agree_mean, "agreement_std": agree_std,
+        "accuracy_at_k": {
+            str(k): sum(r["accuracy_at_k"][str(k)] for r in per_seed) / len(per_seed)
+            for k in k_grid
+        },
+        "mean": acc_mean,
+        "std": acc_std,
+        "agreement_at_k": {
+            str(k): sum(r["agreement_at_k"][str(k)] for r in per_seed) / len(per_seed)
+            for k in k_grid
+        },
+        "agreement_mean": agree_mean,
+        "agreement_std": agree_std,
         "per_seed": per_seed,
     }
     out["faithfulness"] = {
-        protocol: {key: sum(r["faithfulness"][protocol][key] for r in per_seed) / len(per_seed)
-                   for key in per_seed[0]["faithfulness"][protocol]}
-        for protocol in per_seed[0]["faithfulness"]}
+        protocol: {
+            key: sum(r["faithfulness"][protocol][key] for r in per_seed) / len(per_seed)
+            for key in per_seed[0]["faithfulness"][protocol]
+        }
+        for protocol in per_seed[0]["faithfulness"]
+    }
     if "toxicophore_auc" in per_seed[0]:
         out["toxicophore_auc"] = mean_std("toxicophore_auc")[0]
         out["toxicophore_recall_at_8"] = mean_std("toxicophore_recall_at_8")[0]
@@ -320,13 +407,24 @@ def format_sweep(result: dict[str, Any]) -> str:
     toxicophore benchmark."""
     ks = result["k_grid"]
     variants = result["variants"]
-    lines = [f"{result['dataset']}: Gem on {result['val_instances']} validation instances, mean over "
-             f"seeds {', '.join(map(str, result['seeds']))}"]
-    for title, key, mean, std in (("explanation accuracy (%)", "accuracy_at_k", "mean", "std"),
-                                  ("agreement with the target's prediction (%)", "agreement_at_k",
-                                   "agreement_mean", "agreement_std")):
-        head = (f"{'variant':<22}" + "".join(f"{'K=' + str(k):>8}" for k in ks)
-                + f"{'mean':>8}{'± std':>8}{'vs current':>12}")
+    lines = [
+        f"{result['dataset']}: Gem on {result['val_instances']} validation instances, mean over "
+        f"seeds {', '.join(map(str, result['seeds']))}"
+    ]
+    for title, key, mean, std in (
+        ("explanation accuracy (%)", "accuracy_at_k", "mean", "std"),
+        (
+            "agreement with the target's prediction (%)",
+            "agreement_at_k",
+            "agreement_mean",
+            "agreement_std",
+        ),
+    ):
+        head = (
+            f"{'variant':<22}"
+            + "".join(f"{'K=' + str(k):>8}" for k in ks)
+            + f"{'mean':>8}{'± std':>8}{'vs current':>12}"
+        )
         lines += ["", title, head, "-" * len(head)]
         ref = variants.get(CURRENT, {}).get(mean)
         for name, r in variants.items():
@@ -335,24 +433,36 @@ def format_sweep(result: dict[str, Any]) -> str:
             lines.append(f"{name:<22}{cells}{100 * r[mean]:>8.1f}{100 * r[std]:>8.1f}{delta}")
     for protocol in next(iter(variants.values()))["faithfulness"]:
         keys = list(next(iter(variants.values()))["faithfulness"][protocol])
-        lines += ["", f"faithfulness ({protocol}): mean sufficiency over the K grid (overall, "
-                      f"per predicted class), mean necessity over k = 1..5",
-                  f"{'variant':<22}" + "".join(f"{k.replace('sufficiency_class_', 'class '):>13}"
-                                               for k in keys)]
+        lines += [
+            "",
+            f"faithfulness ({protocol}): mean sufficiency over the K grid (overall, "
+            f"per predicted class), mean necessity over k = 1..5",
+            f"{'variant':<22}"
+            + "".join(f"{k.replace('sufficiency_class_', 'class '):>13}" for k in keys),
+        ]
         for name, r in variants.items():
-            lines.append(f"{name:<22}" + "".join(f"{r['faithfulness'][protocol][k]:>13.3f}"
-                                                 for k in keys))
+            lines.append(
+                f"{name:<22}" + "".join(f"{r['faithfulness'][protocol][k]:>13.3f}" for k in keys)
+            )
     if any("stability" in r for r in variants.values()):
         k = next(r["stability"]["k"] for r in variants.values() if "stability" in r)
-        lines += ["", f"stability across the seeds: mean Jaccard of the top-{k} edges",
-                  f"{'variant':<22}{'stability':>10}"]
+        lines += [
+            "",
+            f"stability across the seeds: mean Jaccard of the top-{k} edges",
+            f"{'variant':<22}{'stability':>10}",
+        ]
         for name, r in variants.items():
             lines.append(f"{name:<22}{r['stability']['value']:>10.3f}")
     if any("toxicophore_auc" in r for r in variants.values()):
-        lines += ["", "toxicophores of the validation molecules the target calls mutagens",
-                  f"{'variant':<22}{'AUC':>8}{'recall@8':>10}"]
+        lines += [
+            "",
+            "toxicophores of the validation molecules the target calls mutagens",
+            f"{'variant':<22}{'AUC':>8}{'recall@8':>10}",
+        ]
         for name, r in variants.items():
-            lines.append(f"{name:<22}{r['toxicophore_auc']:>8.3f}{r['toxicophore_recall_at_8']:>10.3f}")
+            lines.append(
+                f"{name:<22}{r['toxicophore_auc']:>8.3f}{r['toxicophore_recall_at_8']:>10.3f}"
+            )
     lines.append("")
     for name, r in variants.items():
         if r["overrides"]:

@@ -27,6 +27,7 @@ the true label?), edge ROC-AUC against the house edges, and milliseconds per exp
 Run the full-size comparison with ``python -m gem_core.examples.ba_community`` (``--small`` for
 a quick run, ``--json PATH`` to save the figures).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from gem_core.explainers._pyg import directed_to_pairs
-from gem_core.evaluation.metrics import MethodResult, evaluate_scores
 from gem_core.data.instances import Instance, node_instance
-from gem_core.runtime.progress import ProgressFn, report, scaled
+from gem_core.evaluation.metrics import MethodResult, evaluate_scores
+from gem_core.explainers._pyg import directed_to_pairs
 from gem_core.pyg import GemExplainer, PyGBlackBox, count_hops
+from gem_core.runtime.progress import ProgressFn, report, scaled
 
 MODEL_CONFIG = dict(mode="multiclass_classification", task_level="node", return_type="log_probs")
 K_GRID = (5, 6, 7, 8, 9)
@@ -57,8 +58,15 @@ TITLES = {"gem": "Gem", "gnnexplainer": "GNNExplainer", "pgexplainer": "PGExplai
 
 # ----------------------------------------------------------------------------- the dataset
 
-def ba_community(num_base: int = 300, base_edges: int = 5, num_motifs: int = 80,
-                 inter_edges: Optional[int] = None, num_features: int = 10, seed: int = 0) -> Data:
+
+def ba_community(
+    num_base: int = 300,
+    base_edges: int = 5,
+    num_motifs: int = 80,
+    inter_edges: Optional[int] = None,
+    num_features: int = 10,
+    seed: int = 0,
+) -> Data:
     """Two BA-shapes graphs joined into one, node features drawn per community.
 
     Args:
@@ -84,17 +92,28 @@ def ba_community(num_base: int = 300, base_edges: int = 5, num_motifs: int = 80,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         np.random.seed(seed)  # PyG's generators draw from numpy's global generator too
-        parts = [ExplainerDataset(BAGraph(num_nodes=num_base, num_edges=base_edges), HouseMotif(),
-                                  num_motifs=num_motifs)[0] for _ in range(2)]
+        parts = [
+            ExplainerDataset(
+                BAGraph(num_nodes=num_base, num_edges=base_edges),
+                HouseMotif(),
+                num_motifs=num_motifs,
+            )[0]
+            for _ in range(2)
+        ]
         n_a = parts[0].num_nodes
         n_links = num_base // 30 if inter_edges is None else int(inter_edges)
         gen = torch.Generator().manual_seed(seed + 1)
-        links = torch.stack([torch.randint(0, num_base, (n_links,), generator=gen),
-                             torch.randint(0, num_base, (n_links,), generator=gen) + n_a])
+        links = torch.stack(
+            [
+                torch.randint(0, num_base, (n_links,), generator=gen),
+                torch.randint(0, num_base, (n_links,), generator=gen) + n_a,
+            ]
+        )
         edge_index = torch.cat([parts[0].edge_index, parts[1].edge_index + n_a, links], dim=1)
         motif = torch.cat([parts[0].edge_mask, parts[1].edge_mask, torch.zeros(n_links)])
-        community = torch.cat([torch.zeros(n_a, dtype=torch.long),
-                               torch.ones(parts[1].num_nodes, dtype=torch.long)])
+        community = torch.cat(
+            [torch.zeros(n_a, dtype=torch.long), torch.ones(parts[1].num_nodes, dtype=torch.long)]
+        )
         n = int(community.numel())
         x = torch.randn(n, num_features, generator=gen)
         x[:, :2] = 0.5 * x[:, :2] + (2.0 * community.float() - 1.0).unsqueeze(1)
@@ -106,14 +125,24 @@ def ba_community(num_base: int = 300, base_edges: int = 5, num_motifs: int = 80,
     edge_index, motif = coalesce(edge_index, motif, num_nodes=n, reduce="max")
     masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
     n_val, n_test = int(round(0.1 * n)), int(round(0.2 * n))
-    masks[0][perm[n_val + n_test:]] = True
+    masks[0][perm[n_val + n_test :]] = True
     masks[1][perm[:n_val]] = True
-    masks[2][perm[n_val:n_val + n_test]] = True
-    return Data(x=x, edge_index=edge_index, y=y, motif_edge_mask=motif > 0, community=community,
-                train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], num_nodes=n)
+    masks[2][perm[n_val : n_val + n_test]] = True
+    return Data(
+        x=x,
+        edge_index=edge_index,
+        y=y,
+        motif_edge_mask=motif > 0,
+        community=community,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+        num_nodes=n,
+    )
 
 
 # ----------------------------------------------------------------------------- a user's model
+
 
 class GIN(nn.Module):
     """A plain GIN node classifier (``num_layers`` GINConv layers, a linear head, log-softmax)."""
@@ -125,7 +154,8 @@ class GIN(nn.Module):
         dims = [in_channels] + [hidden] * num_layers
         self.convs = nn.ModuleList(
             GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)))
-            for a, b in zip(dims[:-1], dims[1:]))
+            for a, b in zip(dims[:-1], dims[1:])
+        )
         self.head = nn.Linear(hidden, num_classes)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -134,9 +164,15 @@ class GIN(nn.Module):
         return self.head(x).log_softmax(dim=-1)
 
 
-def train_node_classifier(model: nn.Module, data: Data, epochs: int = 1000, lr: float = 0.005,
-                          weight_decay: float = 5e-4, patience: int = 200, seed: int = 0
-                          ) -> dict[str, float]:
+def train_node_classifier(
+    model: nn.Module,
+    data: Data,
+    epochs: int = 1000,
+    lr: float = 0.005,
+    weight_decay: float = 5e-4,
+    patience: int = 200,
+    seed: int = 0,
+) -> dict[str, float]:
     """Full-batch NLL training with early stopping on validation accuracy; returns accuracies."""
     torch.manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -144,7 +180,9 @@ def train_node_classifier(model: nn.Module, data: Data, epochs: int = 1000, lr: 
     for _ in range(epochs):
         model.train()
         opt.zero_grad()
-        F.nll_loss(model(data.x, data.edge_index)[data.train_mask], data.y[data.train_mask]).backward()
+        F.nll_loss(
+            model(data.x, data.edge_index)[data.train_mask], data.y[data.train_mask]
+        ).backward()
         opt.step()
         acc = _accuracies(model, data)
         if acc["val"] > best:
@@ -164,14 +202,22 @@ def train_node_classifier(model: nn.Module, data: Data, epochs: int = 1000, lr: 
 def _accuracies(model: nn.Module, data: Data) -> dict[str, float]:
     model.eval()
     pred = model(data.x, data.edge_index).argmax(-1)
-    return {name: float((pred[m] == data.y[m]).float().mean())
-            for name, m in (("train", data.train_mask), ("val", data.val_mask),
-                            ("test", data.test_mask))}
+    return {
+        name: float((pred[m] == data.y[m]).float().mean())
+        for name, m in (
+            ("train", data.train_mask),
+            ("val", data.val_mask),
+            ("test", data.test_mask),
+        )
+    }
 
 
 # ----------------------------------------------------------------------------- helpers
 
-def pair_scores(instance: Instance, edge_index: Tensor, num_nodes: int, edge_mask: Tensor) -> Tensor:
+
+def pair_scores(
+    instance: Instance, edge_index: Tensor, num_nodes: int, edge_mask: Tensor
+) -> Tensor:
     """Scores of ``instance``'s pairs read from a mask over the directed edges of the full graph.
 
     A pair gets the maximum of the values of the directed edges joining its two nodes.
@@ -202,19 +248,33 @@ def _subgraph_targets(model: nn.Module, inst: Instance) -> Tensor:
 
 # ----------------------------------------------------------------------------- the three methods
 
-def run_gem(model: nn.Module, data: Data, train_nodes: Tensor, test_nodes: Tensor,
-            instances: Sequence[Instance], k_grid: Sequence[int], epochs: int, seed: int,
-            model_config: dict, progress: Optional[ProgressFn] = None, repeats: int = 3
-            ) -> tuple[list[Tensor], float, float]:
+
+def run_gem(
+    model: nn.Module,
+    data: Data,
+    train_nodes: Tensor,
+    test_nodes: Tensor,
+    instances: Sequence[Instance],
+    k_grid: Sequence[int],
+    epochs: int,
+    seed: int,
+    model_config: dict,
+    progress: Optional[ProgressFn] = None,
+    repeats: int = 3,
+) -> tuple[list[Tensor], float, float]:
     """Fit Gem through PyG's Explainer, explain all test nodes in one call; scores, ms, fit s.
 
     The explain call is timed ``repeats`` times; the median is reported.
     """
     from torch_geometric.explain import Explainer
 
-    explainer = Explainer(model, algorithm=GemExplainer(epochs=epochs, k=tuple(k_grid), seed=seed),
-                          explanation_type="model", model_config=model_config,
-                          edge_mask_type="object")
+    explainer = Explainer(
+        model,
+        algorithm=GemExplainer(epochs=epochs, k=tuple(k_grid), seed=seed),
+        explanation_type="model",
+        model_config=model_config,
+        edge_mask_type="object",
+    )
     start = time.perf_counter()
     explainer.algorithm.fit(model, data, index=train_nodes, progress=progress)
     fit_s = time.perf_counter() - start
@@ -224,21 +284,36 @@ def run_gem(model: nn.Module, data: Data, train_nodes: Tensor, test_nodes: Tenso
         explanation = explainer(data.x, data.edge_index, index=test_nodes)
         times.append(time.perf_counter() - start)
     ms = 1000.0 * float(np.median(times)) / len(instances)
-    rows = (explanation.edge_masks.to_dense() if len(instances) > 1
-            else explanation.edge_mask.unsqueeze(0))
-    scores = [pair_scores(inst, data.edge_index, data.num_nodes, row)
-              for inst, row in zip(instances, rows)]
+    rows = (
+        explanation.edge_masks.to_dense()
+        if len(instances) > 1
+        else explanation.edge_mask.unsqueeze(0)
+    )
+    scores = [
+        pair_scores(inst, data.edge_index, data.num_nodes, row)
+        for inst, row in zip(instances, rows)
+    ]
     return scores, ms, fit_s
 
 
-def run_gnnexplainer(model: nn.Module, instances: Sequence[Instance], epochs: int, seed: int,
-                     model_config: dict, progress: Optional[ProgressFn] = None
-                     ) -> tuple[list[Tensor], float]:
+def run_gnnexplainer(
+    model: nn.Module,
+    instances: Sequence[Instance],
+    epochs: int,
+    seed: int,
+    model_config: dict,
+    progress: Optional[ProgressFn] = None,
+) -> tuple[list[Tensor], float]:
     """PyG's GNNExplainer, one call per node on its computation graph; scores and ms."""
     from torch_geometric.explain import Explainer, GNNExplainer
 
-    explainer = Explainer(model, algorithm=GNNExplainer(epochs=epochs), explanation_type="model",
-                          model_config=model_config, edge_mask_type="object")
+    explainer = Explainer(
+        model,
+        algorithm=GNNExplainer(epochs=epochs),
+        explanation_type="model",
+        model_config=model_config,
+        edge_mask_type="object",
+    )
     scores, elapsed = [], 0.0
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -252,10 +327,17 @@ def run_gnnexplainer(model: nn.Module, instances: Sequence[Instance], epochs: in
     return scores, 1000.0 * elapsed / len(instances)
 
 
-def run_pgexplainer(model: nn.Module, train: Sequence[Instance], instances: Sequence[Instance],
-                    epochs: int, seed: int, model_config: dict, lr: float = 0.003,
-                    progress: Optional[ProgressFn] = None, repeats: int = 3
-                    ) -> tuple[list[Tensor], float, float]:
+def run_pgexplainer(
+    model: nn.Module,
+    train: Sequence[Instance],
+    instances: Sequence[Instance],
+    epochs: int,
+    seed: int,
+    model_config: dict,
+    lr: float = 0.003,
+    progress: Optional[ProgressFn] = None,
+    repeats: int = 3,
+) -> tuple[list[Tensor], float, float]:
     """PyG's PGExplainer trained on ``train`` (per node, PyG's ``train`` step), one call per node.
 
     The pass over all nodes is timed ``repeats`` times; the median is reported.
@@ -266,11 +348,18 @@ def run_pgexplainer(model: nn.Module, train: Sequence[Instance], instances: Sequ
     # PyG keeps the coefficients in a class-level dict that keyword arguments mutate: set every
     # coefficient on this instance instead (PyG's defaults).
     algo.coeffs = {"edge_size": 0.05, "edge_ent": 1.0, "temp": [5.0, 2.0], "bias": 0.01}
-    explainer = Explainer(model, algorithm=algo, explanation_type="phenomenon",
-                          model_config=model_config, edge_mask_type="object")
+    explainer = Explainer(
+        model,
+        algorithm=algo,
+        explanation_type="phenomenon",
+        model_config=model_config,
+        edge_mask_type="object",
+    )
     gen = torch.Generator().manual_seed(seed)
-    fit_data = [(inst.x, inst.edge_index(), _subgraph_targets(model, inst), int(inst.target))
-                for inst in train]
+    fit_data = [
+        (inst.x, inst.edge_index(), _subgraph_targets(model, inst), int(inst.target))
+        for inst in train
+    ]
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad")
@@ -299,6 +388,7 @@ def run_pgexplainer(model: nn.Module, train: Sequence[Instance], instances: Sequ
 
 # ----------------------------------------------------------------------------- the comparison
 
+
 @dataclass
 class Comparison:
     """Results of the three methods on the same test nodes, measured by the engine."""
@@ -315,7 +405,9 @@ class Comparison:
 
     def speedup(self, baseline: str) -> float:
         """How many times faster Gem explains a node than ``baseline``."""
-        return self.results[baseline].ms_per_instance / max(self.results["gem"].ms_per_instance, 1e-12)
+        return self.results[baseline].ms_per_instance / max(
+            self.results["gem"].ms_per_instance, 1e-12
+        )
 
     def gem_wins(self) -> dict[str, bool]:
         """The acceptance checks: accuracy at every K and AUC at least the baselines', speed."""
@@ -324,7 +416,8 @@ class Comparison:
         for b in ("gnnexplainer", "pgexplainer"):
             base = self.results[b]
             out[f"accuracy >= {b} at every K"] = all(
-                gem.accuracy_at_k[k] >= base.accuracy_at_k[k] for k in self.k_grid)
+                gem.accuracy_at_k[k] >= base.accuracy_at_k[k] for k in self.k_grid
+            )
             out[f"auc >= {b}"] = (gem.edge_auc or 0.0) >= (base.edge_auc or 0.0)
         out["10x faster than pgexplainer"] = self.speedup("pgexplainer") >= 10.0
         out["1000x faster than gnnexplainer"] = self.speedup("gnnexplainer") >= 1000.0
@@ -333,35 +426,59 @@ class Comparison:
     def table(self) -> str:
         head = f"{'method':<14}" + "".join(f"{'acc@' + str(k):>8}" for k in self.k_grid)
         head += f"{'mean':>8}{'edge AUC':>10}{'ms/node':>11}{'fit s':>9}"
-        lines = [f"BA-Community: {self.num_test} test house nodes, explainers fitted on "
-                 f"{self.num_train} training house nodes; accuracy in %", head, "-" * len(head)]
+        lines = [
+            f"BA-Community: {self.num_test} test house nodes, explainers fitted on "
+            f"{self.num_train} training house nodes; accuracy in %",
+            head,
+            "-" * len(head),
+        ]
         for m in METHODS:
             r = self.results[m]
-            row = f"{TITLES[m]:<14}" + "".join(f"{100 * r.accuracy_at_k[k]:>8.1f}" for k in self.k_grid)
+            row = f"{TITLES[m]:<14}" + "".join(
+                f"{100 * r.accuracy_at_k[k]:>8.1f}" for k in self.k_grid
+            )
             auc = "–" if r.edge_auc is None else f"{r.edge_auc:.3f}"
-            row += (f"{100 * self.mean_accuracy(m):>8.1f}{auc:>10}{r.ms_per_instance:>11.3f}"
-                    f"{r.fit_seconds:>9.1f}")
+            row += (
+                f"{100 * self.mean_accuracy(m):>8.1f}{auc:>10}{r.ms_per_instance:>11.3f}"
+                f"{r.fit_seconds:>9.1f}"
+            )
             lines.append(row)
         lines.append("")
-        lines.append(f"Gem explains a node {self.speedup('pgexplainer'):,.1f}x faster than PGExplainer "
-                     f"and {self.speedup('gnnexplainer'):,.0f}x faster than GNNExplainer.")
+        lines.append(
+            f"Gem explains a node {self.speedup('pgexplainer'):,.1f}x faster than PGExplainer "
+            f"and {self.speedup('gnnexplainer'):,.0f}x faster than GNNExplainer."
+        )
         if self.model_accuracy:
             acc = ", ".join(f"{k} {100 * v:.1f}%" for k, v in self.model_accuracy.items())
             lines.append(f"explained model (GIN) accuracy: {acc}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"k_grid": list(self.k_grid), "num_test": self.num_test, "num_train": self.num_train,
-                "model_accuracy": self.model_accuracy,
-                "results": {m: r.to_dict() for m, r in self.results.items()},
-                "speedup": {b: self.speedup(b) for b in ("gnnexplainer", "pgexplainer")},
-                "checks": self.gem_wins()}
+        return {
+            "k_grid": list(self.k_grid),
+            "num_test": self.num_test,
+            "num_train": self.num_train,
+            "model_accuracy": self.model_accuracy,
+            "results": {m: r.to_dict() for m, r in self.results.items()},
+            "speedup": {b: self.speedup(b) for b in ("gnnexplainer", "pgexplainer")},
+            "checks": self.gem_wins(),
+        }
 
 
-def compare(model: nn.Module, data: Data, train_nodes: Tensor, test_nodes: Tensor, *,
-            k_grid: Sequence[int] = K_GRID, gem_epochs: int = 300, gnn_epochs: int = 100,
-            pg_epochs: int = 30, model_config: Optional[dict] = None, seed: int = 0,
-            progress: Optional[ProgressFn] = None) -> Comparison:
+def compare(
+    model: nn.Module,
+    data: Data,
+    train_nodes: Tensor,
+    test_nodes: Tensor,
+    *,
+    k_grid: Sequence[int] = K_GRID,
+    gem_epochs: int = 300,
+    gnn_epochs: int = 100,
+    pg_epochs: int = 30,
+    model_config: Optional[dict] = None,
+    seed: int = 0,
+    progress: Optional[ProgressFn] = None,
+) -> Comparison:
     """Fit and run Gem, GNNExplainer and PGExplainer on ``model``; measure them with the engine.
 
     Args:
@@ -385,15 +502,30 @@ def compare(model: nn.Module, data: Data, train_nodes: Tensor, test_nodes: Tenso
     black_box = PyGBlackBox(model, "node", config["mode"], config["return_type"], data.x.device)
     scores, ms, fit = {}, {}, {}
     scores["gem"], ms["gem"], fit["gem"] = run_gem(
-        model, data, train_nodes, test_nodes, test, k_grid, gem_epochs, seed, config,
-        scaled(progress, 0.0, 0.5))
+        model,
+        data,
+        train_nodes,
+        test_nodes,
+        test,
+        k_grid,
+        gem_epochs,
+        seed,
+        config,
+        scaled(progress, 0.0, 0.5),
+    )
     scores["pgexplainer"], ms["pgexplainer"], fit["pgexplainer"] = run_pgexplainer(
-        model, train, test, pg_epochs, seed, config, progress=scaled(progress, 0.5, 0.75))
+        model, train, test, pg_epochs, seed, config, progress=scaled(progress, 0.5, 0.75)
+    )
     scores["gnnexplainer"], ms["gnnexplainer"] = run_gnnexplainer(
-        model, test, gnn_epochs, seed, config, scaled(progress, 0.75, 1.0))
+        model, test, gnn_epochs, seed, config, scaled(progress, 0.75, 1.0)
+    )
     fit["gnnexplainer"] = 0.0
-    results = {m: evaluate_scores(black_box, test, scores[m], k_grid, ms_per_instance=ms[m],
-                                  fit_seconds=fit[m]) for m in METHODS}
+    results = {
+        m: evaluate_scores(
+            black_box, test, scores[m], k_grid, ms_per_instance=ms[m], fit_seconds=fit[m]
+        )
+        for m in METHODS
+    }
     return Comparison(results, tuple(k_grid), len(test), len(train))
 
 
@@ -408,10 +540,24 @@ def house_nodes(data: Data, mask: Tensor, limit: Optional[int] = None, seed: int
 
 SIZES = {
     # full: the comparison of docs/pyg.md; small: a quick run (the doc test uses it)
-    "full": dict(num_base=300, num_motifs=80, gem_epochs=300, gnn_epochs=100, pg_epochs=30,
-                 max_train=300, model_epochs=1000),
-    "small": dict(num_base=60, num_motifs=12, gem_epochs=60, gnn_epochs=30, pg_epochs=5,
-                  max_train=40, model_epochs=300),
+    "full": dict(
+        num_base=300,
+        num_motifs=80,
+        gem_epochs=300,
+        gnn_epochs=100,
+        pg_epochs=30,
+        max_train=300,
+        model_epochs=1000,
+    ),
+    "small": dict(
+        num_base=60,
+        num_motifs=12,
+        gem_epochs=60,
+        gnn_epochs=30,
+        pg_epochs=5,
+        max_train=40,
+        model_epochs=300,
+    ),
 }
 
 
@@ -424,10 +570,17 @@ def run(size: str = "full", seed: int = 0, progress: Optional[ProgressFn] = None
     torch.manual_seed(seed)
     model = GIN(data.num_features, 8)
     accuracy = train_node_classifier(model, data, epochs=s["model_epochs"], seed=seed)
-    comparison = compare(model, data, house_nodes(data, data.train_mask, s["max_train"], seed),
-                         house_nodes(data, data.test_mask), gem_epochs=s["gem_epochs"],
-                         gnn_epochs=s["gnn_epochs"], pg_epochs=s["pg_epochs"], seed=seed,
-                         progress=progress)
+    comparison = compare(
+        model,
+        data,
+        house_nodes(data, data.train_mask, s["max_train"], seed),
+        house_nodes(data, data.test_mask),
+        gem_epochs=s["gem_epochs"],
+        gnn_epochs=s["gnn_epochs"],
+        pg_epochs=s["pg_epochs"],
+        seed=seed,
+        progress=progress,
+    )
     comparison.model_accuracy = accuracy
     return comparison
 
@@ -435,7 +588,8 @@ def run(size: str = "full", seed: int = 0, progress: Optional[ProgressFn] = None
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gem_core.examples.ba_community",
-        description="Gem vs PyG's GNNExplainer and PGExplainer on BA-Community (a user's GIN).")
+        description="Gem vs PyG's GNNExplainer and PGExplainer on BA-Community (a user's GIN).",
+    )
     parser.add_argument("--small", action="store_true", help="a quick, small run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the figures to this JSON file")

@@ -11,12 +11,26 @@
 To add a method: write its module (subclass :class:`Explainer`, implement ``_explain`` and, if
 it learns, ``_fit``), add its row to :mod:`registry` and its colour to ``app/theme.py``.
 """
+
 from gem_core.runtime.lazy import lazy_exports
 
 # Loaded on first use, so the registry's names come without torch: the CLI's ``--method``
 # choices and ``--help`` do not pay for importing the engine.
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "base": ("Explainer", "Explanation", "ExplainerContext", "NotFittedError", "instance_seed"),
-    "registry": ("MethodSpec", "REGISTRY", "METHODS", "REPRODUCE_METHODS", "UnknownMethodError",
-                 "check_method", "method_spec", "title", "BATCH_METHODS", "DEFAULT_TEACHER"),
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "base": ("Explainer", "Explanation", "ExplainerContext", "NotFittedError", "instance_seed"),
+        "registry": (
+            "MethodSpec",
+            "REGISTRY",
+            "METHODS",
+            "REPRODUCE_METHODS",
+            "UnknownMethodError",
+            "check_method",
+            "method_spec",
+            "title",
+            "BATCH_METHODS",
+            "DEFAULT_TEACHER",
+        ),
+    },
+)

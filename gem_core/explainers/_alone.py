@@ -32,6 +32,7 @@ product per instance and layer; :func:`packs_exactly` says whether a model has s
 there a pack agrees with PyG up to float32 rounding (BA-shapes: 33 of 35 test nodes bit for bit,
 the others within 6e-8). Off the CPU (CUDA) nothing is changed.
 """
+
 from __future__ import annotations
 
 import functools
@@ -93,9 +94,11 @@ def _sigmoid_block() -> int:
         return 0
     probe, v, s = x[apart][:300], vec[apart][:300], sca[apart][:300]
     calls = [probe[:n].sigmoid() for n in range(1, 301)]
-    for block in (2 ** k for k in range(1, 9)):
-        if all(torch.equal(r, torch.cat([v[: n - n % block], s[n - n % block: n]]))
-               for n, r in enumerate(calls, start=1)):
+    for block in (2**k for k in range(1, 9)):
+        if all(
+            torch.equal(r, torch.cat([v[: n - n % block], s[n - n % block : n]]))
+            for n, r in enumerate(calls, start=1)
+        ):
             return block
     return 0
 
@@ -160,23 +163,33 @@ def _probe_linear(shape: tuple, has_bias: bool, dtype: torch.dtype) -> LinearRou
 
     def apart(m: int, at: int) -> bool:
         rows = slice(at, at + m)
-        return not (torch.equal(F.linear(x[rows].clone(), w, b), tall[rows])
-                    and torch.equal(g[rows].clone().mm(w), tall_grad[rows]))
+        return not (
+            torch.equal(F.linear(x[rows].clone(), w, b), tall[rows])
+            and torch.equal(g[rows].clone().mm(w), tall_grad[rows])
+        )
 
     def moved(values: Tensor, offset: int) -> Tensor:  # the same rows, ``offset`` floats on
         buf = torch.empty(values.numel() + 16, dtype=dtype)
-        return buf[offset: offset + values.numel()].view_as(values).copy_(values)
+        return buf[offset : offset + values.numel()].view_as(values).copy_(values)
 
     def by_alignment(m: int) -> bool:
         alone, alone_grad = F.linear(x[:m].clone(), w, b), g[:m].clone().mm(w)
-        return any(not (torch.equal(F.linear(moved(x[:m], off), w, b), alone)
-                        and torch.equal(moved(g[:m], off).mm(w), alone_grad))
-                   for off in range(1, 16))
+        return any(
+            not (
+                torch.equal(F.linear(moved(x[:m], off), w, b), alone)
+                and torch.equal(moved(g[:m], off).mm(w), alone_grad)
+            )
+            for off in range(1, 16)
+        )
 
-    sizes = frozenset(m for m in range(1, _PROBE_ROWS + 1)
-                      if any(apart(m, at) for at in range(_PROBE_ROWS)))
-    taller = any(apart(m, at) for m in range(_PROBE_ROWS + 1, 3 * _PROBE_ROWS + 1)
-                 for at in range(_PROBE_ROWS))
+    sizes = frozenset(
+        m for m in range(1, _PROBE_ROWS + 1) if any(apart(m, at) for at in range(_PROBE_ROWS))
+    )
+    taller = any(
+        apart(m, at)
+        for m in range(_PROBE_ROWS + 1, 3 * _PROBE_ROWS + 1)
+        for at in range(_PROBE_ROWS)
+    )
     return LinearRounding(sizes, not taller, frozenset(m for m in sizes if by_alignment(m)))
 
 
@@ -257,10 +270,8 @@ class _Spans:
     @classmethod
     def of(cls, spans: list, rows: int, aligned: bool) -> "_Spans":
         lengths = tuple(b - a for a, b in spans)
-        gather = torch.tensor([a + (j if j < b - a else 0) for a, b in spans
-                               for j in range(_SLOT)])
-        slot_rows = torch.tensor([k * _SLOT + j for k, n in enumerate(lengths)
-                                  for j in range(n)])
+        gather = torch.tensor([a + (j if j < b - a else 0) for a, b in spans for j in range(_SLOT)])
+        slot_rows = torch.tensor([k * _SLOT + j for k, n in enumerate(lengths) for j in range(n)])
         index = None
         if sum(lengths) < rows:
             index = torch.cat([torch.arange(a, b) for a, b in spans])
@@ -277,8 +288,11 @@ def packs_exactly(model: nn.Module, device: torch.device) -> bool:
     """Whether :class:`PackAsAlone` matches, on ``device``, every kernel of ``model`` it knows to
     round by shape: the CPU, the sigmoid's code paths known, and no linear layer that rounds a
     row by its position in a tall input."""
-    return (torch.device(device).type == "cpu" and sigmoid_block() > 0
-            and all(linear_rounding(m).exact for m in model.modules() if _is_linear(m)))
+    return (
+        torch.device(device).type == "cpu"
+        and sigmoid_block() > 0
+        and all(linear_rounding(m).exact for m in model.modules() if _is_linear(m))
+    )
 
 
 class PackAsAlone:
@@ -297,8 +311,13 @@ class PackAsAlone:
         device: where the pack runs (anything but the CPU: nothing is changed).
     """
 
-    def __init__(self, model: nn.Module, rows_per_level: list[Tensor], edge_lengths: Tensor,
-                 device: torch.device):
+    def __init__(
+        self,
+        model: nn.Module,
+        rows_per_level: list[Tensor],
+        edge_lengths: Tensor,
+        device: torch.device,
+    ):
         self.model = model
         self.active = device.type == "cpu"
         self.block = sigmoid_block() if self.active else 0
@@ -310,8 +329,9 @@ class PackAsAlone:
         self._hooks: list = []
         self._threads = _OneThread()
         # each linear layer's rounding, probed once per shape; a hook on each
-        self._rounding = ({m: linear_rounding(m) for m in model.modules() if _is_linear(m)}
-                          if self.active else {})
+        self._rounding = (
+            {m: linear_rounding(m) for m in model.modules() if _is_linear(m)} if self.active else {}
+        )
         self._hooks += [m.register_forward_hook(self._linear_hook) for m in self._rounding]
 
     def _spans_of(self, rows: int, rounding: LinearRounding) -> Optional[_Spans]:
@@ -358,8 +378,11 @@ class PackAsAlone:
         def sigmoid_before(layer: nn.Module, _args: tuple) -> None:
             layer._edge_mask = sigmoid_as_alone(mask, self.edge_tail, self.block)
 
-        self._hooks += [m.register_forward_pre_hook(sigmoid_before) for m in self.model.modules()
-                        if isinstance(m, MessagePassing) and m.explain]
+        self._hooks += [
+            m.register_forward_pre_hook(sigmoid_before)
+            for m in self.model.modules()
+            if isinstance(m, MessagePassing) and m.explain
+        ]
 
     def tail(self, lengths: Tensor) -> Optional[Tensor]:
         """The scalar-code elements of 1-D values made of one segment per instance of
@@ -394,4 +417,3 @@ class PackAsAlone:
         finally:
             if self.active:
                 self._threads.__exit__(*exc)
-

@@ -15,6 +15,7 @@ its pairs, then the same pairs reversed). So instance ``i``'s mask is the contig
 same order as in the single-instance run, and a per-instance mask (PyG's shape and order) is
 read back with :meth:`PackedInstances.split`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,14 +75,27 @@ class PackedInstances:
         batch = self.batch.repeat(copies) + (node_shift * b if node_shift is not None else 0)
         target = None
         if self.target_index is not None:
-            target = (self.target_index.repeat(copies)
-                      + torch.arange(copies, device=dev).repeat_interleave(b) * n)
-        attr = None if self.edge_attr is None else self.edge_attr.repeat(
-            copies, *([1] * (self.edge_attr.dim() - 1)))
+            target = (
+                self.target_index.repeat(copies)
+                + torch.arange(copies, device=dev).repeat_interleave(b) * n
+            )
+        attr = (
+            None
+            if self.edge_attr is None
+            else self.edge_attr.repeat(copies, *([1] * (self.edge_attr.dim() - 1)))
+        )
         ptr = torch.cat([self.edge_ptr[:1]] + [self.edge_ptr[1:] + c * e for c in range(copies)])
         owner = self.edge_owner.repeat(copies) + edge_shift * b
-        return PackedInstances(self.x.repeat(copies, 1), ei, attr, batch, target, ptr,
-                               self.num_nodes.repeat(copies), owner)
+        return PackedInstances(
+            self.x.repeat(copies, 1),
+            ei,
+            attr,
+            batch,
+            target,
+            ptr,
+            self.num_nodes.repeat(copies),
+            owner,
+        )
 
     def forward(self, model: nn.Module, task: str, takes_num_graphs: bool) -> Tensor:
         """The model's raw output of every instance ``[B, C]`` (graph: pooled rows; node: the
@@ -110,8 +124,7 @@ def release_masks(model: nn.Module) -> None:
             module._edge_mask = None
 
 
-def pack(instances: list[Instance], takes_edge_attr: bool,
-         device: torch.device) -> PackedInstances:
+def pack(instances: list[Instance], takes_edge_attr: bool, device: torch.device) -> PackedInstances:
     """Pack ``instances`` (all of one task level) into one :class:`PackedInstances`: the
     engine's packed graphs, with the directed edges in their instance-blocked order."""
     if takes_edge_attr and any(inst.edge_attr is None for inst in instances):
@@ -126,11 +139,15 @@ def pack(instances: list[Instance], takes_edge_attr: bool,
         attr = attr.reshape(-1, *instances[0].edge_attr.shape[1:])  # the instances' own shape
     counts = 2 * packed.pair_counts()
     return PackedInstances(
-        x=batch.x.to(device), edge_index=edge_index.to(device),
-        edge_attr=None if attr is None else attr.to(device), batch=batch.batch.to(device),
+        x=batch.x.to(device),
+        edge_index=edge_index.to(device),
+        edge_attr=None if attr is None else attr.to(device),
+        batch=batch.batch.to(device),
         target_index=None if batch.target_index is None else batch.target_index.to(device),
-        edge_ptr=(2 * packed.pair_ptr).to(device), num_nodes=packed.node_counts().to(device),
-        edge_owner=torch.repeat_interleave(torch.arange(len(instances)), counts).to(device))
+        edge_ptr=(2 * packed.pair_ptr).to(device),
+        num_nodes=packed.node_counts().to(device),
+        edge_owner=torch.repeat_interleave(torch.arange(len(instances)), counts).to(device),
+    )
 
 
 def chunks(instances: list[Instance], max_nodes: int) -> list[list[int]]:

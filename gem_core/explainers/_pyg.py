@@ -11,6 +11,7 @@ black box the evaluation uses is untouched. Node models are called as ``model(x,
 graph models as ``model(x, edge_index, batch=..., num_graphs=...)`` (``num_graphs`` only when
 the model's ``forward`` accepts it).
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,9 @@ from torch import Tensor, nn
 Reduce = Literal["max", "mean"]
 
 
-def directed_to_pairs(edge_mask: Tensor, num_pairs: int, reduce: Reduce = "max",
-                      dtype: torch.dtype = torch.float32) -> Tensor:
+def directed_to_pairs(
+    edge_mask: Tensor, num_pairs: int, reduce: Reduce = "max", dtype: torch.dtype = torch.float32
+) -> Tensor:
     """Per-pair scores ``[P]`` from a mask ``[2P]`` over ``[pairs, pairs.flip(0)]``."""
     m = edge_mask.detach().reshape(-1).to("cpu", dtype)
     if m.numel() != 2 * num_pairs:
@@ -76,8 +78,9 @@ def directed_edge_attr(instance, wanted: bool) -> Optional[Tensor]:
     return torch.cat([attr, attr], dim=0)
 
 
-def graph_kwargs(model_takes_num_graphs: bool, batch: Tensor, num_graphs: int,
-                 edge_attr: Optional[Tensor] = None) -> dict:
+def graph_kwargs(
+    model_takes_num_graphs: bool, batch: Tensor, num_graphs: int, edge_attr: Optional[Tensor] = None
+) -> dict:
     """Keyword arguments of a graph-level forward pass: ``batch`` (and ``num_graphs``, and the
     edge features of a bond-aware target), in the model's argument order."""
     kwargs: dict = {"batch": batch}
@@ -93,8 +96,15 @@ def node_kwargs(edge_attr: Optional[Tensor]) -> dict:
     return {} if edge_attr is None else {"edge_attr": edge_attr}
 
 
-def run_on_instance(explainer, instance, task: str, device: torch.device,
-                    model_takes_num_graphs: bool, model_takes_edge_attr: bool, **kwargs):
+def run_on_instance(
+    explainer,
+    instance,
+    task: str,
+    device: torch.device,
+    model_takes_num_graphs: bool,
+    model_takes_edge_attr: bool,
+    **kwargs,
+):
     """A PyG ``Explainer`` on one instance's computation graph: at its target node (node task)
     or on the whole graph as a batch of one (graph task), with the bonds of a bond-aware model.
 

@@ -19,6 +19,7 @@ the CPU. The :class:`Explanation` carries the instances with their scores (check
 their pairs) and gives the top-K views of :mod:`gem_core.data.ranking`;
 :mod:`gem_core.evaluation.metrics` measures them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 
 # ----------------------------------------------------------------------------- the result
+
 
 @dataclass
 class Explanation(Sequence):
@@ -77,13 +79,17 @@ class Explanation(Sequence):
             return
         self.instances = list(self.instances)
         if len(self.instances) != len(self.scores):
-            raise ValueError(f"{self.method}: {len(self.scores)} score tensors for "
-                             f"{len(self.instances)} instances")
+            raise ValueError(
+                f"{self.method}: {len(self.scores)} score tensors for "
+                f"{len(self.instances)} instances"
+            )
         for i, (inst, s) in enumerate(zip(self.instances, self.scores)):
             n = int(torch.as_tensor(s).numel())
             if n != inst.num_pairs:
-                raise ValueError(f"{self.method}: got {n} scores for instance {i}, which has "
-                                 f"{inst.num_pairs} pairs")
+                raise ValueError(
+                    f"{self.method}: got {n} scores for instance {i}, which has "
+                    f"{inst.num_pairs} pairs"
+                )
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -138,8 +144,7 @@ class Explanation(Sequence):
         return ranking.complement_subgraph(self.instance(i), self.scores[i], k)
 
     # -- PyG
-    def to_pyg(self, k: Optional[int] = None,
-               target: Optional[Sequence[int]] = None) -> list[Any]:
+    def to_pyg(self, k: Optional[int] = None, target: Optional[Sequence[int]] = None) -> list[Any]:
         """One ``torch_geometric.explain.Explanation`` per instance, for PyG's metrics.
 
         Each holds ``x``, the directed ``edge_index`` (the pairs, then the same pairs reversed:
@@ -162,8 +167,9 @@ class Explanation(Sequence):
             else:
                 mask = self.topk_mask(i, k).float()
             cls = int(inst.y) if target is None else int(target[i])
-            pyg = PyGExplanation(x=inst.x, edge_index=inst.edge_index(),
-                                 edge_mask=torch.cat([mask, mask]))
+            pyg = PyGExplanation(
+                x=inst.x, edge_index=inst.edge_index(), edge_mask=torch.cat([mask, mask])
+            )
             if inst.target is None:
                 pyg.target = torch.tensor([cls])
             else:
@@ -179,6 +185,7 @@ class Explanation(Sequence):
 
 
 # ----------------------------------------------------------------------------- what an explainer knows
+
 
 @dataclass
 class ExplainerContext:
@@ -212,25 +219,38 @@ class ExplainerContext:
         """The target as a black box: a batch of instances in, logits per instance out."""
         return self.target.black_box(self.device)
 
-    def distill(self, instances: Sequence[Instance], label_source: str = "true",
-                progress: Optional[ProgressFn] = None) -> "Distillation":
+    def distill(
+        self,
+        instances: Sequence[Instance],
+        label_source: str = "true",
+        progress: Optional[ProgressFn] = None,
+    ) -> "Distillation":
         """The Granger-causal distillation of ``instances`` (paper §3.1) against the black box."""
         if self.distiller is not None:
             return self.distiller(instances, label_source, progress)
         from gem_core.gem.distill import distill
 
-        return distill(list(instances), self.black_box, connected=self.spec.connected,
-                       label_source=label_source, device=self.device, progress=progress)
+        return distill(
+            list(instances),
+            self.black_box,
+            connected=self.spec.connected,
+            label_source=label_source,
+            device=self.device,
+            progress=progress,
+        )
 
 
 # ----------------------------------------------------------------------------- the base class
+
 
 def check_predicted(predicted: Any, n: int) -> Tensor:
     """``predicted`` as a ``[n]`` long tensor of class indices, or a clear ValueError."""
     out = torch.as_tensor(predicted)
     if out.dim() != 1 or out.numel() != n:
-        raise ValueError(f"predicted must hold one class per instance: got shape "
-                         f"{tuple(out.shape)} for {n} instances")
+        raise ValueError(
+            f"predicted must hold one class per instance: got shape "
+            f"{tuple(out.shape)} for {n} instances"
+        )
     if out.is_floating_point() or out.dtype == torch.bool:
         raise ValueError(f"predicted must hold integer class indices, got {out.dtype}")
     if n and int(out.min()) < 0:
@@ -255,8 +275,12 @@ class Explainer(ABC):
     loaded_from_: Optional[str] = None
 
     # -- fitting
-    def fit(self, train: Sequence[Instance] = (), val: Optional[Sequence[Instance]] = None,
-            progress: Optional[ProgressFn] = None) -> "Explainer":
+    def fit(
+        self,
+        train: Sequence[Instance] = (),
+        val: Optional[Sequence[Instance]] = None,
+        progress: Optional[ProgressFn] = None,
+    ) -> "Explainer":
         """Learn from ``train`` (and ``val`` for early stopping where used); returns self."""
         if type(self)._fit is Explainer._fit:  # nothing to learn: nothing to time either
             self.fit_seconds_ = 0.0
@@ -266,8 +290,9 @@ class Explainer(ABC):
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
-    def _fit(self, train: list[Instance], val: Optional[list[Instance]],
-             progress: Optional[ProgressFn]) -> None:
+    def _fit(  # noqa: B027 - a hook with a default: most explainers learn nothing
+        self, train: list[Instance], val: Optional[list[Instance]], progress: Optional[ProgressFn]
+    ) -> None:
         """What ``fit`` learns; nothing by default."""
 
     @property
@@ -282,16 +307,22 @@ class Explainer(ABC):
         them can pass ``predicted`` and spare that forward pass)."""
         return False
 
-    def explain(self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None,
-                predicted: Optional[Tensor] = None) -> Explanation:
+    def explain(
+        self,
+        instances: Sequence[Instance],
+        progress: Optional[ProgressFn] = None,
+        predicted: Optional[Tensor] = None,
+    ) -> Explanation:
         """Scores of every pair of every instance, as one timed :class:`Explanation`.
 
         ``predicted``: optional target's predicted class per instance (``[N]`` integers), used
         by explainers that read the prediction instead of running the target again.
         """
         if not self.is_fitted:
-            raise NotFittedError(f"{type(self).__name__} must be fitted before explaining: call "
-                                 f"fit(train_instances) first.")
+            raise NotFittedError(
+                f"{type(self).__name__} must be fitted before explaining: call "
+                f"fit(train_instances) first."
+            )
         instances = self._check_instances(instances)
         if predicted is not None:
             predicted = check_predicted(predicted, len(instances))
@@ -308,8 +339,9 @@ class Explainer(ABC):
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         """One score tensor ``[P_i]`` per instance (CPU), higher = more important."""
 
-    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
-                           predicted: Tensor) -> list[Tensor]:
+    def _explain_predicted(
+        self, instances: list[Instance], progress: Optional[ProgressFn], predicted: Tensor
+    ) -> list[Tensor]:
         """``_explain`` with the target's predicted classes given (explainers that read them)."""
         return self._explain(instances, progress)
 
@@ -318,8 +350,9 @@ class Explainer(ABC):
         if self.task is not None:
             for inst in instances:
                 if inst.task != self.task:
-                    raise ValueError(f"a {self.task}-level explainer got a {inst.task}-level "
-                                     f"instance")
+                    raise ValueError(
+                        f"a {self.task}-level explainer got a {inst.task}-level instance"
+                    )
         return instances
 
     # -- persistence (explainers worth saving override these)
@@ -342,6 +375,8 @@ class Explainer(ABC):
 
 def instance_seed(seed: int, instance: Instance) -> int:
     """A seed that depends only on ``seed`` and the instance (not on its position in a list)."""
-    key = (f"{int(seed)}|{instance.dataset}|{instance.index}|{instance.target}|"
-           f"{instance.num_nodes}|{instance.num_pairs}")
+    key = (
+        f"{int(seed)}|{instance.dataset}|{instance.index}|{instance.target}|"
+        f"{instance.num_nodes}|{instance.num_pairs}"
+    )
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little") >> 1

@@ -4,6 +4,7 @@ Slow (forward passes of the target for every edge of every instance) but the ref
 explainer learns to imitate. Needs labels: it explains against the true label where every
 instance has one (``label_source="true"``), else against the target's own prediction.
 """
+
 from __future__ import annotations
 
 import time
@@ -14,8 +15,8 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
-from gem_core.runtime.progress import ProgressFn
 from gem_core.explainers.base import Explainer, ExplainerContext, Explanation
+from gem_core.runtime.progress import ProgressFn
 
 
 class DistilledExplainer(Explainer):
@@ -58,8 +59,12 @@ class DistilledExplainer(Explainer):
         self._scoring_seconds = time.perf_counter() - start
         return scores
 
-    def explain(self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None,
-                predicted: Optional[Tensor] = None) -> Explanation:
+    def explain(
+        self,
+        instances: Sequence[Instance],
+        progress: Optional[ProgressFn] = None,
+        predicted: Optional[Tensor] = None,
+    ) -> Explanation:
         """The base class's explanation, timed by what the teacher costs: the distillation's own
         compute time (:attr:`Distillation.seconds`, kept with a cached split's distillation or
         a session's memo) plus the scoring, not the milliseconds a cache hit takes."""

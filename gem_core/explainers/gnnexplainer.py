@@ -30,6 +30,7 @@ False), or on CUDA, a pack agrees with PyG up to float32 rounding, which 100 Ada
 amplify: PyG's own masks, with the initial mask scaled by ``1 + 1e-6``, keep the same top-25
 pairs on 53-61% of Mutagenicity's molecules.
 """
+
 from __future__ import annotations
 
 from math import sqrt
@@ -39,15 +40,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
-from gem_core.runtime.progress import ProgressFn, report
 from gem_core.explainers._alone import PackAsAlone, packs_exactly
 from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
-from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
-                                      model_config, run_on_instance, takes_edge_attr,
-                                      takes_num_graphs)
+from gem_core.explainers._pyg import (
+    Reduce,
+    check_task,
+    directed_to_pairs,
+    frozen_copy,
+    model_config,
+    run_on_instance,
+    takes_edge_attr,
+    takes_num_graphs,
+)
 from gem_core.explainers.base import Explainer, instance_seed
+from gem_core.runtime.device import resolve_device
+from gem_core.runtime.progress import ProgressFn, report
 
 #: nodes of one packed optimisation (larger calls are cut into packs of at most this many)
 MAX_PACK_NODES = 60_000
@@ -73,10 +81,19 @@ class GNNExplainerBaseline(Explainer):
 
     name = "gnnexplainer"
 
-    def __init__(self, model: nn.Module, task: str, epochs: int = 100, lr: float = 0.01,
-                 seed: int = 0, reduce: Reduce = "max", coeffs: Optional[dict] = None,
-                 device: str = "cpu", max_pack_nodes: int = MAX_PACK_NODES,
-                 init_scale: float = 1.0):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: str,
+        epochs: int = 100,
+        lr: float = 0.01,
+        seed: int = 0,
+        reduce: Reduce = "max",
+        coeffs: Optional[dict] = None,
+        device: str = "cpu",
+        max_pack_nodes: int = MAX_PACK_NODES,
+        init_scale: float = 1.0,
+    ):
         self.task = check_task(task)
         self.device = resolve_device(device)
         self.model = frozen_copy(model, self.device)
@@ -118,8 +135,11 @@ class GNNExplainerBaseline(Explainer):
         eps = coeffs["EPS"]
         release_masks(self.model)  # a mask PyG's own explainer left would apply to the target
         edge_lengths = packed.edge_ptr[1:] - packed.edge_ptr[:-1]
-        levels = [packed.num_nodes] + ([torch.ones_like(packed.num_nodes)]
-                                       if self.task == "graph" else []) + [edge_lengths]
+        levels = (
+            [packed.num_nodes]
+            + ([torch.ones_like(packed.num_nodes)] if self.task == "graph" else [])
+            + [edge_lengths]
+        )
         with PackAsAlone(self.model, levels, edge_lengths, self.device) as alone:
             with torch.no_grad():
                 target = packed.forward(self.model, self.task, self._takes_num_graphs).argmax(-1)
@@ -149,8 +169,11 @@ class GNNExplainerBaseline(Explainer):
                     hard_tail = alone.tail(hard_lengths)
                     count = hard_lengths.clamp(min=1)
                     ent_w = coeffs["edge_ent"] / count[owner].to(mask.dtype)
-                    size_w = (torch.full_like(ent_w, coeffs["edge_size"]) if size_reduce == "sum"
-                              else coeffs["edge_size"] / count[owner].to(mask.dtype))
+                    size_w = (
+                        torch.full_like(ent_w, coeffs["edge_size"])
+                        if size_reduce == "sum"
+                        else coeffs["edge_size"] / count[owner].to(mask.dtype)
+                    )
             out = alone.sigmoid(mask.detach())
         if hard is not None:
             out[~hard] = 0.0
@@ -174,7 +197,8 @@ class GNNExplainerBaseline(Explainer):
 
     # -- PyG's own explainer, one instance per call (the reference)
     def _explainer(self):
-        from torch_geometric.explain import Explainer as PyGExplainer, GNNExplainer
+        from torch_geometric.explain import Explainer as PyGExplainer
+        from torch_geometric.explain import GNNExplainer
 
         return PyGExplainer(
             model=self.model,
@@ -193,8 +217,14 @@ class GNNExplainerBaseline(Explainer):
         explainer = self._explainer()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(instance_seed(self.seed, inst))
-            expl = run_on_instance(explainer, inst, self.task, self.device,
-                                   self._takes_num_graphs, self._takes_edge_attr)
+            expl = run_on_instance(
+                explainer,
+                inst,
+                self.task,
+                self.device,
+                self._takes_num_graphs,
+                self._takes_edge_attr,
+            )
         return directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce)
 
     def explain_reference(self, instances: list[Instance]) -> list[Tensor]:

@@ -25,6 +25,7 @@ checks both agree).
 Attributions are additive, so a pair's score is the mean of its two directed edges' attributions
 (the same ranking as their sum).
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -32,14 +33,21 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
-from gem_core.runtime.progress import ProgressFn, report
 from gem_core.explainers._packed import PackedInstances, chunks, pack, release_masks
-from gem_core.explainers._pyg import (Reduce, check_task, directed_to_pairs, frozen_copy,
-                                      model_config, run_on_instance, takes_edge_attr,
-                                      takes_num_graphs)
+from gem_core.explainers._pyg import (
+    Reduce,
+    check_task,
+    directed_to_pairs,
+    frozen_copy,
+    model_config,
+    run_on_instance,
+    takes_edge_attr,
+    takes_num_graphs,
+)
 from gem_core.explainers.base import Explainer
+from gem_core.runtime.device import resolve_device
+from gem_core.runtime.progress import ProgressFn, report
 
 #: node rows of one forward pass (instances x steps); bounds the memory, not the result
 MAX_PASS_NODES = 50_000
@@ -59,9 +67,16 @@ class IntegratedGradientsExplainer(Explainer):
 
     name = "integrated_gradients"
 
-    def __init__(self, model: nn.Module, task: str, n_steps: int = 50, reduce: Reduce = "mean",
-                 device: str = "cpu", method: str = "gausslegendre",
-                 max_pass_nodes: int = MAX_PASS_NODES):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: str,
+        n_steps: int = 50,
+        reduce: Reduce = "mean",
+        device: str = "cpu",
+        method: str = "gausslegendre",
+        max_pass_nodes: int = MAX_PASS_NODES,
+    ):
         self.task = check_task(task)
         self.device = resolve_device(device)
         self.model = frozen_copy(model, self.device)
@@ -92,7 +107,7 @@ class IntegratedGradientsExplainer(Explainer):
         per_pass = max(1, min(self.n_steps, self.max_pass_nodes // max(packed.x.size(0), 1)))
         total: Optional[Tensor] = None
         for start in range(0, self.n_steps, per_pass):
-            group = alphas[start:start + per_pass]
+            group = alphas[start : start + per_pass]
             copies = packed.replicate(len(group))
             mask = torch.cat([torch.full((n_edges,), a, device=self.device) for a in group])
             mask.requires_grad_(True)
@@ -104,7 +119,9 @@ class IntegratedGradientsExplainer(Explainer):
                 (grad,) = torch.autograd.grad(picked, mask)
             finally:
                 release_masks(self.model)
-            scaled = grad.view(len(group), n_edges) * weights[start:start + len(group)].view(-1, 1)
+            scaled = grad.view(len(group), n_edges) * weights[start : start + len(group)].view(
+                -1, 1
+            )
             for row in scaled:  # Captum adds the steps one by one, in order
                 total = row if total is None else total + row
         assert total is not None
@@ -130,18 +147,29 @@ class IntegratedGradientsExplainer(Explainer):
         from torch_geometric.explain import Explainer as PyGExplainer
         from torch_geometric.explain.algorithm import CaptumExplainer
 
-        return PyGExplainer(model=self.model,
-                            algorithm=CaptumExplainer("IntegratedGradients", n_steps=self.n_steps,
-                                                      method=self.method),
-                            explanation_type="model", model_config=model_config(self.task),
-                            edge_mask_type="object", node_mask_type=None)
+        return PyGExplainer(
+            model=self.model,
+            algorithm=CaptumExplainer(
+                "IntegratedGradients", n_steps=self.n_steps, method=self.method
+            ),
+            explanation_type="model",
+            model_config=model_config(self.task),
+            edge_mask_type="object",
+            node_mask_type=None,
+        )
 
     def explain_one(self, inst: Instance, explainer=None) -> Tensor:
         """Attributions of one instance's pairs by PyG's CaptumExplainer itself (the reference)."""
         if inst.num_pairs == 0:
             return torch.zeros(0)
-        expl = run_on_instance(explainer or self._explainer(), inst, self.task, self.device,
-                               self._takes_num_graphs, self._takes_edge_attr)
+        expl = run_on_instance(
+            explainer or self._explainer(),
+            inst,
+            self.task,
+            self.device,
+            self._takes_num_graphs,
+            self._takes_edge_attr,
+        )
         return directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce)
 
     def explain_reference(self, instances: list[Instance]) -> list[Tensor]:

@@ -1,4 +1,5 @@
 """PGExplainer (Luo et al., 2020) through PyG: an MLP over edge embeddings, trained once, batched inference."""
+
 from __future__ import annotations
 
 import copy
@@ -9,14 +10,24 @@ from typing import Any, ClassVar, Literal, Optional
 import torch
 from torch import Tensor, nn
 
-from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.data.instances import Instance, collate
-from gem_core.runtime.progress import ProgressFn, report
-from gem_core.explainers._pyg import (Reduce, check_task, directed_edge_attr, directed_to_pairs,
-                                      frozen_copy, graph_kwargs, model_config, node_kwargs,
-                                      run_on_instance, takes_edge_attr, takes_num_graphs)
+from gem_core.explainers._pyg import (
+    Reduce,
+    check_task,
+    directed_edge_attr,
+    directed_to_pairs,
+    frozen_copy,
+    graph_kwargs,
+    model_config,
+    node_kwargs,
+    run_on_instance,
+    takes_edge_attr,
+    takes_num_graphs,
+)
 from gem_core.explainers.base import Explainer, ExplainerContext
+from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.errors import NotFittedError
+from gem_core.runtime.progress import ProgressFn, report
 
 
 class PGExplainerBaseline(Explainer):
@@ -54,21 +65,36 @@ class PGExplainerBaseline(Explainer):
     #: the ``kind`` tag of a saved fit (its edge MLP's weights)
     state_kind: ClassVar[Optional[str]] = "pgexplainer-fit"
 
-    def __init__(self, model: nn.Module, task: str, epochs: int = 30, lr: float = 0.003,
-                 edge_size: float = 0.05, edge_ent: float = 1.0,
-                 temp: tuple[float, float] = (5.0, 2.0), bias: float = 0.01,
-                 batch_size: int = 32, seed: int = 0, reduce: Reduce = "max",
-                 max_fit_instances: Optional[int] = None,
-                 score: Literal["logit", "prob"] = "logit",
-                 infer_batch_size: Optional[int] = None, device: str = "cpu"):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: str,
+        epochs: int = 30,
+        lr: float = 0.003,
+        edge_size: float = 0.05,
+        edge_ent: float = 1.0,
+        temp: tuple[float, float] = (5.0, 2.0),
+        bias: float = 0.01,
+        batch_size: int = 32,
+        seed: int = 0,
+        reduce: Reduce = "max",
+        max_fit_instances: Optional[int] = None,
+        score: Literal["logit", "prob"] = "logit",
+        infer_batch_size: Optional[int] = None,
+        device: str = "cpu",
+    ):
         self.task = check_task(task)
         self.device = resolve_device(device)
         self.model = frozen_copy(model, self.device)
         self.epochs, self.lr = int(epochs), float(lr)
         if self.epochs < 1:
             raise ValueError("epochs must be >= 1")
-        self.coeffs = {"edge_size": float(edge_size), "edge_ent": float(edge_ent),
-                       "temp": [float(temp[0]), float(temp[1])], "bias": float(bias)}
+        self.coeffs = {
+            "edge_size": float(edge_size),
+            "edge_ent": float(edge_ent),
+            "temp": [float(temp[0]), float(temp[1])],
+            "bias": float(bias),
+        }
         self.batch_size = int(batch_size)
         self.seed, self.reduce = int(seed), reduce
         if score not in ("logit", "prob"):
@@ -85,10 +111,12 @@ class PGExplainerBaseline(Explainer):
 
     # -- helpers
 
-    def _graph_kwargs(self, batch: Tensor, num_graphs: int,
-                      edge_attr: Optional[Tensor] = None) -> dict:
-        return graph_kwargs(self._takes_num_graphs, batch, num_graphs,
-                            edge_attr if self._takes_edge_attr else None)
+    def _graph_kwargs(
+        self, batch: Tensor, num_graphs: int, edge_attr: Optional[Tensor] = None
+    ) -> dict:
+        return graph_kwargs(
+            self._takes_num_graphs, batch, num_graphs, edge_attr if self._takes_edge_attr else None
+        )
 
     def _node_kwargs(self, edge_attr: Optional[Tensor]) -> dict:
         return node_kwargs(edge_attr if self._takes_edge_attr else None)
@@ -100,18 +128,25 @@ class PGExplainerBaseline(Explainer):
         if self.task == "node":
             out = self.model(b.x, b.edge_index, **self._node_kwargs(b.edge_attr))[b.target_index]
         else:
-            out = self.model(b.x, b.edge_index,
-                             **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))
+            out = self.model(
+                b.x, b.edge_index, **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr)
+            )
         return out.argmax(-1).cpu()
 
     def _new_explainer(self):
-        from torch_geometric.explain import Explainer as PyGExplainer, PGExplainer
+        from torch_geometric.explain import Explainer as PyGExplainer
+        from torch_geometric.explain import PGExplainer
 
         algo = PGExplainer(epochs=self.epochs, lr=self.lr)  # no kwargs: keep the class dict intact
         algo.coeffs = copy.deepcopy(self.coeffs)  # instance-level, every coefficient explicit
         algo.to(self.device)  # PyG builds its edge MLP on the CPU and never moves it
-        return PyGExplainer(model=self.model, algorithm=algo, explanation_type="phenomenon",
-                            model_config=model_config(self.task), edge_mask_type="object")
+        return PyGExplainer(
+            model=self.model,
+            algorithm=algo,
+            explanation_type="phenomenon",
+            model_config=model_config(self.task),
+            edge_mask_type="object",
+        )
 
     # -- fit
 
@@ -119,8 +154,9 @@ class PGExplainerBaseline(Explainer):
     def is_fitted(self) -> bool:
         return self.explainer_ is not None
 
-    def _fit(self, train: list[Instance], val: Optional[list[Instance]],
-             progress: Optional[ProgressFn]) -> None:
+    def _fit(
+        self, train: list[Instance], val: Optional[list[Instance]], progress: Optional[ProgressFn]
+    ) -> None:
         insts = self._check_instances(train)
         insts = [i for i in insts if i.num_pairs > 0]
         if not insts:
@@ -149,32 +185,49 @@ class PGExplainerBaseline(Explainer):
             y = torch.zeros(inst.num_nodes, dtype=torch.long)
             y[inst.target] = t
             attr = directed_edge_attr(inst, self._takes_edge_attr)
-            data.append((inst.x.to(self.device), inst.edge_index().to(self.device),
-                         y.to(self.device), int(inst.target),
-                         self._node_kwargs(None if attr is None else attr.to(self.device))))
+            data.append(
+                (
+                    inst.x.to(self.device),
+                    inst.edge_index().to(self.device),
+                    y.to(self.device),
+                    int(inst.target),
+                    self._node_kwargs(None if attr is None else attr.to(self.device)),
+                )
+            )
         for epoch in range(self.epochs):
             total = 0.0
             for j in torch.randperm(len(data), generator=gen).tolist():
                 x, ei, y, idx, extra = data[j]
                 total += algo.train(epoch, self.model, x, ei, target=y, index=idx, **extra)
             self.losses_.append(total / len(data))
-            report(progress, (epoch + 1) / self.epochs,
-                   f"epoch {epoch + 1}/{self.epochs} loss {self.losses_[-1]:.4f}")
+            report(
+                progress,
+                (epoch + 1) / self.epochs,
+                f"epoch {epoch + 1}/{self.epochs} loss {self.losses_[-1]:.4f}",
+            )
 
     def _fit_graphs(self, algo, insts, targets, gen, progress) -> None:
         for epoch in range(self.epochs):
             order = torch.randperm(len(insts), generator=gen).tolist()
             total, steps = 0.0, 0
             for s in range(0, len(order), self.batch_size):
-                idx = order[s:s + self.batch_size]
+                idx = order[s : s + self.batch_size]
                 b = collate([insts[i] for i in idx], device=self.device)
-                total += algo.train(epoch, self.model, b.x, b.edge_index,
-                                    target=targets[idx].to(self.device),
-                                    **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))
+                total += algo.train(
+                    epoch,
+                    self.model,
+                    b.x,
+                    b.edge_index,
+                    target=targets[idx].to(self.device),
+                    **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr),
+                )
                 steps += 1
             self.losses_.append(total / max(steps, 1))
-            report(progress, (epoch + 1) / self.epochs,
-                   f"epoch {epoch + 1}/{self.epochs} loss {self.losses_[-1]:.4f}")
+            report(
+                progress,
+                (epoch + 1) / self.epochs,
+                f"epoch {epoch + 1}/{self.epochs} loss {self.losses_[-1]:.4f}",
+            )
 
     # -- explain
 
@@ -182,7 +235,7 @@ class PGExplainerBaseline(Explainer):
         out: list[Tensor] = []
         step = self.infer_batch_size or max(len(instances), 1)
         for s in range(0, len(instances), step):
-            chunk = instances[s:s + step]
+            chunk = instances[s : s + step]
             out.extend(self._explain_batch(chunk))
             report(progress, min(1.0, (s + len(chunk)) / len(instances)), "batch")
         return out
@@ -201,19 +254,28 @@ class PGExplainerBaseline(Explainer):
         b = collate(insts, device=self.device)
         src, dst = b.edge_index
         if self.task == "graph":
-            emb = get_embeddings(self.model, b.x, b.edge_index,
-                                 **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr))[-1]
+            emb = get_embeddings(
+                self.model,
+                b.x,
+                b.edge_index,
+                **self._graph_kwargs(b.batch, b.num_instances, b.edge_attr),
+            )[-1]
             inputs = torch.cat([emb[src], emb[dst]], dim=-1)
         else:
-            emb = get_embeddings(self.model, b.x, b.edge_index,
-                                 **self._node_kwargs(b.edge_attr))[-1]
+            emb = get_embeddings(self.model, b.x, b.edge_index, **self._node_kwargs(b.edge_attr))[
+                -1
+            ]
             owner_target = b.target_index[b.batch[src]]  # target node of each edge's instance
             inputs = torch.cat([emb[src], emb[dst], emb[owner_target]], dim=-1)
         logits = algo.mlp(inputs).view(-1).double()
         if self.task == "node":  # PyG's hard mask: only edges within L hops of the target
-            _, _, _, hard = k_hop_subgraph(b.target_index, algo._num_hops(self.model),
-                                           b.edge_index, num_nodes=b.x.size(0),
-                                           flow=algo._flow(self.model))
+            _, _, _, hard = k_hop_subgraph(
+                b.target_index,
+                algo._num_hops(self.model),
+                b.edge_index,
+                num_nodes=b.x.size(0),
+                flow=algo._flow(self.model),
+            )
             logits = logits.masked_fill(~hard, float("-inf"))
         mask = logits.sigmoid() if self.score == "prob" else logits
         scores = directed_to_pairs(mask, total, self.reduce, dtype=torch.float64)
@@ -228,18 +290,27 @@ class PGExplainerBaseline(Explainer):
     def state_key(self, context: ExplainerContext) -> Optional[str]:
         from gem_core.runtime.store import config_key
 
-        return config_key(dataset=context.spec.name, target=context.target.digest,
-                          method=self.name, epochs=self.epochs, lr=self.lr, coeffs=self.coeffs,
-                          batch_size=self.batch_size, seed=self.seed,
-                          max_fit_instances=self.max_fit_instances)
+        return config_key(
+            dataset=context.spec.name,
+            target=context.target.digest,
+            method=self.name,
+            epochs=self.epochs,
+            lr=self.lr,
+            coeffs=self.coeffs,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            max_fit_instances=self.max_fit_instances,
+        )
 
     def to_state(self) -> dict[str, Any]:
         assert self.explainer_ is not None, "fit before saving"
         mlp = self.explainer_.algorithm.mlp
-        return {"kind": self.state_kind,
-                "mlp": {k: v.detach().cpu() for k, v in mlp.state_dict().items()},
-                "losses": [float(v) for v in self.losses_],
-                "meta": {"fit_seconds": self.fit_seconds_}}
+        return {
+            "kind": self.state_kind,
+            "mlp": {k: v.detach().cpu() for k, v in mlp.state_dict().items()},
+            "losses": [float(v) for v in self.losses_],
+            "meta": {"fit_seconds": self.fit_seconds_},
+        }
 
     def load_state(self, state: dict[str, Any]) -> "PGExplainerBaseline":
         explainer = self._new_explainer()
@@ -270,7 +341,14 @@ class PGExplainerBaseline(Explainer):
                 y = torch.zeros(inst.num_nodes, dtype=torch.long, device=self.device)
                 y[inst.target] = target[0]
                 target = y
-            expl = run_on_instance(self.explainer_, inst, self.task, self.device,
-                                   self._takes_num_graphs, self._takes_edge_attr, target=target)
+            expl = run_on_instance(
+                self.explainer_,
+                inst,
+                self.task,
+                self.device,
+                self._takes_num_graphs,
+                self._takes_edge_attr,
+                target=target,
+            )
             out.append(directed_to_pairs(expl.edge_mask, inst.num_pairs, self.reduce))
         return out

@@ -1,4 +1,5 @@
 """Random scores: the floor every explainer must beat."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -7,8 +8,8 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
-from gem_core.runtime.progress import ProgressFn, report
 from gem_core.explainers.base import Explainer, instance_seed
+from gem_core.runtime.progress import ProgressFn, report
 
 
 class RandomExplainer(Explainer):
@@ -64,8 +65,9 @@ class CheckedRandomExplainer(RandomExplainer):
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         return self._explain_predicted(instances, progress, None)
 
-    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
-                           predicted: Optional[Tensor]) -> list[Tensor]:
+    def _explain_predicted(
+        self, instances: list[Instance], progress: Optional[ProgressFn], predicted: Optional[Tensor]
+    ) -> list[Tensor]:
         from gem_core.data.packed import PackedGraphs
         from gem_core.gem.pipeline import GemPipeline
         from gem_core.gem.settings import GemSettings

@@ -6,6 +6,7 @@ must be fitted before it explains, whether it explains a whole batch in one call
 The CLI (``--method``, ``reproduce --methods``), the session (:class:`~gem_core.service.session.Workbench`)
 and the app's pages read the methods from here, so a new method is one module and one row.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -89,8 +90,9 @@ def _pgexplainer(ctx: ExplainerContext, **settings: Any) -> Explainer:
 def _integrated_gradients(ctx: ExplainerContext, **settings: Any) -> Explainer:
     from gem_core.explainers.integrated_gradients import IntegratedGradientsExplainer
 
-    return IntegratedGradientsExplainer(ctx.target.model, ctx.task, device=str(ctx.device),
-                                        **settings)
+    return IntegratedGradientsExplainer(
+        ctx.target.model, ctx.task, device=str(ctx.device), **settings
+    )
 
 
 def _message_passing_layers(model: Any) -> int:
@@ -100,8 +102,12 @@ def _message_passing_layers(model: Any) -> int:
     return sum(isinstance(m, MessagePassing) for m in model.modules())
 
 
-def _subgraphx(ctx: ExplainerContext, num_hops: Optional[int] = None,
-               max_nodes: Optional[int] = None, **settings: Any) -> Explainer:
+def _subgraphx(
+    ctx: ExplainerContext,
+    num_hops: Optional[int] = None,
+    max_nodes: Optional[int] = None,
+    **settings: Any,
+) -> Explainer:
     """SubgraphX; L defaults to the target's message-passing layers (else the dataset's hops), the
     node budget to the dataset's smallest K (at least 3): a connected subgraph of K nodes has at
     least K - 1 pairs, so the chosen subgraph fills about the smallest top-K evaluated."""
@@ -109,8 +115,9 @@ def _subgraphx(ctx: ExplainerContext, num_hops: Optional[int] = None,
 
     hops = num_hops or _message_passing_layers(ctx.target.model) or ctx.spec.num_hops
     budget = max_nodes or max(3, min(ctx.spec.k_grid))
-    return SubgraphXExplainer(ctx.black_box, num_hops=hops, max_nodes=budget, task=ctx.task,
-                              **settings)
+    return SubgraphXExplainer(
+        ctx.black_box, num_hops=hops, max_nodes=budget, task=ctx.task, **settings
+    )
 
 
 def _random(ctx: ExplainerContext, **settings: Any) -> Explainer:
@@ -132,53 +139,131 @@ def _random_check(ctx: ExplainerContext, **settings: Any) -> Explainer:
 
 
 _ROWS: tuple[MethodSpec, ...] = (
-    MethodSpec("gem", "Gem", _gem, needs_fit=True, batched=True, in_reproduce=True,
-               description="Gem: a graph auto-encoder trained on distilled Granger-causal "
-                           "explanations; one forward pass per batch, the target not asked "
-                           "when it explains",
-               teacher="distilled_predicted"),
-    MethodSpec("gem_check", "Gem + check", _gem_check, needs_fit=True, batched=True,
-               in_reproduce=True,
-               description="Gem's ranking, then a search that asks the target at explain time "
-                           "which of Gem's next edges keeps its prediction (batched forwards "
-                           "per position: not amortized)",
-               teacher="distilled_predicted"),
-    MethodSpec("distilled", "Distilled teacher (true label)", _distilled, needs_fit=False,
-               batched=False, in_reproduce=True, settings={"label_source": "true"}, distils=True,
-               description="the distillation Gem learns from (Δ loss per edge against the true "
-                           "label, greedy pruning); slow, needs labels"),
-    MethodSpec("distilled_predicted", "Distilled teacher (predicted label)", _distilled,
-               needs_fit=False, batched=False, in_reproduce=True,
-               settings={"label_source": "predicted"}, distils=True,
-               description="the same distillation against the target's own prediction: what a "
-                           "label-free explainer of the model can imitate"),
-    MethodSpec("gnnexplainer", "GNNExplainer", _gnnexplainer, needs_fit=False, batched=False,
-               in_reproduce=True, settings={"epochs": 100, "lr": 0.01},
-               description="PyG's GNNExplainer objective, one mask per instance, all of a batch "
-                           "optimised together"),
-    MethodSpec("pgexplainer", "PGExplainer", _pgexplainer, needs_fit=True, batched=True,
-               in_reproduce=True, settings={"epochs": 30, "lr": 0.003},
-               description="PyG's PGExplainer, an edge MLP trained on the training instances"),
-    MethodSpec("integrated_gradients", "Integrated Gradients", _integrated_gradients,
-               needs_fit=False, batched=False, in_reproduce=True, settings={"n_steps": 50},
-               description="Captum's Integrated Gradients on the edge mask (as PyG's "
-                           "CaptumExplainer), all instances and path steps of a batch together"),
-    MethodSpec("subgraphx", "SubgraphX", _subgraphx, needs_fit=False, batched=False,
-               in_reproduce=False,
-               settings={"rollout": 20, "c_puct": 10.0, "expand_atoms": 12, "sample_num": 100,
-                         "time_budget_s": 10.0, "seed": 0, "num_hops": None, "max_nodes": None},
-               description="SubgraphX (Yuan et al. 2021): Monte-Carlo tree search over connected "
-                           "subgraphs scored by Shapley values; seconds per instance",
-               max_test_instances=100,
-               wait_note="SubgraphX takes seconds per explanation (a tree search with Shapley "
-                         "values, stopped after 10 s), where Gem takes a fraction of a "
-                         "millisecond"),
-    MethodSpec("random", "Random", _random, needs_fit=False, batched=True, in_reproduce=True,
-               settings={"seed": 0}, description="uniform random scores (the floor)"),
-    MethodSpec("random_check", "Random + check", _random_check, needs_fit=False, batched=True,
-               in_reproduce=True, settings={"seed": 0},
-               description="uniform random scores put through the same explain-time search "
-                           "as Gem + check: the control of what the search does alone"),
+    MethodSpec(
+        "gem",
+        "Gem",
+        _gem,
+        needs_fit=True,
+        batched=True,
+        in_reproduce=True,
+        description="Gem: a graph auto-encoder trained on distilled Granger-causal "
+        "explanations; one forward pass per batch, the target not asked "
+        "when it explains",
+        teacher="distilled_predicted",
+    ),
+    MethodSpec(
+        "gem_check",
+        "Gem + check",
+        _gem_check,
+        needs_fit=True,
+        batched=True,
+        in_reproduce=True,
+        description="Gem's ranking, then a search that asks the target at explain time "
+        "which of Gem's next edges keeps its prediction (batched forwards "
+        "per position: not amortized)",
+        teacher="distilled_predicted",
+    ),
+    MethodSpec(
+        "distilled",
+        "Distilled teacher (true label)",
+        _distilled,
+        needs_fit=False,
+        batched=False,
+        in_reproduce=True,
+        settings={"label_source": "true"},
+        distils=True,
+        description="the distillation Gem learns from (Δ loss per edge against the true "
+        "label, greedy pruning); slow, needs labels",
+    ),
+    MethodSpec(
+        "distilled_predicted",
+        "Distilled teacher (predicted label)",
+        _distilled,
+        needs_fit=False,
+        batched=False,
+        in_reproduce=True,
+        settings={"label_source": "predicted"},
+        distils=True,
+        description="the same distillation against the target's own prediction: what a "
+        "label-free explainer of the model can imitate",
+    ),
+    MethodSpec(
+        "gnnexplainer",
+        "GNNExplainer",
+        _gnnexplainer,
+        needs_fit=False,
+        batched=False,
+        in_reproduce=True,
+        settings={"epochs": 100, "lr": 0.01},
+        description="PyG's GNNExplainer objective, one mask per instance, all of a batch "
+        "optimised together",
+    ),
+    MethodSpec(
+        "pgexplainer",
+        "PGExplainer",
+        _pgexplainer,
+        needs_fit=True,
+        batched=True,
+        in_reproduce=True,
+        settings={"epochs": 30, "lr": 0.003},
+        description="PyG's PGExplainer, an edge MLP trained on the training instances",
+    ),
+    MethodSpec(
+        "integrated_gradients",
+        "Integrated Gradients",
+        _integrated_gradients,
+        needs_fit=False,
+        batched=False,
+        in_reproduce=True,
+        settings={"n_steps": 50},
+        description="Captum's Integrated Gradients on the edge mask (as PyG's "
+        "CaptumExplainer), all instances and path steps of a batch together",
+    ),
+    MethodSpec(
+        "subgraphx",
+        "SubgraphX",
+        _subgraphx,
+        needs_fit=False,
+        batched=False,
+        in_reproduce=False,
+        settings={
+            "rollout": 20,
+            "c_puct": 10.0,
+            "expand_atoms": 12,
+            "sample_num": 100,
+            "time_budget_s": 10.0,
+            "seed": 0,
+            "num_hops": None,
+            "max_nodes": None,
+        },
+        description="SubgraphX (Yuan et al. 2021): Monte-Carlo tree search over connected "
+        "subgraphs scored by Shapley values; seconds per instance",
+        max_test_instances=100,
+        wait_note="SubgraphX takes seconds per explanation (a tree search with Shapley "
+        "values, stopped after 10 s), where Gem takes a fraction of a "
+        "millisecond",
+    ),
+    MethodSpec(
+        "random",
+        "Random",
+        _random,
+        needs_fit=False,
+        batched=True,
+        in_reproduce=True,
+        settings={"seed": 0},
+        description="uniform random scores (the floor)",
+    ),
+    MethodSpec(
+        "random_check",
+        "Random + check",
+        _random_check,
+        needs_fit=False,
+        batched=True,
+        in_reproduce=True,
+        settings={"seed": 0},
+        description="uniform random scores put through the same explain-time search "
+        "as Gem + check: the control of what the search does alone",
+    ),
 )
 
 REGISTRY: Mapping[str, MethodSpec] = MappingProxyType({row.name: row for row in _ROWS})

@@ -14,6 +14,7 @@ edges). This is the "edge-deletion" variant of the paper's removal; nodes outsid
 isolated nodes rather than being zero-filled. On node tasks that is the same as removing them
 (an isolated node cannot reach the target); on graph tasks they still reach the readout alone.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -87,12 +88,14 @@ class NodeSetGame:
         masks = unique[:, u] & unique[:, v]
         out = []
         for start in range(0, masks.size(0), CHUNK):
-            logits = self.black_box(repeated_batch(instance, masks[start:start + CHUNK],
-                                                   uses_edge_attr(self.black_box)))
+            logits = self.black_box(
+                repeated_batch(
+                    instance, masks[start : start + CHUNK], uses_edge_attr(self.black_box)
+                )
+            )
             out.append(torch.softmax(logits.detach().to("cpu", torch.float64), -1)[:, self.cls])
             self.forward_passes += 1
         return torch.cat(out)[inverse]
-
 
     def _restricted(self, node_masks: Tensor) -> tuple[Instance, Tensor]:
         """Node tasks: the instance cut to the nodes some set holds (and the masks to match).
@@ -108,13 +111,19 @@ class NodeSetGame:
         keep[int(inst.target)] = True
         new_id = torch.cumsum(keep.long(), 0) - 1
         pair_kept = keep[inst.pairs[0]] & keep[inst.pairs[1]]
-        sub = Instance(x=inst.x[keep], pairs=new_id[inst.pairs[:, pair_kept]], y=inst.y,
-                       target=int(new_id[int(inst.target)]),
-                       edge_attr=None if inst.edge_attr is None else inst.edge_attr[pair_kept])
+        sub = Instance(
+            x=inst.x[keep],
+            pairs=new_id[inst.pairs[:, pair_kept]],
+            y=inst.y,
+            target=int(new_id[int(inst.target)]),
+            edge_attr=None if inst.edge_attr is None else inst.edge_attr[pair_kept],
+        )
         return sub, node_masks[:, keep]
 
 
-def repeated_batch(instance: Instance, pair_masks: Tensor, edge_attr: bool = False) -> InstanceBatch:
+def repeated_batch(
+    instance: Instance, pair_masks: Tensor, edge_attr: bool = False
+) -> InstanceBatch:
     """``B`` copies of one instance, copy ``b`` keeping the pairs of ``pair_masks[b]``, as one batch.
 
     The same batch :func:`gem_core.data.instances.collate` builds from ``[instance] * B`` and
@@ -132,10 +141,13 @@ def repeated_batch(instance: Instance, pair_masks: Tensor, edge_attr: bool = Fal
         a = (a if a.dim() == 2 else a.reshape(-1, 1)).float()[pair]
         attr = torch.cat([a, a], dim=0)
     return InstanceBatch(
-        x=instance.x.repeat(count, 1), edge_index=torch.cat([kept, kept.flip(0)], dim=1),
+        x=instance.x.repeat(count, 1),
+        edge_index=torch.cat([kept, kept.flip(0)], dim=1),
         batch=torch.arange(count).repeat_interleave(n),
         target_index=None if instance.target is None else offsets + int(instance.target),
-        num_instances=count, edge_attr=attr)
+        num_instances=count,
+        edge_attr=attr,
+    )
 
 
 def _mask(n: int, nodes: Iterable[int]) -> Tensor:
@@ -146,8 +158,13 @@ def _mask(n: int, nodes: Iterable[int]) -> Tensor:
     return m
 
 
-def sampled_coalitions(num_nodes: int, subset: Iterable[int], players: Sequence[int],
-                       sample_num: int, generator: torch.Generator) -> Tensor:
+def sampled_coalitions(
+    num_nodes: int,
+    subset: Iterable[int],
+    players: Sequence[int],
+    sample_num: int,
+    generator: torch.Generator,
+) -> Tensor:
     """``[sample_num, n]`` node masks of the coalitions that random player orders put before ``S``.
 
     Each sample draws one uniform random order of the players and ``S`` (i.i.d. uniform keys,
@@ -163,8 +180,14 @@ def sampled_coalitions(num_nodes: int, subset: Iterable[int], players: Sequence[
     return masks
 
 
-def shapley_values(game: NodeSetGame, subsets: Sequence[Iterable[int]], adj: Sequence[set[int]],
-                   hops: int, sample_num: int, generator: torch.Generator) -> list[float]:
+def shapley_values(
+    game: NodeSetGame,
+    subsets: Sequence[Iterable[int]],
+    adj: Sequence[set[int]],
+    hops: int,
+    sample_num: int,
+    generator: torch.Generator,
+) -> list[float]:
     """Monte-Carlo Shapley value of each node set (one batch of forward passes for all of them).
 
     For each set ``S``: the players are the nodes within ``hops`` of ``S`` but not in it;
@@ -199,14 +222,21 @@ def exact_shapley(game: NodeSetGame, subset: Iterable[int], players: Sequence[in
     coalitions = [c for r in range(m + 1) for c in itertools.combinations(players, r)]
     without = torch.stack([_mask(n, c) for c in coalitions])
     values = game.values(torch.cat([without | _mask(n, nodes), without]))
-    gain = values[:len(coalitions)] - values[len(coalitions):]
-    weights = torch.tensor([math.factorial(len(c)) * math.factorial(m - len(c))
-                            / math.factorial(m + 1) for c in coalitions], dtype=torch.float64)
+    gain = values[: len(coalitions)] - values[len(coalitions) :]
+    weights = torch.tensor(
+        [
+            math.factorial(len(c)) * math.factorial(m - len(c)) / math.factorial(m + 1)
+            for c in coalitions
+        ],
+        dtype=torch.float64,
+    )
     return float((weights * gain).sum())
 
 
-def connected_components(adj: Sequence[set[int]], nodes: Union[set[int], frozenset[int]],
-                         ) -> list[set[int]]:
+def connected_components(
+    adj: Sequence[set[int]],
+    nodes: Union[set[int], frozenset[int]],
+) -> list[set[int]]:
     """The connected components of the subgraph induced by ``nodes``."""
     left = set(nodes)
     parts = []

@@ -25,6 +25,7 @@ subgraphs. Model-agnostic: only the black box's outputs are read. Seeded per ins
 budget per instance stops the search early (then the best so far is returned, and a rerun may
 search further on a faster machine).
 """
+
 from __future__ import annotations
 
 import math
@@ -76,9 +77,20 @@ class SubgraphSearch:
         deadline: ``time.perf_counter()`` after which the search stops (None: no limit).
     """
 
-    def __init__(self, instance: Instance, black_box, cls: int, hops: int, max_nodes: int,
-                 rollout: int, c_puct: float, expand_atoms: int, sample_num: int,
-                 generator: torch.Generator, deadline: Optional[float] = None):
+    def __init__(
+        self,
+        instance: Instance,
+        black_box,
+        cls: int,
+        hops: int,
+        max_nodes: int,
+        rollout: int,
+        c_puct: float,
+        expand_atoms: int,
+        sample_num: int,
+        generator: torch.Generator,
+        deadline: Optional[float] = None,
+    ):
         self.instance = instance
         self.adj = adjacency(instance)
         self.game = NodeSetGame(instance, black_box, cls)
@@ -105,8 +117,17 @@ class SubgraphSearch:
 
     def _evaluate(self, states: list[State]) -> None:
         todo = [s for s in states if s.reward is None]
-        for s, r in zip(todo, shapley_values(self.game, [s.nodes for s in todo], self.adj,
-                                             self.hops, self.sample_num, self.generator)):
+        for s, r in zip(
+            todo,
+            shapley_values(
+                self.game,
+                [s.nodes for s in todo],
+                self.adj,
+                self.hops,
+                self.sample_num,
+                self.generator,
+            ),
+        ):
             s.reward = float(r)
 
     def _expand(self, state: State) -> None:
@@ -193,7 +214,9 @@ def pair_scores(instance: Instance, result: SearchResult) -> Tensor:
             masks[i, list(s.nodes)] = True
         inside = masks[:, u] & masks[:, v]
         rewards = torch.tensor([s.reward for s in scored], dtype=torch.float64).clamp(-1.0, 1.0)
-        top = torch.where(inside, rewards[:, None], torch.full_like(inside, -2.0, dtype=torch.float64))
+        top = torch.where(
+            inside, rewards[:, None], torch.full_like(inside, -2.0, dtype=torch.float64)
+        )
         top = top.max(dim=0).values
         best = torch.where(top > -2.0, 0.5 * (1.0 + top), best)
     chosen = torch.zeros(n, dtype=torch.bool)
@@ -220,13 +243,26 @@ class SubgraphXExplainer(Explainer):
 
     name = "subgraphx"
 
-    def __init__(self, black_box, num_hops: int = 3, max_nodes: int = 5, rollout: int = 20,
-                 c_puct: float = 10.0, expand_atoms: int = 12, sample_num: int = 100,
-                 time_budget_s: Optional[float] = 10.0, seed: int = 0,
-                 task: Optional[str] = None):
-        for label, value in (("num_hops", num_hops), ("max_nodes", max_nodes),
-                             ("rollout", rollout), ("expand_atoms", expand_atoms),
-                             ("sample_num", sample_num)):
+    def __init__(
+        self,
+        black_box,
+        num_hops: int = 3,
+        max_nodes: int = 5,
+        rollout: int = 20,
+        c_puct: float = 10.0,
+        expand_atoms: int = 12,
+        sample_num: int = 100,
+        time_budget_s: Optional[float] = 10.0,
+        seed: int = 0,
+        task: Optional[str] = None,
+    ):
+        for label, value in (
+            ("num_hops", num_hops),
+            ("max_nodes", max_nodes),
+            ("rollout", rollout),
+            ("expand_atoms", expand_atoms),
+            ("sample_num", sample_num),
+        ):
             if int(value) < 1:
                 raise ValueError(f"SubgraphX: {label} must be at least 1, got {value}")
         self.black_box = black_box
@@ -248,22 +284,35 @@ class SubgraphXExplainer(Explainer):
         """The MCTS of one instance for class ``cls`` (seeded by the instance)."""
         gen = torch.Generator().manual_seed(instance_seed(self.seed, instance))
         deadline = None if self.time_budget_s is None else time.perf_counter() + self.time_budget_s
-        return SubgraphSearch(instance, self.black_box, cls, self.num_hops, self.max_nodes,
-                              self.rollout, self.c_puct, self.expand_atoms, self.sample_num,
-                              gen, deadline).run()
+        return SubgraphSearch(
+            instance,
+            self.black_box,
+            cls,
+            self.num_hops,
+            self.max_nodes,
+            self.rollout,
+            self.c_puct,
+            self.expand_atoms,
+            self.sample_num,
+            gen,
+            deadline,
+        ).run()
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         predicted = predict_proba(self.black_box, instances).argmax(-1) if instances else None
         return self._explain_predicted(instances, progress, predicted)
 
-    def _explain_predicted(self, instances: list[Instance], progress: Optional[ProgressFn],
-                           predicted: Tensor) -> list[Tensor]:
+    def _explain_predicted(
+        self, instances: list[Instance], progress: Optional[ProgressFn], predicted: Tensor
+    ) -> list[Tensor]:
         out, self.last_results_ = [], []
         for i, inst in enumerate(instances):
             result = self.search(inst, int(predicted[i]))
             self.last_results_.append(result)
             out.append(pair_scores(inst, result))
-            report(progress, (i + 1) / len(instances), f"SubgraphX: instance {i + 1}/{len(instances)}")
+            report(
+                progress, (i + 1) / len(instances), f"SubgraphX: instance {i + 1}/{len(instances)}"
+            )
         return out
 
     @property
@@ -272,10 +321,12 @@ class SubgraphXExplainer(Explainer):
         mean rollouts done and mean states evaluated per instance."""
         runs = self.last_results_
         n = max(len(runs), 1)
-        return {"instances": len(runs),
-                "timed_out_share": sum(r.timed_out for r in runs) / n,
-                "mean_rollouts": sum(r.rollouts for r in runs) / n,
-                "mean_states": sum(len(r.states) for r in runs) / n}
+        return {
+            "instances": len(runs),
+            "timed_out_share": sum(r.timed_out for r in runs) / n,
+            "mean_rollouts": sum(r.rollouts for r in runs) / n,
+            "mean_states": sum(len(r.states) for r in runs) / n,
+        }
 
 
 __all__ = ["SubgraphXExplainer", "SubgraphSearch", "SearchResult", "pair_scores"]

@@ -29,6 +29,7 @@ column per round, from a vocabulary learned on the training instances. Inputs ar
 disconnected graph (:func:`~gem_core.gem.labeling.pack`); :meth:`GemAutoEncoder.prepare` does the
 input side (packing, hop / WL labels) so callers can time or cache it separately.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,8 +40,8 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance
-from gem_core.gem.inputs import DEGREE_BUCKETS, PreparedInstances, label_columns
 from gem_core.data.packed import PackedGraphs
+from gem_core.gem.inputs import DEGREE_BUCKETS, PreparedInstances, label_columns
 from gem_core.gem.labeling import WLLabeler, pack
 from gem_core.gem.network import GemNet
 from gem_core.gem.settings import AUTOENCODER_FIELDS, GemSettings
@@ -103,17 +104,28 @@ class GemAutoEncoder:
             ``best_epoch``, ``epochs``, ``best_loss``).
     """
 
-    def __init__(self, lr: float = _D["lr"], hidden: Sequence[int] = _D["hidden"],
-                 batch_size: int = _D["batch_size"], max_epochs: int = _D["max_epochs"],
-                 patience: int = _D["patience"], kl_weight: float = _D["kl_weight"],
-                 weight_decay: float = _D["weight_decay"], num_hops: int = _D["num_hops"],
-                 wl_rounds: int = _D["wl_rounds"], max_colors: int = _D["max_colors"],
-                 decoder_bias: bool = _D["decoder_bias"], decoder: str = _D["decoder"],
-                 degree_features: bool = _D["degree_features"],
-                 wl_edge_labels: bool = _D["wl_edge_labels"],
-                 edge_features: bool = _D["edge_features"], ensemble: int = _D["ensemble"],
-                 seed: int = _D["seed"],
-                 device: Union[str, torch.device] = "auto", max_nodes_per_pass: int = 500_000):
+    def __init__(
+        self,
+        lr: float = _D["lr"],
+        hidden: Sequence[int] = _D["hidden"],
+        batch_size: int = _D["batch_size"],
+        max_epochs: int = _D["max_epochs"],
+        patience: int = _D["patience"],
+        kl_weight: float = _D["kl_weight"],
+        weight_decay: float = _D["weight_decay"],
+        num_hops: int = _D["num_hops"],
+        wl_rounds: int = _D["wl_rounds"],
+        max_colors: int = _D["max_colors"],
+        decoder_bias: bool = _D["decoder_bias"],
+        decoder: str = _D["decoder"],
+        degree_features: bool = _D["degree_features"],
+        wl_edge_labels: bool = _D["wl_edge_labels"],
+        edge_features: bool = _D["edge_features"],
+        ensemble: int = _D["ensemble"],
+        seed: int = _D["seed"],
+        device: Union[str, torch.device] = "auto",
+        max_nodes_per_pass: int = 500_000,
+    ):
         self.lr = lr
         self.hidden = hidden
         self.batch_size = batch_size
@@ -137,8 +149,9 @@ class GemAutoEncoder:
     _PARAMS = AUTOENCODER_FIELDS + ("device", "max_nodes_per_pass")
 
     @classmethod
-    def from_settings(cls, settings: GemSettings, device: Union[str, torch.device] = "auto",
-                      **overrides: Any) -> "GemAutoEncoder":
+    def from_settings(
+        cls, settings: GemSettings, device: Union[str, torch.device] = "auto", **overrides: Any
+    ) -> "GemAutoEncoder":
         """An auto-encoder with the hyperparameters of ``settings`` (and ``overrides``)."""
         return cls(**{**settings.autoencoder_params(), "device": device, **overrides})
 
@@ -161,11 +174,13 @@ class GemAutoEncoder:
         if not hasattr(self, "models_"):
             raise NotFittedError(
                 "This GemAutoEncoder is not fitted yet: call fit(instances, weights) or load one "
-                "with GemAutoEncoder.from_state(state) before explaining.")
+                "with GemAutoEncoder.from_state(state) before explaining."
+            )
 
     def _label_columns(self, packed: PackedGraphs) -> Tensor:
-        return label_columns(packed, self.num_hops, self.labeler_, self.degree_features,
-                             self.label_dim_)
+        return label_columns(
+            packed, self.num_hops, self.labeler_, self.degree_features, self.label_dim_
+        )
 
     def prepare(self, instances: Sequence[Instance]) -> PreparedInstances:
         """Pack and label instances (WL colours / hop distances): the input side of :meth:`explain`."""
@@ -179,17 +194,25 @@ class GemAutoEncoder:
 
     def _check_compatible(self, packed: PackedGraphs) -> None:
         if packed.task != self.task_:
-            raise ValueError(f"this explainer was fitted on {self.task_}-task instances, "
-                             f"got {packed.task}-task instances")
+            raise ValueError(
+                f"this explainer was fitted on {self.task_}-task instances, "
+                f"got {packed.task}-task instances"
+            )
         if packed.x.size(1) != self.in_features_:
-            raise ValueError(f"instances have {packed.x.size(1)} node features, the explainer was "
-                             f"fitted with {self.in_features_}")
+            raise ValueError(
+                f"instances have {packed.x.size(1)} node features, the explainer was "
+                f"fitted with {self.in_features_}"
+            )
         if (self.edge_dim_ or self.wl_edge_labels) and packed.edge_attr is None:
-            raise ValueError("this explainer reads edge features (edge_attr, e.g. bond types), "
-                             "which these instances lack")
+            raise ValueError(
+                "this explainer reads edge features (edge_attr, e.g. bond types), "
+                "which these instances lack"
+            )
         if self.edge_dim_ and packed.edge_attr.size(1) != self.edge_dim_:
-            raise ValueError(f"instances have {packed.edge_attr.size(1)} edge features, the "
-                             f"explainer was fitted with {self.edge_dim_}")
+            raise ValueError(
+                f"instances have {packed.edge_attr.size(1)} edge features, the "
+                f"explainer was fitted with {self.edge_dim_}"
+            )
 
     # ------------------------------------------------------------------ forward
     def _forward(self, prep: PreparedInstances) -> Tensor:
@@ -230,10 +253,14 @@ class GemAutoEncoder:
         return chunks
 
     # ------------------------------------------------------------------ training
-    def fit(self, instances: Sequence[Instance], weights: Sequence[Tensor],
-            val_instances: Optional[Sequence[Instance]] = None,
-            val_weights: Optional[Sequence[Tensor]] = None,
-            progress: Optional[ProgressFn] = None) -> "GemAutoEncoder":
+    def fit(
+        self,
+        instances: Sequence[Instance],
+        weights: Sequence[Tensor],
+        val_instances: Optional[Sequence[Instance]] = None,
+        val_weights: Optional[Sequence[Tensor]] = None,
+        progress: Optional[ProgressFn] = None,
+    ) -> "GemAutoEncoder":
         """Learn to predict ``weights`` (one ``[P]`` tensor in [0, 1] per instance) from structure.
 
         The same seed trains the same weights on CPU and, with deterministic kernels, on CUDA.
@@ -250,9 +277,14 @@ class GemAutoEncoder:
         with deterministic_algorithms(resolve_device(self.device)):
             return self._fit(instances, weights, val_instances, val_weights, progress)
 
-    def _fit(self, instances: Sequence[Instance], weights: Sequence[Tensor],
-             val_instances: Optional[Sequence[Instance]], val_weights: Optional[Sequence[Tensor]],
-             progress: Optional[ProgressFn]) -> "GemAutoEncoder":
+    def _fit(
+        self,
+        instances: Sequence[Instance],
+        weights: Sequence[Tensor],
+        val_instances: Optional[Sequence[Instance]],
+        val_weights: Optional[Sequence[Tensor]],
+        progress: Optional[ProgressFn],
+    ) -> "GemAutoEncoder":
         if len(instances) == 0:
             raise ValueError("fit needs at least one training instance")
         if (val_instances is None) != (val_weights is None):
@@ -267,12 +299,15 @@ class GemAutoEncoder:
         self.task_ = packed.task
         self.in_features_ = int(packed.x.size(1))
         if (self.edge_features or self.wl_edge_labels) and packed.edge_attr is None:
-            raise ValueError("edge_features / wl_edge_labels need instances with edge features "
-                             "(edge_attr, e.g. the bond types of molecules)")
+            raise ValueError(
+                "edge_features / wl_edge_labels need instances with edge features "
+                "(edge_attr, e.g. the bond types of molecules)"
+            )
         self.edge_dim_ = int(packed.edge_attr.size(1)) if self.edge_features else 0
         if self.task_ == "graph":
-            self.labeler_ = WLLabeler(self.wl_rounds, self.max_colors,
-                                      edge_labels=self.wl_edge_labels).fit(packed)
+            self.labeler_ = WLLabeler(
+                self.wl_rounds, self.max_colors, edge_labels=self.wl_edge_labels
+            ).fit(packed)
             self.label_dim_ = self.labeler_.num_columns_
         else:
             self.labeler_ = None
@@ -288,19 +323,39 @@ class GemAutoEncoder:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 model = self._network().to(dev)
-            histories.append(train_network(
-                model, train, target, val, val_target, edge_dim=self.edge_dim_, device=dev,
-                lr=self.lr, weight_decay=self.weight_decay, batch_size=self.batch_size,
-                max_epochs=self.max_epochs, patience=self.patience, kl_weight=self.kl_weight,
-                seed=seed, progress=scaled(progress, j / self.ensemble, (j + 1) / self.ensemble)))
+            histories.append(
+                train_network(
+                    model,
+                    train,
+                    target,
+                    val,
+                    val_target,
+                    edge_dim=self.edge_dim_,
+                    device=dev,
+                    lr=self.lr,
+                    weight_decay=self.weight_decay,
+                    batch_size=self.batch_size,
+                    max_epochs=self.max_epochs,
+                    patience=self.patience,
+                    kl_weight=self.kl_weight,
+                    seed=seed,
+                    progress=scaled(progress, j / self.ensemble, (j + 1) / self.ensemble),
+                )
+            )
             models.append(model)
         self.models_ = models
         self.history_ = _history(histories)
         return self
 
     def _network(self) -> GemNet:
-        return GemNet(self.label_dim_, self.in_features_ + self.edge_dim_, self.hidden,
-                      self.decoder_bias, self.decoder, self.edge_dim_)
+        return GemNet(
+            self.label_dim_,
+            self.in_features_ + self.edge_dim_,
+            self.hidden,
+            self.decoder_bias,
+            self.decoder,
+            self.edge_dim_,
+        )
 
     def _validate_params(self) -> None:
         """The hyperparameters checked as :class:`GemSettings` checks them (one-line errors)."""
@@ -332,8 +387,9 @@ class GemAutoEncoder:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], device: Union[str, torch.device, None] = None
-                   ) -> "GemAutoEncoder":
+    def from_state(
+        cls, state: dict[str, Any], device: Union[str, torch.device, None] = None
+    ) -> "GemAutoEncoder":
         """Rebuild an explainer saved with :meth:`to_state` (``device`` overrides the saved one)."""
         if not isinstance(state, dict) or state.get("kind") != EXPLAINER_KIND:
             raise ValueError("not a Gem explainer state (missing kind 'gem-explainer')")
@@ -352,8 +408,10 @@ class GemAutoEncoder:
         self.device_ = resolve_device(self.device)
         members = [state["state_dict"], *state.get("member_state_dicts", [])]
         if len(members) != self.ensemble:
-            raise ValueError(f"this Gem state has {len(members)} trained network(s) for an "
-                             f"ensemble of {self.ensemble}: the file is incomplete")
+            raise ValueError(
+                f"this Gem state has {len(members)} trained network(s) for an "
+                f"ensemble of {self.ensemble}: the file is incomplete"
+            )
         self.models_ = []
         for member in members:
             model = self._network()
@@ -380,6 +438,7 @@ def _history(histories: list[dict[str, Any]]) -> dict[str, Any]:
     """The first member's history, with every member's summary when there are several."""
     first = dict(histories[0])
     if len(histories) > 1:
-        first["members"] = [{k: h[k] for k in ("best_epoch", "epochs", "best_loss")}
-                            for h in histories]
+        first["members"] = [
+            {k: h[k] for k in ("best_epoch", "epochs", "best_loss")} for h in histories
+        ]
     return first

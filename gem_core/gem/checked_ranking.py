@@ -51,6 +51,7 @@ instances where it fails).
 The returned scores are Gem's own values, reassigned along the new order (the best score to the
 first pair, …) and made strictly decreasing there, so that every top-k reads the checked order.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -69,11 +70,20 @@ CHECK_RULES = ("off", "repair", "best", "search", "sustain", "climb")
 _LOOK_FURTHER = ("search", "sustain", "climb")
 
 
-def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
-                   start: int, stop: int, width: int, rule: str,
-                   protocols: tuple[str, ...] = PROTOCOLS,
-                   late: Optional[tuple[int, str]] = None,
-                   backward: tuple[tuple[int, int], ...] = ()) -> Tensor:
+def checked_scores(
+    black_box,
+    packed: PackedGraphs,
+    scores: Tensor,
+    predicted: Tensor,
+    *,
+    start: int,
+    stop: int,
+    width: int,
+    rule: str,
+    protocols: tuple[str, ...] = PROTOCOLS,
+    late: Optional[tuple[int, str]] = None,
+    backward: tuple[tuple[int, int], ...] = (),
+) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
 
     Args:
@@ -97,8 +107,7 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
     if rule not in CHECK_RULES:
         raise ValueError(f"check rule {rule!r} is not one of {', '.join(CHECK_RULES)}")
     if late is not None and late[1] not in CHECK_RULES[1:]:
-        raise ValueError(f"late check rule {late[1]!r} is not one of "
-                         f"{', '.join(CHECK_RULES[1:])}")
+        raise ValueError(f"late check rule {late[1]!r} is not one of {', '.join(CHECK_RULES[1:])}")
     if int(width) < 1:
         raise ValueError(f"check width must be at least 1, got {width}")
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
@@ -109,10 +118,23 @@ def checked_scores(black_box, packed: PackedGraphs, scores: Tensor, predicted: T
     order = _gem_order(packed, scores)  # [B, Pmax] local pair ids, -1 padded
     counts = packed.pair_counts()
     start = max(int(start), 0)
-    spans = {int(k): max(int(previous), start) for previous, k in backward
-             if start < int(k) <= int(stop)}
-    ranking = _check(black_box, packed, order, counts, torch.as_tensor(predicted).long().cpu(),
-                     start, int(stop), int(width), rule, protocols, late, spans)
+    spans = {
+        int(k): max(int(previous), start) for previous, k in backward if start < int(k) <= int(stop)
+    }
+    ranking = _check(
+        black_box,
+        packed,
+        order,
+        counts,
+        torch.as_tensor(predicted).long().cpu(),
+        start,
+        int(stop),
+        int(width),
+        rule,
+        protocols,
+        late,
+        spans,
+    )
     return _reassign(packed, scores, ranking, counts)
 
 
@@ -123,14 +145,24 @@ def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
     n, width = packed.num_instances, int(counts.max()) if counts.numel() else 0
     order = torch.full((n, max(width, 1)), -1, dtype=torch.long)
     for i, part in enumerate(packed.split_pairs(scores)):
-        order[i, :part.numel()] = torch.sort(part.double(), descending=True, stable=True).indices
+        order[i, : part.numel()] = torch.sort(part.double(), descending=True, stable=True).indices
     return order
 
 
-def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predicted: Tensor,
-           start: int, stop: int, width: int, first_rule: str, protocols: tuple[str, ...],
-           late: Optional[tuple[int, str]] = None,
-           backward: Optional[dict[int, int]] = None) -> Tensor:
+def _check(
+    black_box,
+    packed: PackedGraphs,
+    order: Tensor,
+    counts: Tensor,
+    predicted: Tensor,
+    start: int,
+    stop: int,
+    width: int,
+    first_rule: str,
+    protocols: tuple[str, ...],
+    late: Optional[tuple[int, str]] = None,
+    backward: Optional[dict[int, int]] = None,
+) -> Tensor:
     """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
     target, one position for every instance at a time. ``repair`` asks first about Gem's next
     pair alone and about the other candidates only where it fails (most positions cost one copy
@@ -154,9 +186,9 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         if late is not None and pos < late[0]:
             run = min(run, late[0] - pos)  # the late rule decides from its position on
         if run > 0:
-            free = ~placed[active, :pos + run] & (order[active, :pos + run] >= 0)
+            free = ~placed[active, : pos + run] & (order[active, : pos + run] >= 0)
             r, c = torch.nonzero(free & (torch.cumsum(free.long(), 1) <= run), as_tuple=True)
-            ranking[active, pos:pos + run] = order[active[r], c].view(-1, run)
+            ranking[active, pos : pos + run] = order[active[r], c].view(-1, run)
             placed[active[r], c] = True
             held[active] = True
             pos += run
@@ -175,21 +207,34 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
             first = rank[row, col] == 1
             asked = torch.nonzero(first).view(-1)
             holds[asked], prob[asked] = ahead.next_pair(
-                active[row[asked]], order[active[row[asked]], col[asked]], pos)
+                active[row[asked]], order[active[row[asked]], col[asked]], pos
+            )
             failed = torch.zeros(len(active), dtype=torch.bool)
             failed[row[asked]] = ~holds[asked]
             asked = torch.nonzero(~first & failed[row]).view(-1)
         else:
             asked = torch.arange(row.numel())
         if asked.numel():
-            holds[asked], prob[asked] = judge(active[row[asked]], order[active[row[asked]], col[asked]], pos)
+            holds[asked], prob[asked] = judge(
+                active[row[asked]], order[active[row[asked]], col[asked]], pos
+            )
         pick = _pick(row, holds, prob, rule, len(active))
         chosen_col = col[pick]
         chosen_row = row[pick]
         if rule in _LOOK_FURTHER:
             chosen_col, held[active] = _look_further(
-                judge, rule, order, placed, active, (row, col, holds, prob), is_cand,
-                held[active], pos, chosen_col, holds[pick])
+                judge,
+                rule,
+                order,
+                placed,
+                active,
+                (row, col, holds, prob),
+                is_cand,
+                held[active],
+                pos,
+                chosen_col,
+                holds[pick],
+            )
         else:
             held[active] = holds[pick]
         ranking[active[chosen_row], pos] = order[active[chosen_row], chosen_col]
@@ -198,8 +243,9 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         if backward and pos + 1 in backward:  # a budget K: where its top-K fails, look back
             failing = active[~held[active] & (counts[active] > pos + 1)]
             if failing.numel():
-                held[failing] = _eliminate(judge, order, ranking, placed, failing, counts,
-                                           backward[pos + 1], pos + 1)
+                held[failing] = _eliminate(
+                    judge, order, ranking, placed, failing, counts, backward[pos + 1], pos + 1
+                )
                 ahead.forget(failing)
         pos += 1
     # the positions after the checked ones: Gem's order of what is left
@@ -207,15 +253,24 @@ def _check(black_box, packed: PackedGraphs, order: Tensor, counts: Tensor, predi
         done = min(int(counts[i]), stop, cols)
         if done <= start:
             continue
-        rest = order[i, :int(counts[i])][~placed[i, :int(counts[i])]]
-        ranking[i, done:done + rest.numel()] = rest
+        rest = order[i, : int(counts[i])][~placed[i, : int(counts[i])]]
+        ranking[i, done : done + rest.numel()] = rest
     return ranking
 
 
-def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tensor,
-                  candidates: tuple[Tensor, Tensor, Tensor, Tensor], is_cand: Tensor,
-                  held: Tensor, pos: int, chosen_col: Tensor,
-                  chosen_holds: Tensor) -> tuple[Tensor, Tensor]:
+def _look_further(
+    judge,
+    rule: str,
+    order: Tensor,
+    placed: Tensor,
+    active: Tensor,
+    candidates: tuple[Tensor, Tensor, Tensor, Tensor],
+    is_cand: Tensor,
+    held: Tensor,
+    pos: int,
+    chosen_col: Tensor,
+    chosen_holds: Tensor,
+) -> tuple[Tensor, Tensor]:
     """``search``, ``sustain`` and ``climb`` past the ``width`` candidates: for the active rows
     where the prediction holds on none of them (Gem's next pair failed, so all were asked) --
     with ``sustain``, only those whose explanation so far holds (``held``) -- every other pair
@@ -231,7 +286,7 @@ def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tenso
     if stuck.numel() == 0:
         return chosen_col, chosen_holds
     rest = ~placed[active[stuck]] & (order[active[stuck]] >= 0)
-    rest[:, :is_cand.size(1)] &= ~is_cand[stuck]
+    rest[:, : is_cand.size(1)] &= ~is_cand[stuck]
     extra_row, extra_col = torch.nonzero(rest, as_tuple=True)
     if extra_row.numel() == 0:
         return chosen_col, chosen_holds
@@ -260,8 +315,16 @@ def _look_further(judge, rule: str, order: Tensor, placed: Tensor, active: Tenso
 DROP_SHARE = 0.1
 
 
-def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tensor,
-               counts: Tensor, previous: int, k: int) -> Tensor:
+def _eliminate(
+    judge,
+    order: Tensor,
+    ranking: Tensor,
+    placed: Tensor,
+    rows: Tensor,
+    counts: Tensor,
+    previous: int,
+    k: int,
+) -> Tensor:
     """The backward search of budget ``k`` for the instances ``rows``: from each whole instance,
     with its pairs ranked before ``previous`` kept, drop the pair whose removal leaves the
     prediction surest (holding first, then the highest probability; ties: the pair Gem ranks
@@ -290,8 +353,11 @@ def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tens
             m = kept.numel()
             # copy j: the prefix and the pool's kept pairs but its j-th
             without = kept.expand(m, m)[~torch.eye(m, dtype=torch.bool)].view(m, m - 1)
-            sets.append(torch.cat([ranking[row, :previous].expand(m, previous),
-                                   order[row][without]], 1).reshape(-1))
+            sets.append(
+                torch.cat(
+                    [ranking[row, :previous].expand(m, previous), order[row][without]], 1
+                ).reshape(-1)
+            )
             inst.append(torch.full((m,), row))
             sizes.append(torch.full((m,), previous + m - 1))
         holds, prob = judge.sets(torch.cat(inst), torch.cat(sets), torch.cat(sizes))
@@ -299,7 +365,7 @@ def _eliminate(judge, order: Tensor, ranking: Tensor, placed: Tensor, rows: Tens
         at = 0
         for r in going:
             m = keep[r].numel()
-            mine = torch.tensor(key[at:at + m])
+            mine = torch.tensor(key[at : at + m])
             # the best keys first; among equals the pair Gem ranks lowest first
             ranked = torch.sort(mine.flip(0), descending=True, stable=True).indices
             ranked = m - 1 - ranked
@@ -345,8 +411,15 @@ class _Lookahead:
     #: the node budget of the copies asked ahead in one forward (1: one position at a time)
     nodes_per_forward = NODES_PER_FORWARD
 
-    def __init__(self, judge: "_Judge", order: Tensor, ranking: Tensor, placed: Tensor,
-                 counts: Tensor, stop: int):
+    def __init__(
+        self,
+        judge: "_Judge",
+        order: Tensor,
+        ranking: Tensor,
+        placed: Tensor,
+        counts: Tensor,
+        stop: int,
+    ):
         self.judge, self.order, self.ranking, self.placed = judge, order, ranking, placed
         self.counts, self.stop = counts, int(stop)
         n, width = order.size(0), max(min(int(stop), order.size(1)), 1)
@@ -401,8 +474,10 @@ class _Lookahead:
         # lookahead: where the check leaves Gem's order the positions asked ahead are wasted)
         nodes = int(self.judge.packed.node_counts()[rows].sum())
         ahead = max(self.nodes_per_forward // max(nodes, 1), 1)
-        span = (torch.clamp(torch.minimum(self.counts[rows], torch.tensor(self.stop)), max=pos + ahead)
-                - pos).clamp(min=1)  # positions asked per row
+        span = (
+            torch.clamp(torch.minimum(self.counts[rows], torch.tensor(self.stop)), max=pos + ahead)
+            - pos
+        ).clamp(min=1)  # positions asked per row
         width = int(span.max())
         # Gem's order of each row's pairs not placed yet, the first `span` of them
         free = ~self.placed[rows] & (self.order[rows] >= 0)
@@ -414,8 +489,9 @@ class _Lookahead:
         # copy (row, j): the placed pairs plus the first j + 1 of those
         line = torch.cat([self.ranking[rows, :pos], nxt], 1)  # [R, pos + width]
         asked = torch.arange(width)[None, :] < span[:, None]  # [R, width]
-        keep = (torch.arange(pos + width)[None, None, :]
-                <= pos + torch.arange(width)[None, :, None]) & asked[:, :, None]
+        keep = (
+            torch.arange(pos + width)[None, None, :] <= pos + torch.arange(width)[None, :, None]
+        ) & asked[:, :, None]
         sets = line[:, None, :].expand(-1, width, -1)[keep]
         ar, aj = torch.nonzero(asked, as_tuple=True)
         holds, prob = self.judge.sets(rows[ar], sets, pos + 1 + aj)
@@ -428,8 +504,14 @@ class _Lookahead:
 class _Judge:
     """Asks the target about copies of instances: the pairs placed so far plus one candidate."""
 
-    def __init__(self, black_box, packed: PackedGraphs, ranking: Tensor, predicted: Tensor,
-                 protocols: tuple[str, ...]):
+    def __init__(
+        self,
+        black_box,
+        packed: PackedGraphs,
+        ranking: Tensor,
+        predicted: Tensor,
+        protocols: tuple[str, ...],
+    ):
         self.black_box, self.packed, self.ranking = black_box, packed, ranking
         self.predicted, self.protocols = predicted, protocols
         self.pair_ptr = packed.pair_ptr[:-1]
@@ -455,7 +537,7 @@ class _Judge:
         with torch.no_grad():
             for part in self._parts(inst, len(drops)):
                 begin = ends[part.start - 1] if part.start else 0
-                pairs, copies = pair_index[begin:ends[part.stop - 1]], sizes[part]
+                pairs, copies = pair_index[begin : ends[part.stop - 1]], sizes[part]
                 p = self._proba(inst[part], pairs, copies, drops)
                 for j, block in enumerate(p.split(part.stop - part.start)):
                     probs[j].append(block)
@@ -474,17 +556,22 @@ class _Judge:
         device = getattr(self.black_box, "device", None)
         if device is not None and torch.device(device).type != "cpu":
             return [slice(0, int(inst.numel()))]
-        return node_bounded_slices(self.packed.node_counts()[inst].tolist(),
-                                   max(NODES_PER_FORWARD // max(protocols, 1), 1))
+        return node_bounded_slices(
+            self.packed.node_counts()[inst].tolist(), max(NODES_PER_FORWARD // max(protocols, 1), 1)
+        )
 
-    def _proba(self, inst: Tensor, pair_index: Tensor, per_copy: Tensor,
-               drops: list[bool]) -> Tensor:
+    def _proba(
+        self, inst: Tensor, pair_index: Tensor, per_copy: Tensor, drops: list[bool]
+    ) -> Tensor:
         """Probabilities of the copies under each protocol (``drops``: ``drop_isolated`` or
         not), stacked protocol after protocol, from one forward of the target."""
         pair_copy = torch.arange(int(inst.numel())).repeat_interleave(per_copy)
-        batch = InstanceBatch.concat([
-            self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
-            for drop in drops])
+        batch = InstanceBatch.concat(
+            [
+                self.packed.copies_batch(inst, pair_index, pair_copy, drop_isolated=drop)
+                for drop in drops
+            ]
+        )
         return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
 
 
@@ -524,7 +611,7 @@ def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Ten
         c = int(counts[i])
         if c == 0:
             continue
-        gem = torch.sort(scores[int(ptr[i]):int(ptr[i]) + c], descending=True).values
+        gem = torch.sort(scores[int(ptr[i]) : int(ptr[i]) + c], descending=True).values
         order = ranking[i, :c]
         values = gem.clone()
         if bool(((gem[1:] == gem[:-1]) & (order[1:] < order[:-1])).any()):
@@ -542,8 +629,16 @@ def check_stop(budgets: tuple[int, ...], start: int) -> int:
     return max(max(budgets, default=start), start)
 
 
-def deletion_lead(black_box, packed: PackedGraphs, scores: Tensor, predicted: Tensor, *,
-                  lead: int, within: int, device=None) -> Tensor:
+def deletion_lead(
+    black_box,
+    packed: PackedGraphs,
+    scores: Tensor,
+    predicted: Tensor,
+    *,
+    lead: int,
+    within: int,
+    device=None,
+) -> Tensor:
     """Gem's flat pair ``scores`` with the first ``lead`` pairs of each instance's top-``within``
     (its smallest explanation) in the target's greedy deletion order
     (:func:`~gem_core.gem.necessity_order.necessity_order_packed`: step by step, the pair whose
@@ -568,14 +663,16 @@ def deletion_lead(black_box, packed: PackedGraphs, scores: Tensor, predicted: Te
         mask[order[:within]] = True
         candidates.append(mask)
     device = torch.device("cpu") if device is None else torch.device(device)
-    leads = necessity_order_packed(packed, candidates, torch.as_tensor(predicted), black_box,
-                                   int(lead), device=device)
+    leads = necessity_order_packed(
+        packed, candidates, torch.as_tensor(predicted), black_box, int(lead), device=device
+    )
     counts = packed.pair_counts()
     ranking = torch.full((packed.num_instances, max(int(counts.max()), 1)), -1, dtype=torch.long)
     for i, (order, first) in enumerate(zip(ranked, leads)):
         chosen = set(first)
-        ranking[i, :len(order)] = torch.tensor(list(first) + [j for j in order if j not in chosen],
-                                               dtype=torch.long)
+        ranking[i, : len(order)] = torch.tensor(
+            list(first) + [j for j in order if j not in chosen], dtype=torch.long
+        )
     return _reassign(packed, scores, ranking, counts)
 
 
@@ -596,5 +693,11 @@ def check_late_start(k_grid: tuple[int, ...], start: int) -> int:
     return max(min(k_grid, default=start), start)
 
 
-__all__ = ["CHECK_RULES", "checked_scores", "check_stop", "check_late_start", "backward_budgets",
-           "deletion_lead"]
+__all__ = [
+    "CHECK_RULES",
+    "checked_scores",
+    "check_stop",
+    "check_late_start",
+    "backward_budgets",
+    "deletion_lead",
+]

@@ -6,6 +6,7 @@ Optionally one more column per node, its degree bucket within the instance; opti
 edge types (bond orders) counted per node beside the original node features. Packing and
 labelling is the cacheable input side of an explanation (:class:`PreparedInstances`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,13 @@ def degree_columns(pairs: Tensor, num_nodes: int) -> Tensor:
     return torch.where(deg < 8, deg, big).clamp(max=DEGREE_BUCKETS - 1)
 
 
-def label_columns(packed: PackedGraphs, num_hops: int, labeler: Optional[WLLabeler],
-                  degree_features: bool, label_dim: int) -> Tensor:
+def label_columns(
+    packed: PackedGraphs,
+    num_hops: int,
+    labeler: Optional[WLLabeler],
+    degree_features: bool,
+    label_dim: int,
+) -> Tensor:
     """Active label column(s) of every node ``[N, R]``: hop distance (node tasks) or WL colours
     (graph tasks, ``labeler``), then with ``degree_features`` the degree bucket, which takes the
     last :data:`DEGREE_BUCKETS` of the ``label_dim`` columns."""
@@ -78,5 +84,6 @@ class PreparedInstances:
 
     def subset(self, index: Tensor) -> "PreparedInstances":
         """The prepared inputs of instances ``index`` (vectorised gather, no re-labelling)."""
-        return PreparedInstances(self.packed.select(index),
-                                 self.cols[self.packed.node_positions(index)])
+        return PreparedInstances(
+            self.packed.select(index), self.cols[self.packed.node_positions(index)]
+        )

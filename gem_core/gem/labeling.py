@@ -26,6 +26,7 @@ scatter-sum per round.
 Hashes are pure functions of the colours, so the colour of a node never depends on which other
 instances it was packed with, and the vocabulary carries over to new instances.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,14 +40,23 @@ from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs, directed_edges, directed_rows
 
 __all__ = [
-    "PackedGraphs", "pack", "select", "hop_distances", "hop_labels", "hop_columns", "hop_one_hot",
-    "wl_colors", "WLLabeler", "UNREACHABLE",
+    "PackedGraphs",
+    "pack",
+    "select",
+    "hop_distances",
+    "hop_labels",
+    "hop_columns",
+    "hop_one_hot",
+    "wl_colors",
+    "WLLabeler",
+    "UNREACHABLE",
 ]
 
 UNREACHABLE = -1  # hop_distances() value for nodes beyond num_hops (or in another component)
 
 
 # ----------------------------------------------------------------------------- packing
+
 
 def pack(instances: Sequence[Instance]) -> PackedGraphs:
     """Instances (all node task or all graph task) as one :class:`PackedGraphs` with float32 node
@@ -61,6 +71,7 @@ def select(packed: PackedGraphs, index: Tensor) -> PackedGraphs:
 
 
 # ----------------------------------------------------------------------------- hop distances
+
 
 def hop_distances(pairs: Tensor, num_nodes: int, targets: Tensor, num_hops: int) -> Tensor:
     """Hop distance of every node to the target of its component, up to ``num_hops``.
@@ -132,8 +143,9 @@ def _mix(a: np.ndarray) -> np.ndarray:
     return z ^ (z >> _U(31))
 
 
-def wl_colors(x: Tensor, pairs: Tensor, num_rounds: int,
-              edge_labels: Optional[Tensor] = None) -> np.ndarray:
+def wl_colors(
+    x: Tensor, pairs: Tensor, num_rounds: int, edge_labels: Optional[Tensor] = None
+) -> np.ndarray:
     """WL colour hashes of every node for rounds 0 … ``num_rounds``.
 
     Round 0 is the node type, the argmax of ``x`` (a constant for featureless graphs). Round
@@ -192,8 +204,13 @@ class WLLabeler:
         offsets_: start column of each round's block; ``num_columns_`` is the total width.
     """
 
-    def __init__(self, num_rounds: int = 2, max_colors: int = 300, min_count: int = 1,
-                 edge_labels: bool = False):
+    def __init__(
+        self,
+        num_rounds: int = 2,
+        max_colors: int = 300,
+        min_count: int = 1,
+        edge_labels: bool = False,
+    ):
         self.num_rounds = num_rounds
         self.max_colors = max_colors
         self.min_count = min_count
@@ -204,8 +221,10 @@ class WLLabeler:
         if self.edge_labels:
             labels = packed.edge_labels()
             if labels is None:
-                raise ValueError("this WL labeler refines with edge types, but the instances "
-                                 "carry no edge features (edge_attr)")
+                raise ValueError(
+                    "this WL labeler refines with edge types, but the instances "
+                    "carry no edge features (edge_attr)"
+                )
         return wl_colors(packed.x, packed.pairs, self.num_rounds, labels)
 
     # -- fitting
@@ -285,16 +304,22 @@ class WLLabeler:
     def to_state(self) -> dict[str, Any]:
         self._check_fitted()
         return {
-            "num_rounds": self.num_rounds, "max_colors": self.max_colors,
-            "min_count": self.min_count, "edge_labels": bool(self.edge_labels),
+            "num_rounds": self.num_rounds,
+            "max_colors": self.max_colors,
+            "min_count": self.min_count,
+            "edge_labels": bool(self.edge_labels),
             "vocab": [torch.from_numpy(v.view(np.int64).copy()) for v in self.vocab_],
             "columns": [torch.from_numpy(c.copy()) for c in self.columns_],
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "WLLabeler":
-        lab = cls(int(state["num_rounds"]), int(state["max_colors"]), int(state["min_count"]),
-                  bool(state.get("edge_labels", False)))
+        lab = cls(
+            int(state["num_rounds"]),
+            int(state["max_colors"]),
+            int(state["min_count"]),
+            bool(state.get("edge_labels", False)),
+        )
         lab.vocab_ = [v.numpy().astype(np.int64).view(np.uint64) for v in state["vocab"]]
         lab.columns_ = [c.numpy().astype(np.int64) for c in state["columns"]]
         if len(lab.vocab_) != lab.num_rounds or len(lab.columns_) != lab.num_rounds:
@@ -303,5 +328,7 @@ class WLLabeler:
         return lab
 
     def __repr__(self) -> str:
-        return (f"WLLabeler(num_rounds={self.num_rounds}, max_colors={self.max_colors}, "
-                f"min_count={self.min_count}, edge_labels={self.edge_labels})")
+        return (
+            f"WLLabeler(num_rounds={self.num_rounds}, max_colors={self.max_colors}, "
+            f"min_count={self.min_count}, edge_labels={self.edge_labels})"
+        )

@@ -16,6 +16,7 @@ the evaluation protocol). :func:`lead_with` then puts those pairs first in a tra
 without changing which pairs the target ranks in its top-K sets: the top-K sets of the teacher
 (and so the accuracy it teaches) stay as they were, only their internal order changes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,15 +33,23 @@ from gem_core.gem.distill.layout import CPU_MAX_EDGES, _Layout
 from gem_core.gem.distill.refine import _subset_losses
 from gem_core.models.targets import uses_edge_attr
 
+CPU = torch.device("cpu")
+
 #: the share of the [0, 1] target range the leading pairs take: the others are scaled into
 #: [0, 1 − LEAD_SPAN] and the ``n`` leading pairs get 1, 1 − LEAD_SPAN / n, …
 LEAD_SPAN = 0.2
 
 
 @torch.no_grad()
-def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor], labels: Tensor,
-                    black_box, steps: int, drop_isolated: bool = False,
-                    max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
+def necessity_order(
+    instances: Sequence[Instance],
+    candidates: Sequence[Tensor],
+    labels: Tensor,
+    black_box,
+    steps: int,
+    drop_isolated: bool = False,
+    max_edges: int = CPU_MAX_EDGES,
+) -> list[list[int]]:
     """Per instance, up to ``steps`` pair indices of its ``candidates`` mask in greedy deletion
     order.
 
@@ -59,14 +68,28 @@ def necessity_order(instances: Sequence[Instance], candidates: Sequence[Tensor],
     if not instances or steps == 0:
         return [[] for _ in instances]
     layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
-    return _greedy_order(layout, candidates, labels, black_box, steps, (drop_isolated,),
-                         max_edges, torch.device("cpu"))
+    return _greedy_order(
+        layout,
+        candidates,
+        labels,
+        black_box,
+        steps,
+        (drop_isolated,),
+        max_edges,
+        torch.device("cpu"),
+    )
 
 
 @torch.no_grad()
-def necessity_order_packed(packed: PackedGraphs, candidates: Sequence[Tensor], labels: Tensor,
-                           black_box, steps: int, device: torch.device = torch.device("cpu"),
-                           max_edges: int = CPU_MAX_EDGES) -> list[list[int]]:
+def necessity_order_packed(
+    packed: PackedGraphs,
+    candidates: Sequence[Tensor],
+    labels: Tensor,
+    black_box,
+    steps: int,
+    device: torch.device = CPU,
+    max_edges: int = CPU_MAX_EDGES,
+) -> list[list[int]]:
     """:func:`necessity_order` of already packed instances (their own features, edge features
     as the target reads them), judged under both protocols (the sum of the two losses), the
     target on ``device``. For the check at explain time, which holds the instances packed."""
@@ -75,13 +98,21 @@ def necessity_order_packed(packed: PackedGraphs, candidates: Sequence[Tensor], l
     if packed.num_instances == 0 or steps <= 0:
         return [[] for _ in range(packed.num_instances)]
     layout = _Layout(packed, labels.reshape(-1).long().cpu())
-    return _greedy_order(layout, candidates, labels.to(device), black_box, steps, (False, True),
-                         max_edges, device)
+    return _greedy_order(
+        layout, candidates, labels.to(device), black_box, steps, (False, True), max_edges, device
+    )
 
 
-def _greedy_order(layout: _Layout, candidates: Sequence[Tensor], labels: Tensor, black_box,
-                  steps: int, drops: tuple[bool, ...], max_edges: int,
-                  device: torch.device) -> list[list[int]]:
+def _greedy_order(
+    layout: _Layout,
+    candidates: Sequence[Tensor],
+    labels: Tensor,
+    black_box,
+    steps: int,
+    drops: tuple[bool, ...],
+    max_edges: int,
+    device: torch.device,
+) -> list[list[int]]:
     """The greedy deletion order of :func:`necessity_order` on a built layout; the loss of a copy
     is the sum of its losses over ``drops`` (isolated nodes dropped or kept)."""
     order: list[list[int]] = [[] for _ in range(layout.size)]
@@ -111,9 +142,20 @@ def _greedy_order(layout: _Layout, candidates: Sequence[Tensor], labels: Tensor,
                 kept_copy.append(np.full(keep.size, c, dtype=np.int64))
         inst = np.array(copy_inst)
         kept_all, kept_copy_all = np.concatenate(kept), np.concatenate(kept_copy)
-        losses = sum(_subset_losses(layout, inst, kept_all, kept_copy_all, labels, black_box,
-                                    device, max_edges, drop_isolated=drop)
-                     for drop in drops)
+        losses = sum(
+            _subset_losses(
+                layout,
+                inst,
+                kept_all,
+                kept_copy_all,
+                labels,
+                black_box,
+                device,
+                max_edges,
+                drop_isolated=drop,
+            )
+            for drop in drops
+        )
         pair_of = np.array(copy_pair)
         # losses within about TIE_TOL are a tie (batched float noise must not decide an order)
         key = order_key(torch.from_numpy(losses), TIE_TOL).numpy()
@@ -129,8 +171,9 @@ def _greedy_order(layout: _Layout, candidates: Sequence[Tensor], labels: Tensor,
     return order
 
 
-def lead_with(targets: Sequence[Tensor], leads: Sequence[Sequence[int]],
-              span: float = LEAD_SPAN) -> list[Tensor]:
+def lead_with(
+    targets: Sequence[Tensor], leads: Sequence[Sequence[int]], span: float = LEAD_SPAN
+) -> list[Tensor]:
     """The training ``targets`` with each instance's ``leads`` ranked first, in their order.
 
     Every other pair keeps its target scaled into ``[0, 1 − span]`` (so their order, and the

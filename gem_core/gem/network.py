@@ -12,6 +12,7 @@ shared by all layers (:func:`normalized_adjacency`), and each layer is one fused
 ``addmm``. The one-hot label block is never materialised: the first layer's linear map of a
 one-hot row is a row lookup in its weight (exactly what ``GCNConv`` computes on the dense input).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,8 +31,9 @@ MAX_LOGSTD = 10.0
 DECODERS: tuple[str, ...] = Decoder.values()
 
 
-def normalized_adjacency(pairs: Tensor, num_nodes: int,
-                         device: Union[str, torch.device, None] = None) -> Tensor:
+def normalized_adjacency(
+    pairs: Tensor, num_nodes: int, device: Union[str, torch.device, None] = None
+) -> Tensor:
     """``D^-1/2 (A + I) D^-1/2`` of an undirected graph as a sparse CSR tensor (GCN propagation).
 
     Built on the CPU (a stable NumPy sort by (row, column), fast on the nearly sorted keys of
@@ -52,8 +54,9 @@ def normalized_adjacency(pairs: Tensor, num_nodes: int,
     np.cumsum(counts, out=crow[1:])
     with warnings.catch_warnings():  # "sparse CSR support is in beta" / invariant-check notices
         warnings.simplefilter("ignore", UserWarning)
-        adj = torch.sparse_csr_tensor(torch.from_numpy(crow), torch.from_numpy(col),
-                                      torch.from_numpy(val), size=(n, n))
+        adj = torch.sparse_csr_tensor(
+            torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(val), size=(n, n)
+        )
     return adj if device is None else adj.to(device)
 
 
@@ -110,8 +113,15 @@ class GemNet(nn.Module):
         edge_dim: width of per-pair features the ``"mlp"`` decoder also reads (0: none).
     """
 
-    def __init__(self, label_dim: int, feat_dim: int, hidden: Sequence[int] = (32, 32, 16),
-                 decoder_bias: bool = False, decoder: str = "inner", edge_dim: int = 0):
+    def __init__(
+        self,
+        label_dim: int,
+        feat_dim: int,
+        hidden: Sequence[int] = (32, 32, 16),
+        decoder_bias: bool = False,
+        decoder: str = "inner",
+        edge_dim: int = 0,
+    ):
         super().__init__()
         if len(hidden) < 2:
             raise ValueError("need at least two GCN layers (one hidden, one latent)")
@@ -123,14 +133,15 @@ class GemNet(nn.Module):
         # inner product
         self.edge_dim = int(edge_dim)
         width = 2 * latent + self.edge_dim
-        self.edge_mlp = (nn.Sequential(nn.Linear(width, 2 * latent), nn.ReLU(),
-                                       nn.Linear(2 * latent, 1))
-                         if decoder == "mlp" else None)
+        self.edge_mlp = (
+            nn.Sequential(nn.Linear(width, 2 * latent), nn.ReLU(), nn.Linear(2 * latent, 1))
+            if decoder == "mlp"
+            else None
+        )
         self.label_dim, self.feat_dim = int(label_dim), int(feat_dim)
         dims = [self.label_dim + self.feat_dim] + [int(h) for h in hidden[:-1]]
         # Normalisation is computed once per batch (normalized_adjacency), shared by all layers.
-        self.convs = nn.ModuleList(
-            SymGCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(SymGCNConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.conv_mu = SymGCNConv(dims[-1], int(hidden[-1]))
         self.conv_logstd = SymGCNConv(dims[-1], int(hidden[-1]))
 
@@ -139,7 +150,7 @@ class GemNet(nn.Module):
         weight_t = conv.lin.weight.t()  # [label_dim + feat_dim, out]
         # one-hot label rows times the weight = a sum of row lookups (one per active column)
         h = F.embedding_bag(cols, weight_t[: self.label_dim].contiguous(), mode="sum")
-        h = torch.addmm(h, x, weight_t[self.label_dim:])
+        h = torch.addmm(h, x, weight_t[self.label_dim :])
         return conv.propagate_linear(h, adj)
 
     def encode(self, cols: Tensor, x: Tensor, adj: Tensor) -> tuple[Tensor, Optional[Tensor]]:

@@ -18,6 +18,7 @@ distil; the pipeline does the rest the same way for all of them.
 At explain time, :meth:`GemPipeline.check` applies the settings' ``check`` (the target checks
 Gem's ranking, :mod:`gem_core.gem.checked_ranking`) the same way for every front-end.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,13 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
-from gem_core.gem.checked_ranking import (backward_budgets, check_late_start, check_stop,
-                                          checked_scores, deletion_lead)
+from gem_core.gem.checked_ranking import (
+    backward_budgets,
+    check_late_start,
+    check_stop,
+    checked_scores,
+    deletion_lead,
+)
 from gem_core.gem.distill import Distillation
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
@@ -42,8 +48,9 @@ from gem_core.runtime.progress import ProgressFn, report, scaled
 Distiller = Callable[[Sequence[Instance], str, Optional[ProgressFn]], Distillation]
 
 
-def with_predicted_class(instances: Sequence[Instance], black_box, num_classes: int,
-                         predicted: Optional[Tensor] = None) -> list[Instance]:
+def with_predicted_class(
+    instances: Sequence[Instance], black_box, num_classes: int, predicted: Optional[Tensor] = None
+) -> list[Instance]:
     """The instances with the black box's predicted class (one-hot) appended to every node.
 
     ``predicted``: the classes when the caller has them already (else one batched forward of the
@@ -54,8 +61,10 @@ def with_predicted_class(instances: Sequence[Instance], black_box, num_classes: 
 
         predicted = predict_proba(black_box, instances).argmax(-1)
     elif len(predicted) and int(predicted.max()) >= num_classes:
-        raise ValueError(f"predicted class {int(predicted.max())} is out of range: the target "
-                         f"has {num_classes} classes")
+        raise ValueError(
+            f"predicted class {int(predicted.max())} is out of range: the target "
+            f"has {num_classes} classes"
+        )
     if not instances:
         return []
     # one concatenation for all instances, then views per instance (half the time of one
@@ -84,9 +93,15 @@ class GemPipeline:
         fit_seconds_: seconds the auto-encoder's training took.
     """
 
-    def __init__(self, settings: GemSettings, k_grid: Sequence[int], black_box,
-                 num_classes: Optional[int] = None, device: Union[str, torch.device] = "auto",
-                 distiller: Optional[Distiller] = None):
+    def __init__(
+        self,
+        settings: GemSettings,
+        k_grid: Sequence[int],
+        black_box,
+        num_classes: Optional[int] = None,
+        device: Union[str, torch.device] = "auto",
+        distiller: Optional[Distiller] = None,
+    ):
         self.settings = settings
         self.k_grid = tuple(int(k) for k in k_grid)
         self.black_box = black_box
@@ -97,8 +112,9 @@ class GemPipeline:
         self.fit_seconds_ = 0.0
 
     # ------------------------------------------------------------------ the steps
-    def distill(self, instances: Sequence[Instance],
-                progress: Optional[ProgressFn] = None) -> Distillation:
+    def distill(
+        self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None
+    ) -> Distillation:
         """Step 1: the distillation of ``instances`` against ``settings.label_source``."""
         if self.distiller is None:
             raise ValueError("this pipeline has no distiller: give the distillations to fit")
@@ -106,21 +122,26 @@ class GemPipeline:
 
     def targets(self, dist: Distillation, instances: Sequence[Instance]) -> list[Tensor]:
         """Step 2: per-pair training targets in [0, 1] of the distilled ``instances``."""
-        return explainer_targets(dist, self.settings, self.k_grid, instances=instances,
-                                 black_box=self.black_box)
+        return explainer_targets(
+            dist, self.settings, self.k_grid, instances=instances, black_box=self.black_box
+        )
 
-    def inputs(self, instances: Sequence[Instance], predicted: Optional[Tensor] = None
-               ) -> list[Instance]:
+    def inputs(
+        self, instances: Sequence[Instance], predicted: Optional[Tensor] = None
+    ) -> list[Instance]:
         """What the auto-encoder reads: the instances, with ``condition_on_prediction`` their
         predicted class (one-hot; given, or the target's) appended to every node's features."""
         if not self.settings.condition_on_prediction or not instances:
             return instances
-        num_classes = (self.black_box.num_classes if self.num_classes is None
-                       else self.num_classes)
+        num_classes = self.black_box.num_classes if self.num_classes is None else self.num_classes
         return with_predicted_class(instances, self.black_box, int(num_classes), predicted)
 
-    def explain(self, autoencoder: GemAutoEncoder, instances: Sequence[Instance],
-                predicted: Optional[Tensor] = None) -> list[Tensor]:
+    def explain(
+        self,
+        autoencoder: GemAutoEncoder,
+        instances: Sequence[Instance],
+        predicted: Optional[Tensor] = None,
+    ) -> list[Tensor]:
         """Gem's scores of ``instances``: one forward pass of the fitted ``autoencoder`` on
         what it reads (:meth:`inputs`), then the settings' check (:meth:`check`).
         ``predicted``: the target's classes on the instances, when the caller has them."""
@@ -135,8 +156,9 @@ class GemPipeline:
         packed = PackedGraphs.from_instances(instances)
         return packed.split_pairs(self.check(packed, torch.cat(list(scores)), predicted))
 
-    def check(self, packed: PackedGraphs, scores: Tensor, predicted: Optional[Tensor] = None
-              ) -> Tensor:
+    def check(
+        self, packed: PackedGraphs, scores: Tensor, predicted: Optional[Tensor] = None
+    ) -> Tensor:
         """Gem's flat pair ``scores`` of the ``packed`` instances (their own features): the first
         ``check_lead`` pairs of Gem's smallest explanation put in the target's deletion order,
         then the settings' ``check`` from position max(``necessity_lead``, ``check_lead``) to the
@@ -152,35 +174,67 @@ class GemPipeline:
                 predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
         start = s.necessity_lead
         if s.check_lead:  # the target orders the lead; the check grows from after it
-            scores = deletion_lead(self.black_box, packed, scores, predicted, lead=s.check_lead,
-                                   within=min(self.k_grid),
-                                   device=getattr(self.black_box, "device", None))
+            scores = deletion_lead(
+                self.black_box,
+                packed,
+                scores,
+                predicted,
+                lead=s.check_lead,
+                within=min(self.k_grid),
+                device=getattr(self.black_box, "device", None),
+            )
             start = max(start, s.check_lead)
         stop = check_stop(s.budgets(self.k_grid), start)
-        late = (None if s.check_late.value == "same" else
-                (check_late_start(self.k_grid, start), s.check_late.value))
-        return checked_scores(self.black_box, packed, scores, predicted, start=start,
-                              stop=stop, width=s.check_width, rule=s.check.value, late=late,
-                              backward=backward_budgets(self.k_grid, s.check_backward.value))
+        late = (
+            None
+            if s.check_late.value == "same"
+            else (check_late_start(self.k_grid, start), s.check_late.value)
+        )
+        return checked_scores(
+            self.black_box,
+            packed,
+            scores,
+            predicted,
+            start=start,
+            stop=stop,
+            width=s.check_width,
+            rule=s.check.value,
+            late=late,
+            backward=backward_budgets(self.k_grid, s.check_backward.value),
+        )
 
     def autoencoder(self) -> GemAutoEncoder:
         """A new, unfitted auto-encoder with the settings' hyperparameters."""
         return GemAutoEncoder.from_settings(self.settings, device=self.device)
 
-    def fit_autoencoder(self, train: Sequence[Instance], train_targets: Sequence[Tensor],
-                        val: Optional[Sequence[Instance]] = None,
-                        val_targets: Optional[Sequence[Tensor]] = None,
-                        progress: Optional[ProgressFn] = None) -> GemAutoEncoder:
+    def fit_autoencoder(
+        self,
+        train: Sequence[Instance],
+        train_targets: Sequence[Tensor],
+        val: Optional[Sequence[Instance]] = None,
+        val_targets: Optional[Sequence[Tensor]] = None,
+        progress: Optional[ProgressFn] = None,
+    ) -> GemAutoEncoder:
         """Step 3: the auto-encoder fitted on the inputs (:meth:`inputs`) of the instances."""
         model = self.autoencoder()
-        model.fit(self.inputs(train), train_targets, None if val is None else self.inputs(val),
-                  val_targets, progress=progress)
+        model.fit(
+            self.inputs(train),
+            train_targets,
+            None if val is None else self.inputs(val),
+            val_targets,
+            progress=progress,
+        )
         return model
 
     # ------------------------------------------------------------------ the recipe
-    def fit(self, train: Sequence[Instance], val: Optional[Sequence[Instance]] = None,
-            train_dist: Optional[Distillation] = None, val_dist: Optional[Distillation] = None,
-            progress: Optional[ProgressFn] = None) -> GemAutoEncoder:
+    def fit(
+        self,
+        train: Sequence[Instance],
+        val: Optional[Sequence[Instance]] = None,
+        train_dist: Optional[Distillation] = None,
+        val_dist: Optional[Distillation] = None,
+        progress: Optional[ProgressFn] = None,
+    ) -> GemAutoEncoder:
         """Distil ``train`` (and ``val``, for early stopping) unless their distillations are
         given, derive the training targets and fit the auto-encoder on them."""
         if not train:
@@ -195,7 +249,8 @@ class GemPipeline:
         self.distill_seconds_ = time.perf_counter() - start  # the training targets included
         report(progress, 0.5, "training Gem")
         fit_start = time.perf_counter()
-        model = self.fit_autoencoder(train, train_targets, val or None, val_targets,
-                                     scaled(progress, 0.5, 1.0))
+        model = self.fit_autoencoder(
+            train, train_targets, val or None, val_targets, scaled(progress, 0.5, 1.0)
+        )
         self.fit_seconds_ = time.perf_counter() - fit_start
         return model

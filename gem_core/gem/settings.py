@@ -9,10 +9,12 @@ The registry's Gem, the PyG adapter and the ``tune`` sweeps all fit through
 Per-dataset and per-target choices are rows, not fields: a
 :class:`~gem_core.data.config.DatasetSpec` and its :class:`~gem_core.data.config.TargetConfig`
 each carry a plain mapping ``gem`` of overrides, and :meth:`GemSettings.for_dataset` merges the
-defaults, the dataset's row and the target's row into one validated value. Options with a fixed set of values are ``str`` enums
+defaults, the dataset's row and the target's row into one validated value. Options with a fixed
+set of values are ``str`` enums
 (``Decoder("mlp")``, ``Decoder.mlp == "mlp"``), in the style of PyG's
 ``torch_geometric.explain.config``.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -72,34 +74,69 @@ class Decoder(_Choice):
 CheckRule = _Choice("CheckRule", [(r, r) for r in CHECK_RULES], module=__name__)
 #: the check's rule from the smallest K of the dataset's grid on: ``same`` (``check``'s own)
 #: or another rule
-LateCheckRule = _Choice("LateCheckRule",
-                        [("same", "same"), *[(r, r) for r in CHECK_RULES if r != "off"]],
-                        module=__name__)
+LateCheckRule = _Choice(
+    "LateCheckRule",
+    [("same", "same"), *[(r, r) for r in CHECK_RULES if r != "off"]],
+    module=__name__,
+)
 
 #: where the check also searches backwards (:mod:`gem_core.gem.checked_ranking`): ``off``, at
 #: every K of the dataset's grid (``grid``) or at those above the smallest (``late``: the
 #: smallest explanation, whose stability is measured, stays as the check grows it)
-BackwardCheck = _Choice("BackwardCheck", [(b, b) for b in ("off", "grid", "late")],
-                        module=__name__)
+BackwardCheck = _Choice("BackwardCheck", [(b, b) for b in ("off", "grid", "late")], module=__name__)
 
-_CHOICES: dict[str, type[_Choice]] = {"target_kind": TargetKind, "topk_policy": TopKPolicy,
-                                      "label_source": LabelSource, "decoder": Decoder,
-                                      "protocol": EvalProtocol, "check": CheckRule,
-                                      "check_late": LateCheckRule,
-                                      "check_backward": BackwardCheck}
-_BOOLS = ("connected_growth", "condition_on_prediction", "decoder_bias", "degree_features", "wl_edge_labels",
-          "edge_features")
-_POSITIVE_INTS = ("batch_size", "max_epochs", "patience", "num_hops", "wl_rounds", "max_colors",
-                  "ensemble", "check_width")
+_CHOICES: dict[str, type[_Choice]] = {
+    "target_kind": TargetKind,
+    "topk_policy": TopKPolicy,
+    "label_source": LabelSource,
+    "decoder": Decoder,
+    "protocol": EvalProtocol,
+    "check": CheckRule,
+    "check_late": LateCheckRule,
+    "check_backward": BackwardCheck,
+}
+_BOOLS = (
+    "connected_growth",
+    "condition_on_prediction",
+    "decoder_bias",
+    "degree_features",
+    "wl_edge_labels",
+    "edge_features",
+)
+_POSITIVE_INTS = (
+    "batch_size",
+    "max_epochs",
+    "patience",
+    "num_hops",
+    "wl_rounds",
+    "max_colors",
+    "ensemble",
+    "check_width",
+)
 _NON_NEGATIVE = ("kl_weight", "weight_decay", "necessity_weight")
 _NON_NEGATIVE_INTS = ("necessity_lead", "check_lead")
 
 #: the auto-encoder's hyperparameters (keyword arguments of
 #: :class:`~gem_core.gem.autoencoder.GemAutoEncoder`), in its order
-AUTOENCODER_FIELDS = ("lr", "hidden", "batch_size", "max_epochs", "patience", "kl_weight",
-                      "weight_decay", "num_hops", "wl_rounds", "max_colors", "decoder_bias",
-                      "decoder", "degree_features", "wl_edge_labels", "edge_features", "ensemble",
-                      "seed")
+AUTOENCODER_FIELDS = (
+    "lr",
+    "hidden",
+    "batch_size",
+    "max_epochs",
+    "patience",
+    "kl_weight",
+    "weight_decay",
+    "num_hops",
+    "wl_rounds",
+    "max_colors",
+    "decoder_bias",
+    "decoder",
+    "degree_features",
+    "wl_edge_labels",
+    "edge_features",
+    "ensemble",
+    "seed",
+)
 # in every saved Gem's key, whatever their value (the settings of the first shipped explainers)
 _ALWAYS_KEYED = ("lr", "num_hops", "max_epochs")
 
@@ -128,7 +165,8 @@ class GemSettings:
             loss is ``CE(f(S), y) − λ · log(1 − p_y(f(G \\ S)))`` (0: sufficiency alone).
         necessity_lead: how many pairs of each training target are ranked first by greedy
             necessity (:mod:`gem_core.gem.necessity_order`): within the targets' top-K set at
-            the smallest K (the teacher's explanation there), the pair whose deletion most raises the loss of the target's
+            the smallest K (the teacher's explanation there), the pair whose deletion most raises
+            the loss of the target's
             prediction (judged under :attr:`protocol`), then the next with it deleted, … The
             top-K sets the targets teach stay the same; 0: off.
         target_ks: the budgets K whose top-K masks the ``graded`` targets average (empty: the
@@ -168,7 +206,8 @@ class GemSettings:
             (``repair``, and where the explanation so far holds and none of them keeps it so,
             the surest of all the pairs left) or ``climb`` (``search``, and where no pair left
             makes it hold, the surest of them instead of Gem's next). Positions
-            :attr:`necessity_lead` to the largest budget K are checked. Read at explain time only: a fitted Gem is the same
+            :attr:`necessity_lead` to the largest budget K are checked. Read at explain time
+            only: a fitted Gem is the same
             whatever the check.
         check_width: how many of Gem's next pairs the check compares at each position.
         check_late: the check's rule from the smallest K of the dataset's grid on (``same``:
@@ -247,8 +286,12 @@ class GemSettings:
             if not _is_number(value) or value < 0:
                 _fail(name, f"{value!r} is not a non-negative number")
         hidden = self.hidden
-        if (isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__")
-                or len(tuple(hidden)) < 2 or not all(_is_int(h) and h >= 1 for h in hidden)):
+        if (
+            isinstance(hidden, (str, bytes))
+            or not hasattr(hidden, "__iter__")
+            or len(tuple(hidden)) < 2
+            or not all(_is_int(h) and h >= 1 for h in hidden)
+        ):
             _fail("hidden", f"{hidden!r} is not at least two positive widths")
         object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))
         ks = self.target_ks
@@ -301,10 +344,16 @@ class GemSettings:
         the other auto-encoder settings (the seed included) and the later target settings only
         where they differ from their defaults."""
         default = _DEFAULT
-        params = {name: _plain(getattr(self, name)) for name in AUTOENCODER_FIELDS
-                  if name in _ALWAYS_KEYED or getattr(self, name) != getattr(default, name)}
-        parts: dict[str, Any] = {"params": params, "train_target": self.target_kind.value,
-                                 "topk_policy": self.topk_policy.value}
+        params = {
+            name: _plain(getattr(self, name))
+            for name in AUTOENCODER_FIELDS
+            if name in _ALWAYS_KEYED or getattr(self, name) != getattr(default, name)
+        }
+        parts: dict[str, Any] = {
+            "params": params,
+            "train_target": self.target_kind.value,
+            "topk_policy": self.topk_policy.value,
+        }
         if self.label_source != LabelSource.true:
             parts["label_source"] = self.label_source.value
         if self.condition_on_prediction:
@@ -346,5 +395,7 @@ _DEFAULT = GemSettings()
 def _check_names(row: Mapping[str, Any], where: str) -> None:
     unknown = sorted(set(row) - set(SETTING_NAMES))
     if unknown:
-        raise ValueError(f"{where}: unknown Gem setting {', '.join(map(repr, unknown))} "
-                         f"(known: {', '.join(SETTING_NAMES)})")
+        raise ValueError(
+            f"{where}: unknown Gem setting {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(SETTING_NAMES)})"
+        )

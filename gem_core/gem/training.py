@@ -6,12 +6,13 @@ on BA-shapes). Adam, mini-batches of instances in a seeded order, early stopping
 validation MSE (the training MSE without validation instances); the best epoch's weights are
 kept. :class:`~gem_core.gem.autoencoder.GemAutoEncoder` calls :func:`train_network` from ``fit``.
 """
+
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import torch
@@ -36,18 +37,23 @@ class NetworkInputs:
     edge_attr: Optional[Tensor]
 
 
-def network_inputs(prep: PreparedInstances, edge_dim: int,
-                   device: Union[str, torch.device]) -> NetworkInputs:
+def network_inputs(
+    prep: PreparedInstances, edge_dim: int, device: Union[str, torch.device]
+) -> NetworkInputs:
     """Node inputs, label columns, the normalised adjacency and the pairs of ``prep``."""
     p = prep.packed
-    return NetworkInputs(x=node_inputs(p, edge_dim).to(device), cols=prep.cols.to(device),
-                         adj=normalized_adjacency(p.pairs, p.num_nodes, device),
-                         pairs=p.pairs.to(device),
-                         edge_attr=None if not edge_dim else p.edge_attr.to(device))
+    return NetworkInputs(
+        x=node_inputs(p, edge_dim).to(device),
+        cols=prep.cols.to(device),
+        adj=normalized_adjacency(p.pairs, p.num_nodes, device),
+        pairs=p.pairs.to(device),
+        edge_attr=None if not edge_dim else p.edge_attr.to(device),
+    )
 
 
-def run_network(model: GemNet, inputs: NetworkInputs, noise: Optional[torch.Generator] = None
-                ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+def run_network(
+    model: GemNet, inputs: NetworkInputs, noise: Optional[torch.Generator] = None
+) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """Scores of all pairs of ``inputs`` (+ μ, log σ). Noise is drawn only in training mode."""
     mu, logstd = model.encode(inputs.cols, inputs.x, inputs.adj)
     z = mu
@@ -57,9 +63,13 @@ def run_network(model: GemNet, inputs: NetworkInputs, noise: Optional[torch.Gene
     return model.decode(z, inputs.pairs, inputs.edge_attr), mu, logstd
 
 
-def forward_pass(model: GemNet, prep: PreparedInstances, edge_dim: int,
-                 device: Union[str, torch.device], noise: Optional[torch.Generator] = None
-                 ) -> tuple[Tensor, Tensor, Optional[Tensor]]:
+def forward_pass(
+    model: GemNet,
+    prep: PreparedInstances,
+    edge_dim: int,
+    device: Union[str, torch.device],
+    noise: Optional[torch.Generator] = None,
+) -> tuple[Tensor, Tensor, Optional[Tensor]]:
     """:func:`run_network` on the :func:`network_inputs` of ``prep``."""
     return run_network(model, network_inputs(prep, edge_dim, device), noise)
 
@@ -68,8 +78,9 @@ def check_weights(instances: Sequence[Instance], weights: Sequence[Tensor], what
     """The per-pair target weights of ``instances`` as one flat tensor in [0, 1] (clear errors
     for a wrong count or a value outside [0, 1])."""
     if len(weights) != len(instances):
-        raise ValueError(f"need one weight tensor per {what} instance: got {len(weights)} "
-                         f"for {len(instances)}")
+        raise ValueError(
+            f"need one weight tensor per {what} instance: got {len(weights)} for {len(instances)}"
+        )
     flat = []
     for i, (inst, w) in enumerate(zip(instances, weights)):
         w = torch.as_tensor(w).detach().float().reshape(-1).cpu()
@@ -77,14 +88,18 @@ def check_weights(instances: Sequence[Instance], weights: Sequence[Tensor], what
             raise ValueError(f"{what} instance {i}: {w.numel()} weights for {inst.num_pairs} pairs")
         flat.append(w)
     out = torch.cat(flat) if flat else torch.zeros(0)
-    if out.numel() and (not bool(torch.isfinite(out).all()) or float(out.min()) < -1e-6
-                        or float(out.max()) > 1 + 1e-6):
+    if out.numel() and (
+        not bool(torch.isfinite(out).all())
+        or float(out.min()) < -1e-6
+        or float(out.max()) > 1 + 1e-6
+    ):
         raise ValueError(f"{what} weights must be finite and lie in [0, 1]")
     return out.clamp(0.0, 1.0)
 
 
-def _loss(scores: Tensor, target: Tensor, mu: Tensor, logstd: Optional[Tensor],
-          kl_weight: float) -> Tensor:
+def _loss(
+    scores: Tensor, target: Tensor, mu: Tensor, logstd: Optional[Tensor], kl_weight: float
+) -> Tensor:
     loss = F.mse_loss(scores, target) if target.numel() else scores.sum() * 0.0
     if kl_weight and logstd is not None and mu.numel():
         kl = -0.5 * torch.mean(1 + 2 * logstd - mu.pow(2) - logstd.exp().pow(2))
@@ -101,11 +116,24 @@ def _eval_loss(model: GemNet, inputs: NetworkInputs, target: Tensor) -> float:
     return float(F.mse_loss(scores, target.to(scores.device)))
 
 
-def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
-                  val: Optional[PreparedInstances], val_target: Optional[Tensor], *, edge_dim: int,
-                  device: torch.device, lr: float, weight_decay: float, batch_size: int,
-                  max_epochs: int, patience: int, kl_weight: float, seed: int,
-                  progress: Optional[ProgressFn] = None) -> dict[str, Any]:
+def train_network(
+    model: GemNet,
+    train: PreparedInstances,
+    target: Tensor,
+    val: Optional[PreparedInstances],
+    val_target: Optional[Tensor],
+    *,
+    edge_dim: int,
+    device: torch.device,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    max_epochs: int,
+    patience: int,
+    kl_weight: float,
+    seed: int,
+    progress: Optional[ProgressFn] = None,
+) -> dict[str, Any]:
     """Train ``model`` in place on the prepared instances; return its history (per-epoch
     ``train_loss`` / ``val_loss``, ``best_epoch``, ``epochs``, ``best_loss``, ``monitored``).
 
@@ -124,7 +152,7 @@ def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
         perm = torch.randperm(n, generator=gen)
         total, count = 0.0, 0
         for start in range(0, n, batch_size):
-            idx = perm[start:start + batch_size]
+            idx = perm[start : start + batch_size]
             pair_idx = train.packed.pair_positions(idx)
             if pair_idx.numel() == 0:
                 continue
@@ -159,7 +187,11 @@ def train_network(model: GemNet, train: PreparedInstances, target: Tensor,
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
-    history.update(best_epoch=best_epoch, epochs=epoch, best_loss=best_loss,
-                   monitored="val" if val is not None else "train")
+    history.update(
+        best_epoch=best_epoch,
+        epochs=epoch,
+        best_loss=best_loss,
+        monitored="val" if val is not None else "train",
+    )
     report(progress, 1.0, f"done: best epoch {best_epoch}, MSE {best_loss:.4f}")
     return history

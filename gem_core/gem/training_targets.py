@@ -6,6 +6,7 @@ the distilled explanation (when K exceeds it). We give those pairs a second Gran
 the *addition effect* ``loss(G^s ∪ {e}) − loss(G^s)`` — how much adding ``e`` back to the
 explanation ``G^s`` disturbs the prediction. Pairs whose addition disturbs least rank first.
 """
+
 from __future__ import annotations
 
 from typing import Optional, Sequence
@@ -19,8 +20,13 @@ from gem_core.gem.settings import GemSettings
 
 
 @torch.no_grad()
-def addition_effects(instances: Sequence[Instance], kept: Sequence[Tensor], labels: Tensor,
-                     black_box, max_copies: int = 4096) -> list[Tensor]:
+def addition_effects(
+    instances: Sequence[Instance],
+    kept: Sequence[Tensor],
+    labels: Tensor,
+    black_box,
+    max_copies: int = 4096,
+) -> list[Tensor]:
     """For each pair outside ``kept``: loss with the pair added to the kept subgraph minus without.
 
     Pairs inside ``kept`` get 0. All copies of all instances are evaluated in batched forward
@@ -33,7 +39,7 @@ def addition_effects(instances: Sequence[Instance], kept: Sequence[Tensor], labe
     base = _losses(instances, list(kept), labels, black_box, max_copies)
     out = [torch.zeros(inst.num_pairs) for inst in instances]
     for start in range(0, len(jobs), max_copies):
-        chunk = jobs[start:start + max_copies]
+        chunk = jobs[start : start + max_copies]
         insts, masks = [], []
         for i, j in chunk:
             m = kept[i].bool().clone()
@@ -47,12 +53,17 @@ def addition_effects(instances: Sequence[Instance], kept: Sequence[Tensor], labe
     return out
 
 
-def _losses(instances: Sequence[Instance], masks: Sequence[Tensor], labels: Tensor, black_box,
-            max_copies: int) -> Tensor:
+def _losses(
+    instances: Sequence[Instance],
+    masks: Sequence[Tensor],
+    labels: Tensor,
+    black_box,
+    max_copies: int,
+) -> Tensor:
     parts = []
     for s in range(0, len(instances), max_copies):
-        logits = black_box(collate(instances[s:s + max_copies], masks[s:s + max_copies])).cpu()
-        parts.append(F.cross_entropy(logits.float(), labels[s:s + max_copies], reduction="none"))
+        logits = black_box(collate(instances[s : s + max_copies], masks[s : s + max_copies])).cpu()
+        parts.append(F.cross_entropy(logits.float(), labels[s : s + max_copies], reduction="none"))
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
@@ -91,20 +102,36 @@ def format_ks(ks: Sequence[int]) -> str:
     return "/".join(map(str, ks))
 
 
-def _graded(dist, settings: GemSettings, ks: Sequence[int], policy: str,
-            instances: Optional[Sequence[Instance]], black_box) -> list[Tensor]:
+def _graded(
+    dist,
+    settings: GemSettings,
+    ks: Sequence[int],
+    policy: str,
+    instances: Optional[Sequence[Instance]],
+    black_box,
+) -> list[Tensor]:
     """Per instance, the mean over ``ks`` of the distilled top-K masks under ``policy`` ("refine"
     and "sufficient" need the instances and the black box; "sufficient" reads the settings'
     protocol, necessity weight and connectivity)."""
-    grid = dist.topk_grid(ks, policy, instances=instances, black_box=black_box,
-                          protocol=settings.protocol.value,
-                          necessity_weight=settings.necessity_weight,
-                          connected_growth=settings.connected_growth)
+    grid = dist.topk_grid(
+        ks,
+        policy,
+        instances=instances,
+        black_box=black_box,
+        protocol=settings.protocol.value,
+        necessity_weight=settings.necessity_weight,
+        connected_growth=settings.connected_growth,
+    )
     return [torch.stack(per_k).float().mean(0) for per_k in zip(*(grid[k] for k in ks))]
 
 
-def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
-                      instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
+def explainer_targets(
+    dist,
+    settings: GemSettings,
+    k_grid: Sequence[int],
+    instances: Optional[Sequence[Instance]] = None,
+    black_box=None,
+) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem (:func:`base_targets`), with
     ``settings.necessity_lead`` pairs of each ranked first by greedy necessity within its top-K
     set at the smallest K of ``k_grid`` (:mod:`gem_core.gem.necessity_order`)."""
@@ -117,14 +144,24 @@ def explainer_targets(dist, settings: GemSettings, k_grid: Sequence[int],
     from gem_core.models.predict import predict_proba
 
     predicted = predict_proba(black_box, list(instances)).argmax(-1)
-    leads = necessity_order(instances, candidate_sets(targets, min(k_grid)), predicted, black_box,
-                            settings.necessity_lead,
-                            drop_isolated=settings.protocol.value == "drop_isolated")
+    leads = necessity_order(
+        instances,
+        candidate_sets(targets, min(k_grid)),
+        predicted,
+        black_box,
+        settings.necessity_lead,
+        drop_isolated=settings.protocol.value == "drop_isolated",
+    )
     return lead_with(targets, leads)
 
 
-def base_targets(dist, settings: GemSettings, k_grid: Sequence[int],
-                 instances: Optional[Sequence[Instance]] = None, black_box=None) -> list[Tensor]:
+def base_targets(
+    dist,
+    settings: GemSettings,
+    k_grid: Sequence[int],
+    instances: Optional[Sequence[Instance]] = None,
+    black_box=None,
+) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
 
     The kind is ``settings.target_kind``:

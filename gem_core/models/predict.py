@@ -1,5 +1,6 @@
 """Class probabilities of a target model (seen as a black box) on instances, optionally with only
 some of each instance's pairs kept: the one forward-pass helper every layer above uses."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,7 +10,6 @@ import torch
 from torch import Tensor
 
 from gem_core.data.instances import Instance, collate
-
 
 #: Nodes per forward where a caller bounds them (``max_nodes``: the screen; the check of Gem's
 #: ranking). A forward's activations then stay in the CPU's caches: the strong Mutagenicity
@@ -35,9 +35,13 @@ def node_bounded_slices(num_nodes: Sequence[int], budget: int = NODES_PER_FORWAR
 
 
 @torch.no_grad()
-def predict_proba(black_box, instances: Sequence[Instance],
-                  pair_masks: Optional[Sequence[Tensor]] = None,
-                  batch_size: Optional[int] = None, max_nodes: Optional[int] = None) -> Tensor:
+def predict_proba(
+    black_box,
+    instances: Sequence[Instance],
+    pair_masks: Optional[Sequence[Tensor]] = None,
+    batch_size: Optional[int] = None,
+    max_nodes: Optional[int] = None,
+) -> Tensor:
     """Class probabilities ``[N, C]`` (CPU, float64) of the black box on the instances.
 
     ``pair_masks`` keeps only the selected pairs of each instance (others deleted).

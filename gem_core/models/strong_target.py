@@ -22,6 +22,7 @@ Eval mode is deterministic: dropout is off and BatchNorm uses its running statis
 :func:`train_strong_target` trains it with Adam, checkpoint selection on validation accuracy
 (ties: lower validation loss) and early stopping.
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,18 +37,35 @@ from torch_geometric.nn import GINEConv, global_add_pool, global_max_pool
 
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 
+CPU = torch.device("cpu")
+
 BOND_CHANNELS = 3  # single, double, triple (Mutagenicity edge labels 0, 1, 2)
 
 DEFAULT_RECIPE = dict(
-    hidden=64, num_layers=4, dropout=0.2, lr=1e-3, weight_decay=0.0, batch_size=64,
-    max_epochs=200, patience=50, schedule="plateau", unknown_bond_prob=0.1, drop_edge=0.0,
+    hidden=64,
+    num_layers=4,
+    dropout=0.2,
+    lr=1e-3,
+    weight_decay=0.0,
+    batch_size=64,
+    max_epochs=200,
+    patience=50,
+    schedule="plateau",
+    unknown_bond_prob=0.1,
+    drop_edge=0.0,
     ema=0.0,
 )
 
 
 def _mlp(d_in: int, d_out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(d_in, d_out), nn.BatchNorm1d(d_out), nn.ReLU(),
-                         nn.Linear(d_out, d_out), nn.BatchNorm1d(d_out), nn.ReLU())
+    return nn.Sequential(
+        nn.Linear(d_in, d_out),
+        nn.BatchNorm1d(d_out),
+        nn.ReLU(),
+        nn.Linear(d_out, d_out),
+        nn.BatchNorm1d(d_out),
+        nn.ReLU(),
+    )
 
 
 class GINETarget(nn.Module):
@@ -57,8 +75,15 @@ class GINETarget(nn.Module):
     ``[num_graphs, num_classes]``.
     """
 
-    def __init__(self, in_channels: int = 14, num_classes: int = 2, hidden: int = 64,
-                 num_layers: int = 4, dropout: float = 0.2, none_bond: str = "unknown"):
+    def __init__(
+        self,
+        in_channels: int = 14,
+        num_classes: int = 2,
+        hidden: int = 64,
+        num_layers: int = 4,
+        dropout: float = 0.2,
+        none_bond: str = "unknown",
+    ):
         super().__init__()
         if none_bond not in ("unknown", "single"):
             raise ValueError(f"none_bond must be 'unknown' or 'single', not {none_bond!r}")
@@ -66,11 +91,16 @@ class GINETarget(nn.Module):
         self.atom = nn.Linear(in_channels, hidden)
         self.convs = nn.ModuleList(
             GINEConv(_mlp(hidden, hidden), train_eps=True, edge_dim=BOND_CHANNELS + 1)
-            for _ in range(num_layers))
+            for _ in range(num_layers)
+        )
         self.dropout = dropout
         readout = 2 * hidden * (num_layers + 1)
-        self.head = nn.Sequential(nn.Linear(readout, hidden), nn.ReLU(), nn.Dropout(dropout),
-                                  nn.Linear(hidden, num_classes))
+        self.head = nn.Sequential(
+            nn.Linear(readout, hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, num_classes),
+        )
 
     def encode_bonds(self, edge_index: Tensor, edge_attr: Optional[Tensor]) -> Tensor:
         """The 4-channel bond encoding ``[E, 4]`` (single, double, triple, unknown)."""
@@ -86,11 +116,19 @@ class GINETarget(nn.Module):
             edge_attr = torch.cat([edge_attr, edge_attr.new_zeros(num_edges, 1)], dim=1)
         return edge_attr
 
-    def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None, edge_attr: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Optional[Tensor] = None,
+        num_graphs: Optional[int] = None,
+        edge_attr: Optional[Tensor] = None,
+    ) -> Tensor:
         if batch is None:
             batch = x.new_zeros(x.size(0), dtype=torch.long)
-        size = num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
+        size = (
+            num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
+        )
         e = self.encode_bonds(edge_index, edge_attr)
         h = self.atom(x.float())
         pooled = [global_add_pool(h, batch, size=size), global_max_pool(h, batch, size=size)]
@@ -106,12 +144,18 @@ def count_parameters(model: nn.Module) -> int:
 
 # ----------------------------------------------------------------------------- training
 
-def _batches(graphs: list, idx: Tensor, batch_size: int, gen: Optional[torch.Generator] = None,
-             device: torch.device = torch.device("cpu")):
+
+def _batches(
+    graphs: list,
+    idx: Tensor,
+    batch_size: int,
+    gen: Optional[torch.Generator] = None,
+    device: torch.device = CPU,
+):
     """Batches of ``graphs[idx]`` on ``device`` (shuffled with ``gen`` when given, on the CPU)."""
     order = idx[torch.randperm(len(idx), generator=gen)] if gen is not None else idx
     for s in range(0, len(order), batch_size):
-        yield Batch.from_data_list([graphs[int(i)] for i in order[s:s + batch_size]]).to(device)
+        yield Batch.from_data_list([graphs[int(i)] for i in order[s : s + batch_size]]).to(device)
 
 
 def _augment(b: Batch, gen: torch.Generator, unknown_bond_prob: float, drop_edge: float):
@@ -151,17 +195,23 @@ def evaluate(model: nn.Module, batches: list, edge_attr: bool = True) -> tuple[f
     model.eval()
     correct, loss, n = 0, 0.0, 0
     for b in batches:
-        out = model(b.x, b.edge_index, b.batch, b.num_graphs,
-                    edge_attr=b.edge_attr if edge_attr else None)
+        out = model(
+            b.x, b.edge_index, b.batch, b.num_graphs, edge_attr=b.edge_attr if edge_attr else None
+        )
         loss += float(F.cross_entropy(out, b.y, reduction="sum"))
         correct += int((out.argmax(-1) == b.y).sum())
         n += b.num_graphs
     return correct / max(n, 1), loss / max(n, 1)
 
 
-def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bool = False,
-                        device: Union[str, torch.device, None] = "cpu",
-                        **recipe) -> tuple[GINETarget, dict]:
+def train_strong_target(
+    ds,
+    seed: int = 0,
+    report_test: bool = True,
+    verbose: bool = False,
+    device: Union[str, torch.device, None] = "cpu",
+    **recipe,
+) -> tuple[GINETarget, dict]:
     """Train a :class:`GINETarget` on ``ds`` (Mutagenicity) with its seeded split, on ``device``.
 
     Recipe keys (defaults in :data:`DEFAULT_RECIPE`): ``hidden``, ``num_layers``, ``dropout``,
@@ -189,8 +239,9 @@ def train_strong_target(ds, seed: int = 0, report_test: bool = True, verbose: bo
         return _train(ds, seed, report_test, verbose, dev, recipe)
 
 
-def _train(ds, seed: int, report_test: bool, verbose: bool, dev: torch.device,
-           recipe: dict) -> tuple[GINETarget, dict]:
+def _train(
+    ds, seed: int, report_test: bool, verbose: bool, dev: torch.device, recipe: dict
+) -> tuple[GINETarget, dict]:
     """The body of :func:`train_strong_target` on a resolved device."""
     unknown = set(recipe) - set(DEFAULT_RECIPE)
     if unknown:
@@ -198,12 +249,19 @@ def _train(ds, seed: int, report_test: bool, verbose: bool, dev: torch.device,
     r = {**DEFAULT_RECIPE, **recipe}
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    model = GINETarget(ds.num_features, ds.num_classes, r["hidden"], r["num_layers"], r["dropout"],
-                       none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single").to(dev)
+    model = GINETarget(
+        ds.num_features,
+        ds.num_classes,
+        r["hidden"],
+        r["num_layers"],
+        r["dropout"],
+        none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single",
+    ).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
     if r["schedule"] == "plateau":
-        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=15,
-                                                           min_lr=1e-5)
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, mode="min", factor=0.5, patience=15, min_lr=1e-5
+        )
     elif r["schedule"] == "cosine":
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=r["max_epochs"], eta_min=1e-5)
     elif r["schedule"] == "none":
@@ -211,8 +269,10 @@ def _train(ds, seed: int, report_test: bool, verbose: bool, dev: torch.device,
     else:
         raise ValueError(f"unknown schedule {r['schedule']!r}")
     graphs = ds.graphs
-    fixed = {name: list(_batches(graphs, ds.split[name], 512, device=dev))
-             for name in ("train", "val", "test")}
+    fixed = {
+        name: list(_batches(graphs, ds.split[name], 512, device=dev))
+        for name in ("train", "val", "test")
+    }
     best, best_state, best_epoch, since_best, epoch = (-1.0, float("inf")), None, 0, 0, 0
     history = []
     ema = copy.deepcopy(model) if r["ema"] > 0 else None
@@ -243,8 +303,11 @@ def _train(ds, seed: int, report_test: bool, verbose: bool, dev: torch.device,
         else:
             since_best += 1
         if verbose:
-            print(f"  epoch {epoch:3d} train loss {total / max(n, 1):.4f} val acc {val_acc:.4f} "
-                  f"val loss {val_loss:.4f} lr {opt.param_groups[0]['lr']:.1e}", flush=True)
+            print(
+                f"  epoch {epoch:3d} train loss {total / max(n, 1):.4f} val acc {val_acc:.4f} "
+                f"val loss {val_loss:.4f} lr {opt.param_groups[0]['lr']:.1e}",
+                flush=True,
+            )
         if since_best >= r["patience"]:
             break
     seconds = time.perf_counter() - start

@@ -15,6 +15,7 @@ Downstream code never touches a model's weights: it sees a :class:`BlackBox`, a 
 :class:`~gem_core.data.instances.InstanceBatch` to one row of logits per instance. Any PyG model can
 be wrapped the same way (:class:`GNNBlackBox`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,8 @@ from torch_geometric.nn import GraphConv, global_max_pool
 
 from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, TargetConfig, target_spec
 from gem_core.data.datasets import GemDataset
-from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.data.instances import InstanceBatch
+from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.progress import ProgressFn, report
 from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
 
@@ -77,11 +78,18 @@ class GraphGCN(nn.Module):
         self.convs = _conv_stack(in_channels, hidden, num_layers)
         self.lin = nn.Linear(hidden * num_layers, num_classes)
 
-    def forward(self, x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None,
-                num_graphs: Optional[int] = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Optional[Tensor] = None,
+        num_graphs: Optional[int] = None,
+    ) -> Tensor:
         if batch is None:
             batch = x.new_zeros(x.size(0), dtype=torch.long)
-        size = num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
+        size = (
+            num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 1
+        )
         pooled = [global_max_pool(h, batch, size=size) for h in _embed(self.convs, x, edge_index)]
         return self.lin(torch.cat(pooled, dim=-1))
 
@@ -110,13 +118,19 @@ class GNNBlackBox:
     bond-aware target) gets the batch's edge features (``uses_edge_attr``).
     """
 
-    def __init__(self, model: nn.Module, task: str, num_classes: int,
-                 device: Union[str, torch.device, None] = "auto"):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: str,
+        num_classes: int,
+        device: Union[str, torch.device, None] = "auto",
+    ):
         self.task = task
         self.num_classes = num_classes
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         import inspect
+
         params = inspect.signature(model.forward).parameters
         self._takes_num_graphs = "num_graphs" in params
         self.uses_edge_attr = "edge_attr" in params
@@ -127,24 +141,26 @@ class GNNBlackBox:
         extra = {}
         if self.uses_edge_attr:
             if b.edge_attr is None:
-                raise ValueError("this target reads edge features (bond types); the batch has "
-                                 "none")
+                raise ValueError("this target reads edge features (bond types); the batch has none")
             extra["edge_attr"] = b.edge_attr
         if self.task == "node":
             return self.model(b.x, b.edge_index, **extra)[b.target_index]
         if self._takes_num_graphs:
-            return self.model(b.x, b.edge_index, batch=b.batch, num_graphs=b.num_instances,
-                              **extra)
+            return self.model(b.x, b.edge_index, batch=b.batch, num_graphs=b.num_instances, **extra)
         return self.model(b.x, b.edge_index, batch=b.batch, **extra)
 
 
-def build_model(spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None) -> nn.Module:
+def build_model(
+    spec: DatasetSpec, in_channels: int, cfg: Optional[TargetConfig] = None
+) -> nn.Module:
     """The untrained target of ``cfg``, built by its architecture's row (:data:`ARCHITECTURES`)."""
     cfg = cfg or spec.target
     arch = architecture(cfg.arch)
     if spec.task not in arch.tasks:
-        raise ValueError(f"the {arch.title} target is a {' / '.join(arch.tasks)} classifier, "
-                         f"not a {spec.task} one")
+        raise ValueError(
+            f"the {arch.title} target is a {' / '.join(arch.tasks)} classifier, "
+            f"not a {spec.task} one"
+        )
     return arch.build(spec, in_channels, cfg)
 
 
@@ -179,6 +195,7 @@ class TrainedTarget:
 
 # ----------------------------------------------------------------------------- training
 
+
 def _node_accuracy(model: nn.Module, data, idx: Tensor) -> float:
     model.eval()
     with torch.no_grad():
@@ -199,8 +216,12 @@ def _graph_eval(model: nn.Module, loader, device) -> tuple[float, float]:
     return correct / max(n, 1), loss / max(n, 1)
 
 
-def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str = "auto",
-                 progress: Optional[ProgressFn] = None) -> tuple[nn.Module, TargetMetrics]:
+def train_target(
+    ds: GemDataset,
+    cfg: Optional[TargetConfig] = None,
+    device: str = "auto",
+    progress: Optional[ProgressFn] = None,
+) -> tuple[nn.Module, TargetMetrics]:
     """Train the target GNN of ``cfg`` (default: the paper's) on ``ds`` on ``device``, with its
     architecture's trainer (:data:`ARCHITECTURES`): Adam and early stopping on validation.
 
@@ -213,8 +234,9 @@ def train_target(ds: GemDataset, cfg: Optional[TargetConfig] = None, device: str
         return trainer(ds, cfg, dev, progress)
 
 
-def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
-                        progress: Optional[ProgressFn]) -> tuple[nn.Module, TargetMetrics]:
+def _train_paper_target(
+    ds: GemDataset, cfg: TargetConfig, dev: torch.device, progress: Optional[ProgressFn]
+) -> tuple[nn.Module, TargetMetrics]:
     """The training loop of :func:`train_target` for the paper's architectures."""
     torch.manual_seed(cfg.seed)
     model = build_model(ds.spec, ds.num_features, cfg).to(dev)
@@ -238,8 +260,10 @@ def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
             model.eval()
             with torch.no_grad():
                 out = model(data.x, data.edge_index)
-                return (float((out[va].argmax(-1) == data.y[va]).float().mean()),
-                        float(F.cross_entropy(out[va], data.y[va])))
+                return (
+                    float((out[va].argmax(-1) == data.y[va]).float().mean()),
+                    float(F.cross_entropy(out[va], data.y[va])),
+                )
 
         def accuracies() -> list[float]:
             return [_node_accuracy(model, data, i) for i in (tr, va, te)]
@@ -247,8 +271,12 @@ def _train_paper_target(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
         gen = torch.Generator().manual_seed(cfg.seed)
         graphs = ds.graphs
         loaders = {
-            name: DataLoader([graphs[int(i)] for i in ds.split[name]], batch_size=cfg.batch_size,
-                             shuffle=(name == "train"), generator=gen if name == "train" else None)
+            name: DataLoader(
+                [graphs[int(i)] for i in ds.split[name]],
+                batch_size=cfg.batch_size,
+                shuffle=(name == "train"),
+                generator=gen if name == "train" else None,
+            )
             for name in ("train", "val", "test")
         }
 
@@ -309,8 +337,13 @@ def cached_target_path(dataset: str, name: str = DEFAULT_TARGET) -> Path:
     return cache_dir() / "targets" / target_filename(dataset, name)
 
 
-def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: Path,
-                cfg: Optional[TargetConfig] = None) -> Path:
+def save_target(
+    model: nn.Module,
+    metrics: TargetMetrics,
+    ds: GemDataset,
+    path: Path,
+    cfg: Optional[TargetConfig] = None,
+) -> Path:
     cfg = cfg or ds.spec.target
     state = {
         "kind": TARGET_KIND,
@@ -324,8 +357,9 @@ def save_target(model: nn.Module, metrics: TargetMetrics, ds: GemDataset, path: 
     return save_torch(state, path)
 
 
-def load_target_checkpoint(path: Path, dataset: Optional[str] = None,
-                           in_channels: Optional[int] = None) -> TrainedTarget:
+def load_target_checkpoint(
+    path: Path, dataset: Optional[str] = None, in_channels: Optional[int] = None
+) -> TrainedTarget:
     """Load a target checkpoint on its own (no dataset needed: shapes are in the file).
 
     Args:
@@ -351,7 +385,8 @@ def load_target_checkpoint(path: Path, dataset: Optional[str] = None,
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ArtifactError(f"{path} is not a usable target checkpoint: {exc}") from exc
     if int(state["num_classes"]) != spec.num_classes or (
-            in_channels is not None and int(state["in_channels"]) != in_channels):
+        in_channels is not None and int(state["in_channels"]) != in_channels
+    ):
         raise ArtifactError(f"{path} does not match the shapes of dataset {name!r}.")
     return TrainedTarget(model.eval(), metrics, str(name), file_digest(path), Path(path))
 
@@ -366,8 +401,9 @@ def load_target(path: Path, ds: GemDataset) -> TrainedTarget:
     return load_target_checkpoint(path, ds.name)
 
 
-def load_saved_target(dataset: str, name: str = DEFAULT_TARGET,
-                      in_channels: Optional[int] = None) -> Optional[TrainedTarget]:
+def load_saved_target(
+    dataset: str, name: str = DEFAULT_TARGET, in_channels: Optional[int] = None
+) -> Optional[TrainedTarget]:
     """The first checkpoint of ``dataset``'s target ``name`` that loads on its own (cache, then
     shipped), or None.
 
@@ -383,8 +419,13 @@ def load_saved_target(dataset: str, name: str = DEFAULT_TARGET,
     return None
 
 
-def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
-               progress: Optional[ProgressFn] = None, name: str = DEFAULT_TARGET) -> TrainedTarget:
+def get_target(
+    ds: GemDataset,
+    retrain: bool = False,
+    device: str = "auto",
+    progress: Optional[ProgressFn] = None,
+    name: str = DEFAULT_TARGET,
+) -> TrainedTarget:
     """The target GNN ``name`` of ``ds``: from the cache, else the shipped asset, else trained."""
     from gem_core.data.config import target_config
 
@@ -403,6 +444,7 @@ def get_target(ds: GemDataset, retrain: bool = False, device: str = "auto",
 
 # ----------------------------------------------------------------------------- architectures
 
+
 def _build_graphconv(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> nn.Module:
     cls = NodeGCN if spec.task == "node" else GraphGCN
     return cls(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers)
@@ -411,25 +453,45 @@ def _build_graphconv(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> 
 def _build_gine(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> nn.Module:
     from gem_core.models.strong_target import GINETarget
 
-    return GINETarget(in_channels, spec.num_classes, cfg.hidden, cfg.num_layers, cfg.dropout,
-                      none_bond="unknown" if cfg.unknown_bond_prob > 0 else "single")
+    return GINETarget(
+        in_channels,
+        spec.num_classes,
+        cfg.hidden,
+        cfg.num_layers,
+        cfg.dropout,
+        none_bond="unknown" if cfg.unknown_bond_prob > 0 else "single",
+    )
 
 
-def _train_gine(ds: GemDataset, cfg: TargetConfig, dev: torch.device,
-                progress: Optional[ProgressFn]) -> tuple[nn.Module, TargetMetrics]:
+def _train_gine(
+    ds: GemDataset, cfg: TargetConfig, dev: torch.device, progress: Optional[ProgressFn]
+) -> tuple[nn.Module, TargetMetrics]:
     """Train the bond-aware target on ``dev``
     (:func:`gem_core.models.strong_target.train_strong_target`)."""
     from gem_core.models.strong_target import train_strong_target
 
     report(progress, 0.0, "training the bond-aware target")
     model, m = train_strong_target(
-        ds, seed=cfg.seed, device=dev, hidden=cfg.hidden, num_layers=cfg.num_layers,
-        dropout=cfg.dropout, lr=cfg.lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
-        max_epochs=cfg.max_epochs, patience=cfg.patience, schedule=cfg.schedule,
-        unknown_bond_prob=cfg.unknown_bond_prob, drop_edge=cfg.drop_edge, ema=cfg.ema)
+        ds,
+        seed=cfg.seed,
+        device=dev,
+        hidden=cfg.hidden,
+        num_layers=cfg.num_layers,
+        dropout=cfg.dropout,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        batch_size=cfg.batch_size,
+        max_epochs=cfg.max_epochs,
+        patience=cfg.patience,
+        schedule=cfg.schedule,
+        unknown_bond_prob=cfg.unknown_bond_prob,
+        drop_edge=cfg.drop_edge,
+        ema=cfg.ema,
+    )
     report(progress, 1.0, "done")
-    return model.eval(), TargetMetrics(m["train_accuracy"], m["val_accuracy"], m["test_accuracy"],
-                                       m["train_seconds"], m["epochs"])
+    return model.eval(), TargetMetrics(
+        m["train_accuracy"], m["val_accuracy"], m["test_accuracy"], m["train_seconds"], m["epochs"]
+    )
 
 
 @dataclass(frozen=True)
@@ -449,13 +511,16 @@ class Architecture:
     title: str
     tasks: tuple[str, ...]
     build: Callable[[DatasetSpec, int, TargetConfig], nn.Module]
-    train: Callable[[GemDataset, TargetConfig, torch.device, Optional[ProgressFn]],
-                    tuple[nn.Module, TargetMetrics]]
+    train: Callable[
+        [GemDataset, TargetConfig, torch.device, Optional[ProgressFn]],
+        tuple[nn.Module, TargetMetrics],
+    ]
 
 
 ARCHITECTURES: dict[str, Architecture] = {
-    "graphconv": Architecture("graphconv", "paper's GraphConv", ("node", "graph"),
-                              _build_graphconv, _train_paper_target),
+    "graphconv": Architecture(
+        "graphconv", "paper's GraphConv", ("node", "graph"), _build_graphconv, _train_paper_target
+    ),
     "gine": Architecture("gine", "bond-aware", ("graph",), _build_gine, _train_gine),
 }
 

@@ -6,10 +6,17 @@ mapped back to directed edges (``edge_masks``) and the explainer algorithm itsel
 (``explainer``), which fits through :class:`gem_core.gem.pipeline.GemPipeline`. It builds on
 ``gem_core.gem`` and the layers below it; nothing in the engine imports it.
 """
+
 from gem_core.pyg.black_box import PyGBlackBox, count_hops
 from gem_core.pyg.edge_masks import distinct_scores, topk_config
 from gem_core.pyg.explainer import GemExplainer
 from gem_core.runtime.errors import NotFittedError
 
-__all__ = ["GemExplainer", "PyGBlackBox", "NotFittedError", "topk_config", "count_hops",
-           "distinct_scores"]
+__all__ = [
+    "GemExplainer",
+    "PyGBlackBox",
+    "NotFittedError",
+    "topk_config",
+    "count_hops",
+    "distinct_scores",
+]

@@ -6,6 +6,7 @@ log-probabilities is the identity), ``probs`` through ``log``; ``binary_classifi
 output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
 (``probs``). Regression is not supported.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -25,7 +26,6 @@ def count_hops(model: nn.Module) -> int:
     return ExplainerAlgorithm._num_hops(model)
 
 
-
 def _logits(out: Tensor, mode: ModelMode, return_type: ModelReturnType) -> Tensor:
     """Model outputs as logits whose softmax is the model's class distribution."""
     out = out.float()
@@ -34,14 +34,17 @@ def _logits(out: Tensor, mode: ModelMode, return_type: ModelReturnType) -> Tenso
             raise ValueError(
                 "binary_classification expects one output column per prediction (the logit or "
                 f"probability of class 1), got outputs of shape {tuple(out.shape)}; use "
-                "mode='multiclass_classification' for two-column outputs")
+                "mode='multiclass_classification' for two-column outputs"
+            )
         z = out.reshape(-1, 1)
         if return_type == ModelReturnType.probs:
             p = z.clamp(PROB_FLOOR, 1.0 - PROB_FLOOR)
             return torch.cat([torch.log1p(-p), torch.log(p)], dim=-1)
         return torch.cat([torch.zeros_like(z), z], dim=-1)
     if out.dim() != 2:
-        raise ValueError(f"a classification model must return [rows, classes], got {tuple(out.shape)}")
+        raise ValueError(
+            f"a classification model must return [rows, classes], got {tuple(out.shape)}"
+        )
     if return_type == ModelReturnType.probs:
         return torch.log(out.clamp_min(PROB_FLOOR))
     return out  # raw logits, or log-probabilities (log_softmax is the identity on them)
@@ -62,9 +65,15 @@ class PyGBlackBox:
         model_kwargs: extra non-tensor keyword arguments passed on every call.
     """
 
-    def __init__(self, model: nn.Module, task: str, mode: Union[ModelMode, str],
-                 return_type: Union[ModelReturnType, str], device: Union[str, torch.device] = "cpu",
-                 model_kwargs: Optional[dict[str, Any]] = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        task: str,
+        mode: Union[ModelMode, str],
+        return_type: Union[ModelReturnType, str],
+        device: Union[str, torch.device] = "cpu",
+        model_kwargs: Optional[dict[str, Any]] = None,
+    ):
         self.model = model
         self.task = task
         self.mode = ModelMode(mode)
@@ -79,16 +88,18 @@ class PyGBlackBox:
         if self.task == "node":
             out = self.model(b.x, b.edge_index, **self.kwargs)
             if out.size(0) != b.x.size(0):
-                raise ValueError(f"a node-level model must return one row per node: got "
-                                 f"{out.size(0)} rows for {b.x.size(0)} nodes")
+                raise ValueError(
+                    f"a node-level model must return one row per node: got "
+                    f"{out.size(0)} rows for {b.x.size(0)} nodes"
+                )
             out = out[b.target_index]
         else:
             out = self.model(b.x, b.edge_index, batch=b.batch, **self.kwargs)
             if out.size(0) != b.num_instances:
                 raise ValueError(
                     f"a graph-level model must return one row per graph of `batch`: got "
-                    f"{out.size(0)} rows for {b.num_instances} graphs")
+                    f"{out.size(0)} rows for {b.num_instances} graphs"
+                )
         logits = _logits(out, self.mode, self.return_type)
         self.num_classes = int(logits.size(-1))
         return logits
-

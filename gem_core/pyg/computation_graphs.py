@@ -8,6 +8,7 @@ auto-encoder reads in one pass) and, for every stacked pair, its id among the us
 undirected pairs, so scores can be written back to ``edge_index``. :func:`node_fit_instances`
 and :func:`graph_fit_instances` check what a user gives ``fit`` and cut the training instances.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -52,9 +53,20 @@ class ComputationGraphs:
         structure: the :class:`GraphStructure` of the user's graph, when built.
     """
 
-    def __init__(self, x: Tensor, local_pairs: Tensor, node_counts: Tensor, pair_counts: Tensor,
-                 targets: Optional[Tensor], node_ids: Tensor, pair_ids: Tensor, edge_pair: Tensor,
-                 num_pairs: int, labels: Optional[Sequence[int]], indices: Sequence[int]):
+    def __init__(
+        self,
+        x: Tensor,
+        local_pairs: Tensor,
+        node_counts: Tensor,
+        pair_counts: Tensor,
+        targets: Optional[Tensor],
+        node_ids: Tensor,
+        pair_ids: Tensor,
+        edge_pair: Tensor,
+        num_pairs: int,
+        labels: Optional[Sequence[int]],
+        indices: Sequence[int],
+    ):
         self.graphs = PackedGraphs.from_segments(x, local_pairs, node_counts, pair_counts, targets)
         self.local_pairs, self.targets = local_pairs, targets
         self.node_ids, self.pair_ids, self.edge_pair = node_ids, pair_ids, edge_pair
@@ -96,7 +108,8 @@ class ComputationGraphs:
             targets = self.targets.tolist() if node_task else [None] * len(self)
             self._instances = [
                 Instance(x=x, pairs=p, y=y, target=t, index=index, node_ids=n)
-                for x, p, y, t, index, n in zip(xs, pairs, self.labels, targets, self.indices, ids)]
+                for x, p, y, t, index, n in zip(xs, pairs, self.labels, targets, self.indices, ids)
+            ]
         return self._instances
 
     def packed(self) -> PackedGraphs:
@@ -136,9 +149,13 @@ class GraphStructure:
         self.lo, self.hi, edge_pair = _global_pairs(edge_index, n)
         q = self.lo.size
         self.edge_pair = torch.from_numpy(edge_pair)
-        self.adj = csr_matrix((np.ones(2 * q, dtype=np.float32),
-                               (np.concatenate([self.lo, self.hi]), np.concatenate([self.hi, self.lo]))),
-                              shape=(n, n))
+        self.adj = csr_matrix(
+            (
+                np.ones(2 * q, dtype=np.float32),
+                (np.concatenate([self.lo, self.hi]), np.concatenate([self.hi, self.lo])),
+            ),
+            shape=(n, n),
+        )
         self.lo_ptr = np.searchsorted(self.lo, np.arange(n + 1))
         self.edge_order = torch.argsort(self.edge_pair, stable=True)
         self.edge_ptr = torch.searchsorted(self.edge_pair[self.edge_order], torch.arange(q + 1))
@@ -148,9 +165,14 @@ class GraphStructure:
         return int(self.lo.size)
 
 
-def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int], num_hops: int,
-                            labels: Optional[Sequence[int]] = None,
-                            structure: Optional[GraphStructure] = None) -> ComputationGraphs:
+def node_computation_graphs(
+    x: Tensor,
+    edge_index: Tensor,
+    nodes: Sequence[int],
+    num_hops: int,
+    labels: Optional[Sequence[int]] = None,
+    structure: Optional[GraphStructure] = None,
+) -> ComputationGraphs:
     """The ``num_hops``-hop computation graph of every node in ``nodes``, vectorised.
 
     The same subgraphs as ``k_hop_subgraph(node, num_hops, edge_index, relabel_nodes=True)`` on
@@ -206,22 +228,37 @@ def node_computation_graphs(x: Tensor, edge_index: Tensor, nodes: Sequence[int],
     cols_t = torch.from_numpy(cols)
     x_sub = x.detach()[cols_t.to(x.device)].cpu()
     out = ComputationGraphs(
-        x_sub, torch.from_numpy(local), torch.from_numpy(np.diff(row_ptr)),
+        x_sub,
+        torch.from_numpy(local),
+        torch.from_numpy(np.diff(row_ptr)),
         torch.from_numpy(pair_counts),
-        torch.from_numpy(target_pos), cols_t, torch.from_numpy(cand), st.edge_pair,
-        st.num_pairs, labels, nodes_np.tolist())
+        torch.from_numpy(target_pos),
+        cols_t,
+        torch.from_numpy(cand),
+        st.edge_pair,
+        st.num_pairs,
+        labels,
+        nodes_np.tolist(),
+    )
     out.hops = torch.from_numpy(hops)
     out.structure = st
     return out
 
 
-def graph_computation_graphs(x: Tensor, edge_index: Tensor, batch: Optional[Tensor] = None,
-                             labels: Optional[Sequence[int]] = None,
-                             indices: Optional[Sequence[int]] = None) -> ComputationGraphs:
+def graph_computation_graphs(
+    x: Tensor,
+    edge_index: Tensor,
+    batch: Optional[Tensor] = None,
+    labels: Optional[Sequence[int]] = None,
+    indices: Optional[Sequence[int]] = None,
+) -> ComputationGraphs:
     """Every graph of a (possibly batched) graph as one instance, with the way back to its edges."""
     n = int(x.size(0))
-    bvec = (np.zeros(n, dtype=np.int64) if batch is None
-            else batch.detach().cpu().numpy().astype(np.int64, copy=False))
+    bvec = (
+        np.zeros(n, dtype=np.int64)
+        if batch is None
+        else batch.detach().cpu().numpy().astype(np.int64, copy=False)
+    )
     if bvec.size != n:
         raise ValueError(f"batch has {bvec.size} entries for {n} nodes")
     if n and bvec.min() < 0:
@@ -240,24 +277,36 @@ def graph_computation_graphs(x: Tensor, edge_index: Tensor, batch: Optional[Tens
     order_t = torch.from_numpy(node_order)
     x_sorted = x.detach()[order_t.to(x.device)].cpu()
     return ComputationGraphs(
-        x_sorted, torch.from_numpy(local), torch.from_numpy(node_counts),
-        torch.from_numpy(pair_counts), None, order_t,
-        torch.from_numpy(pair_order), torch.from_numpy(edge_pair), int(lo.size), labels,
-        list(range(num_graphs)) if indices is None else indices)
+        x_sorted,
+        torch.from_numpy(local),
+        torch.from_numpy(node_counts),
+        torch.from_numpy(pair_counts),
+        None,
+        order_t,
+        torch.from_numpy(pair_order),
+        torch.from_numpy(edge_pair),
+        int(lo.size),
+        labels,
+        list(range(num_graphs)) if indices is None else indices,
+    )
 
 
-
-def node_fit_instances(data: Any, index, hops: int, target: Optional[Tensor],
-                   phenomenon: bool) -> tuple[list[Instance], torch.device]:
+def node_fit_instances(
+    data: Any, index, hops: int, target: Optional[Tensor], phenomenon: bool
+) -> tuple[list[Instance], torch.device]:
     """Node level: the training nodes' computation graphs (labels only for ``phenomenon``) and
     the device of the user's data."""
     if not isinstance(data, Data):
-        what = (f"a list of {len(data)} graphs" if isinstance(data, (list, tuple))
-                else type(data).__name__)
+        what = (
+            f"a list of {len(data)} graphs"
+            if isinstance(data, (list, tuple))
+            else type(data).__name__
+        )
         raise ValueError(
             f"task_level='node': fit expects one Data object (x, edge_index) and the training "
             f"node indices, fit(model, data, index=train_nodes); got {what}. For graph "
-            f"classification use model_config task_level='graph'.")
+            f"classification use model_config task_level='graph'."
+        )
     if data.x is None or data.edge_index is None:
         raise ValueError("fit needs data.x and data.edge_index")
     n = int(data.x.size(0))
@@ -268,32 +317,41 @@ def node_fit_instances(data: Any, index, hops: int, target: Optional[Tensor],
     if phenomenon:
         y = target if target is not None else getattr(data, "y", None)
         if y is None:
-            raise ValueError("'phenomenon' explanations are fitted against labels: give "
-                             "data.y or fit(..., target=labels)")
+            raise ValueError(
+                "'phenomenon' explanations are fitted against labels: give "
+                "data.y or fit(..., target=labels)"
+            )
         y = torch.as_tensor(y).view(-1)
         if y.numel() == n:
             labels = [int(y[i]) for i in nodes]
         elif y.numel() == len(nodes):
             labels = [int(v) for v in y.tolist()]
         else:
-            raise ValueError(f"target has {y.numel()} entries: need one per node ({n}) or "
-                             f"one per index entry ({len(nodes)})")
+            raise ValueError(
+                f"target has {y.numel()} entries: need one per node ({n}) or "
+                f"one per index entry ({len(nodes)})"
+            )
     warn_if_directed(data.edge_index, n)
     graphs = node_computation_graphs(data.x, data.edge_index, nodes, hops, labels)
     return graphs.instances, data.x.device
 
-def graph_fit_instances(data: Any, index, target: Optional[Tensor],
-                    phenomenon: bool) -> tuple[list[Instance], torch.device]:
+
+def graph_fit_instances(
+    data: Any, index, target: Optional[Tensor], phenomenon: bool
+) -> tuple[list[Instance], torch.device]:
     """Graph level: every training graph as one instance (labels only for ``phenomenon``) and
     the device of the user's data."""
     if isinstance(data, Data):
         raise ValueError(
             "task_level='graph': fit expects a list or Dataset of graphs (one Data each), "
             "fit(model, graphs); got a single Data object. Wrap one graph as [data]; for node "
-            "classification use model_config task_level='node'.")
+            "classification use model_config task_level='node'."
+        )
     if index is not None:
-        raise ValueError("task_level='graph': fit takes no index (pass the training graphs "
-                         "themselves, e.g. dataset[train_idx])")
+        raise ValueError(
+            "task_level='graph': fit takes no index (pass the training graphs "
+            "themselves, e.g. dataset[train_idx])"
+        )
     graphs = list(data)
     if not graphs:
         raise ValueError("fit needs at least one graph: got an empty list")
@@ -304,22 +362,24 @@ def graph_fit_instances(data: Any, index, target: Optional[Tensor],
             if labels_t.numel() != len(graphs):
                 raise ValueError(f"target has {labels_t.numel()} entries for {len(graphs)} graphs")
         elif any(getattr(g, "y", None) is None for g in graphs):
-            raise ValueError("'phenomenon' explanations are fitted against labels: every graph "
-                             "needs y, or pass fit(..., target=labels)")
+            raise ValueError(
+                "'phenomenon' explanations are fitted against labels: every graph "
+                "needs y, or pass fit(..., target=labels)"
+            )
     instances = []
     for i, g in enumerate(graphs):
         if not isinstance(g, Data) or g.x is None or g.edge_index is None:
             raise ValueError(f"graph {i} is not a Data object with x and edge_index")
         label = -1
         if phenomenon:
-            label = (int(labels_t[i]) if labels_t is not None
-                     else int(torch.as_tensor(g.y).view(-1)[0]))
+            label = (
+                int(labels_t[i]) if labels_t is not None else int(torch.as_tensor(g.y).view(-1)[0])
+            )
         if i < 100:  # a sample is enough to notice a directed dataset
             warn_if_directed(g.edge_index, int(g.x.size(0)))
         inst = graph_computation_graphs(g.x, g.edge_index, None, [label], [i]).instances[0]
         instances.append(inst)
     return instances, graphs[0].x.device
-
 
 
 def warn_if_directed(edge_index: Tensor, num_nodes: int) -> None:
@@ -330,8 +390,9 @@ def warn_if_directed(edge_index: Tensor, num_nodes: int) -> None:
             "edge_index is not symmetric: Gem treats graphs as undirected, so the model is "
             "distilled on the symmetrised graph (both directions of every edge); explanations of "
             "a directed model may be off. Use torch_geometric.utils.to_undirected if that is "
-            "what the model expects.", stacklevel=3)
-
+            "what the model expects.",
+            stacklevel=3,
+        )
 
 
 def as_node_list(index: Any, n: int) -> list[int]:

@@ -12,6 +12,7 @@ Top-K policy. Gem's budget ``k`` counts *undirected* edges. PyG's ``topk`` thres
 different pairs are made pairwise distinct (:func:`distinct_scores`) and every in-graph score is
 positive. :func:`topk_config` builds that threshold config.
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -23,7 +24,7 @@ from torch import Tensor
 from gem_core.data.packed import segment_arange
 from gem_core.pyg.computation_graphs import ComputationGraphs
 
-MIN_SCORE = 1e-30   # smallest in-graph score, so a thresholded mask keeps every selected edge
+MIN_SCORE = 1e-30  # smallest in-graph score, so a thresholded mask keeps every selected edge
 
 
 def topk_config(k: int) -> dict[str, Any]:
@@ -31,7 +32,6 @@ def topk_config(k: int) -> dict[str, Any]:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     return dict(threshold_type="topk", value=2 * k)
-
 
 
 def distinct_scores(scores: Tensor, segments: Optional[Tensor] = None) -> Tensor:
@@ -46,8 +46,11 @@ def distinct_scores(scores: Tensor, segments: Optional[Tensor] = None) -> Tensor
     if s.numel() <= 1:
         return s
     bits = s.view(torch.int32).numpy().astype(np.int64)  # positive floats: int order == float order
-    seg = (np.zeros(s.numel(), dtype=np.int64) if segments is None
-           else segments.detach().cpu().numpy().astype(np.int64))
+    seg = (
+        np.zeros(s.numel(), dtype=np.int64)
+        if segments is None
+        else segments.detach().cpu().numpy().astype(np.int64)
+    )
     # one stable sort on (segment, descending score); equal keys keep their position order
     order = np.argsort((seg << 32) | ((1 << 31) - 1 - bits), kind="stable")
     sb, sseg = bits[order], seg[order]
@@ -59,15 +62,22 @@ def distinct_scores(scores: Tensor, segments: Optional[Tensor] = None) -> Tensor
     return torch.from_numpy(out.astype(np.int32).view(np.float32))
 
 
-
-def edge_masks(graphs: ComputationGraphs, scores: Tensor, keep: Optional[list[int]],
-               device: torch.device, per_node: bool) -> tuple[Tensor, Optional[Tensor]]:
+def edge_masks(
+    graphs: ComputationGraphs,
+    scores: Tensor,
+    keep: Optional[list[int]],
+    device: torch.device,
+    per_node: bool,
+) -> tuple[Tensor, Optional[Tensor]]:
     """Pair scores written to the user's directed edges: the joint mask (max over the
     instances, or over the instances in ``keep``) and, on request, one row per instance."""
     owner, ids = graphs.pair_owner, graphs.pair_ids
     pair_score = torch.zeros(graphs.num_pairs + 1)  # last slot: self-loops (edge_pair -1)
-    sel = torch.ones(ids.numel(), dtype=torch.bool) if keep is None else torch.isin(
-        owner, torch.tensor(keep, dtype=torch.long))
+    sel = (
+        torch.ones(ids.numel(), dtype=torch.bool)
+        if keep is None
+        else torch.isin(owner, torch.tensor(keep, dtype=torch.long))
+    )
     if bool(sel.any()):
         pair_score.scatter_reduce_(0, ids[sel], scores[sel], reduce="amax", include_self=True)
         covered = torch.zeros(graphs.num_pairs + 1, dtype=torch.bool)
@@ -85,7 +95,7 @@ def edge_masks(graphs: ComputationGraphs, scores: Tensor, keep: Optional[list[in
         rows = torch.repeat_interleave(owner, counts)
         values = torch.repeat_interleave(distinct_scores(scores, owner), counts)
         # every (row, edge) entry occurs once; left uncoalesced (no sort): .coalesce() sorts
-        per = torch.sparse_coo_tensor(torch.stack([rows, edges]), values,
-                                      (len(graphs), num_edges), check_invariants=False).to(device)
+        per = torch.sparse_coo_tensor(
+            torch.stack([rows, edges]), values, (len(graphs), num_edges), check_invariants=False
+        ).to(device)
     return edge_mask, per
-

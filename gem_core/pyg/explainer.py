@@ -48,12 +48,13 @@ log-probabilities is the identity), ``probs`` through ``log``; ``binary_classifi
 output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
 (``probs``). Regression and node-feature masks are not supported.
 """
+
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -62,7 +63,12 @@ from torch import Tensor, nn
 from torch_geometric.explain import Explanation
 from torch_geometric.explain.algorithm import ExplainerAlgorithm
 from torch_geometric.explain.config import (
-    ExplainerConfig, ExplanationType, MaskType, ModelConfig, ModelMode, ModelTaskLevel,
+    ExplainerConfig,
+    ExplanationType,
+    MaskType,
+    ModelConfig,
+    ModelMode,
+    ModelTaskLevel,
 )
 
 from gem_core.gem.autoencoder import GemAutoEncoder
@@ -72,9 +78,15 @@ from gem_core.gem.labeling import hop_columns
 from gem_core.gem.pipeline import GemPipeline
 from gem_core.gem.settings import GemSettings
 from gem_core.pyg.black_box import PyGBlackBox, count_hops
-from gem_core.pyg.computation_graphs import (ComputationGraphs, GraphStructure, as_node_list,
-                                             graph_computation_graphs, graph_fit_instances,
-                                             node_computation_graphs, node_fit_instances)
+from gem_core.pyg.computation_graphs import (
+    ComputationGraphs,
+    GraphStructure,
+    as_node_list,
+    graph_computation_graphs,
+    graph_fit_instances,
+    node_computation_graphs,
+    node_fit_instances,
+)
 from gem_core.pyg.edge_masks import edge_masks
 from gem_core.pyg.receptive_field import check_receptive_field
 from gem_core.runtime.device import resolve_device
@@ -182,20 +194,35 @@ class GemExplainer(ExplainerAlgorithm):
         num_hops_, num_classes_, task_level_, explanation_type_, fit_seconds_, distill_seconds_.
     """
 
-    def __init__(self, epochs: int = 300, k: Union[int, Sequence[int]] = 6,
-                 num_hops: Optional[int] = None, connected: Optional[bool] = None,
-                 target_kind: Optional[str] = None, lr: Optional[float] = None,
-                 hidden: Sequence[int] = (32, 32, 16), batch_size: int = 32, patience: int = 30,
-                 val_fraction: float = 0.1, seed: int = 0,
-                 device: Union[str, torch.device, None] = None, *,
-                 topk_policy: Optional[str] = None, protocol: str = "drop_isolated",
-                 condition_on_prediction: Optional[bool] = None,
-                 target_ks: Optional[Sequence[int]] = None,
-                 necessity_weight: Optional[float] = None, necessity_lead: int = 0,
-                 ensemble: int = 1, decoder: Optional[str] = None,
-                 check: Optional[str] = None, check_width: Optional[int] = None,
-                 check_late: str = "same", check_backward: str = "off",
-                 check_lead: int = 0):
+    def __init__(
+        self,
+        epochs: int = 300,
+        k: Union[int, Sequence[int]] = 6,
+        num_hops: Optional[int] = None,
+        connected: Optional[bool] = None,
+        target_kind: Optional[str] = None,
+        lr: Optional[float] = None,
+        hidden: Sequence[int] = (32, 32, 16),
+        batch_size: int = 32,
+        patience: int = 30,
+        val_fraction: float = 0.1,
+        seed: int = 0,
+        device: Union[str, torch.device, None] = None,
+        *,
+        topk_policy: Optional[str] = None,
+        protocol: str = "drop_isolated",
+        condition_on_prediction: Optional[bool] = None,
+        target_ks: Optional[Sequence[int]] = None,
+        necessity_weight: Optional[float] = None,
+        necessity_lead: int = 0,
+        ensemble: int = 1,
+        decoder: Optional[str] = None,
+        check: Optional[str] = None,
+        check_width: Optional[int] = None,
+        check_late: str = "same",
+        check_backward: str = "off",
+        check_lead: int = 0,
+    ):
         super().__init__()
         self.check_lead = check_lead
         self.check = check
@@ -230,27 +257,35 @@ class GemExplainer(ExplainerAlgorithm):
         self.gem_settings("node", 1, phenomenon=False)  # bad options fail here, one line each
 
     def __repr__(self) -> str:
-        return (f"{self.__class__.__name__}(epochs={self.epochs}, k={self.k!r}, "
-                f"num_hops={self.num_hops}, connected={self.connected})")
+        return (
+            f"{self.__class__.__name__}(epochs={self.epochs}, k={self.k!r}, "
+            f"num_hops={self.num_hops}, connected={self.connected})"
+        )
 
     # ------------------------------------------------------------------ configuration
     @staticmethod
     def _unsupported(explainer_config: ExplainerConfig, model_config: ModelConfig) -> Optional[str]:
-        supported = ("Gem supports edge_mask_type='object', node_mask_type=None, "
-                     "mode='multiclass_classification' or 'binary_classification', "
-                     "task_level='node' or 'graph', explanation_type='model' or 'phenomenon'.")
+        supported = (
+            "Gem supports edge_mask_type='object', node_mask_type=None, "
+            "mode='multiclass_classification' or 'binary_classification', "
+            "task_level='node' or 'graph', explanation_type='model' or 'phenomenon'."
+        )
         if explainer_config.node_mask_type is not None:
-            return (f"Gem explains edges only: node_mask_type="
-                    f"'{explainer_config.node_mask_type.value}' is not supported (use None). "
-                    + supported)
+            return (
+                f"Gem explains edges only: node_mask_type="
+                f"'{explainer_config.node_mask_type.value}' is not supported (use None). "
+                + supported
+            )
         if explainer_config.edge_mask_type != MaskType.object:
             got = getattr(explainer_config.edge_mask_type, "value", None)
             return f"Gem needs edge_mask_type='object' (got {got!r}). " + supported
         if model_config.mode == ModelMode.regression:
             return "Gem explains classifiers: mode='regression' is not supported. " + supported
         if model_config.task_level not in (ModelTaskLevel.node, ModelTaskLevel.graph):
-            return (f"Gem explains node or graph predictions: task_level="
-                    f"'{model_config.task_level.value}' is not supported. " + supported)
+            return (
+                f"Gem explains node or graph predictions: task_level="
+                f"'{model_config.task_level.value}' is not supported. " + supported
+            )
         return None
 
     def supports(self) -> bool:
@@ -264,8 +299,9 @@ class GemExplainer(ExplainerAlgorithm):
     def connect(self, explainer_config: ExplainerConfig, model_config: ModelConfig):
         """Connect to an ``Explainer``'s configs; unsupported settings raise a ``ValueError``
         that says what is supported."""
-        reason = self._unsupported(ExplainerConfig.cast(explainer_config),
-                                   ModelConfig.cast(model_config))
+        reason = self._unsupported(
+            ExplainerConfig.cast(explainer_config), ModelConfig.cast(model_config)
+        )
         if reason is not None:
             raise ValueError(reason)
         super().connect(explainer_config, model_config)
@@ -276,16 +312,24 @@ class GemExplainer(ExplainerAlgorithm):
                 "GemExplainer is not connected to an Explainer yet: create "
                 "Explainer(model, algorithm=GemExplainer(...), explanation_type=..., "
                 "model_config=..., edge_mask_type='object') first, then call "
-                "explainer.algorithm.fit(model, data, ...).")
+                "explainer.algorithm.fit(model, data, ...)."
+            )
 
     @property
     def task_level(self) -> str:
         return self.model_config.task_level.value
 
     # ------------------------------------------------------------------ fit
-    def fit(self, model: nn.Module, data: Any, index: Optional[Union[int, Sequence[int], Tensor]] = None,
-            *, target: Optional[Tensor] = None, progress: Optional[ProgressFn] = None,
-            **kwargs: Any) -> "GemExplainer":
+    def fit(
+        self,
+        model: nn.Module,
+        data: Any,
+        index: Optional[Union[int, Sequence[int], Tensor]] = None,
+        *,
+        target: Optional[Tensor] = None,
+        progress: Optional[ProgressFn] = None,
+        **kwargs: Any,
+    ) -> "GemExplainer":
         """Distil the model's behaviour on the training instances and train Gem on it.
 
         Args:
@@ -306,7 +350,8 @@ class GemExplainer(ExplainerAlgorithm):
             if isinstance(value, Tensor):
                 raise ValueError(
                     f"Gem distils the model on subgraphs, so tensor inputs besides x, edge_index "
-                    f"(and batch at graph level) cannot be carried over: got {key}=<tensor>.")
+                    f"(and batch at graph level) cannot be carried over: got {key}=<tensor>."
+                )
         start = time.perf_counter()
         level = self.task_level
         phenomenon = self.explainer_config.explanation_type == ExplanationType.phenomenon
@@ -314,40 +359,56 @@ class GemExplainer(ExplainerAlgorithm):
         if level == "graph" and not _accepts_batch(model):
             raise ValueError(
                 "graph-level models are called as model(x, edge_index, batch=batch), one output row "
-                "per graph; this model's forward takes no `batch` argument")
+                "per graph; this model's forward takes no `batch` argument"
+            )
         if level == "node" and hops < 1:
             raise ValueError(
                 "could not find any MessagePassing layer in the model to count the hops of a "
-                "node's computation graph: pass GemExplainer(num_hops=...)")
+                "node's computation graph: pass GemExplainer(num_hops=...)"
+            )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             if level == "node":
                 instances, dev = node_fit_instances(data, index, hops, target, phenomenon)
             else:
                 instances, dev = graph_fit_instances(data, index, target, phenomenon)
-            black_box = PyGBlackBox(model, level, self.model_config.mode,
-                                    self.model_config.return_type, dev, kwargs)
+            black_box = PyGBlackBox(
+                model, level, self.model_config.mode, self.model_config.return_type, dev, kwargs
+            )
             gem_device = resolve_device(self.device if self.device is not None else dev)
             was_training = model.training
             model.eval()
             settings = self.gem_settings(level, hops, phenomenon)
             if level == "node":
                 try:
-                    check_receptive_field(black_box, data, as_node_list(index, int(data.x.size(0)))
-                                          if index is not None else range(int(data.x.size(0))),
-                                          hops, counted=self.num_hops is None)
+                    check_receptive_field(
+                        black_box,
+                        data,
+                        as_node_list(index, int(data.x.size(0)))
+                        if index is not None
+                        else range(int(data.x.size(0))),
+                        hops,
+                        counted=self.num_hops is None,
+                    )
                 except ValueError:
                     model.train(was_training)
                     raise
 
             def distiller(insts, label_source: str, prog: Optional[ProgressFn]) -> Distillation:
-                return distill(insts, black_box, connected=self.connects(level),
-                               label_source=label_source, device=dev, progress=prog)
+                return distill(
+                    insts,
+                    black_box,
+                    connected=self.connects(level),
+                    label_source=label_source,
+                    device=dev,
+                    progress=prog,
+                )
 
             # the engine's one Gem recipe: distil all fit instances once, split them, then
             # training targets and the auto-encoder's fit (early-stopped on the held-out part)
-            pipeline = GemPipeline(settings, self.k_grid, black_box, device=gem_device,
-                                   distiller=distiller)
+            pipeline = GemPipeline(
+                settings, self.k_grid, black_box, device=gem_device, distiller=distiller
+            )
             try:
                 report(progress, 0.0, f"distilling {len(instances)} {level} instances")
                 t0 = time.perf_counter()
@@ -360,7 +421,8 @@ class GemExplainer(ExplainerAlgorithm):
                     [instances[i] for i in val_ids] if val_ids else None,
                     train_dist=dist.subset(train_ids),
                     val_dist=dist.subset(val_ids) if val_ids else None,
-                    progress=scaled(progress, 0.5, 1.0))
+                    progress=scaled(progress, 0.5, 1.0),
+                )
             finally:
                 model.train(was_training)
         self.gem_: GemAutoEncoder = gem
@@ -391,26 +453,42 @@ class GemExplainer(ExplainerAlgorithm):
             necessity = 1.0 if policy == "sufficient" else 0.0
         return GemSettings(
             target_kind=self.target_kind or ("graded" if graph else "mix"),
-            topk_policy=policy, protocol=self.protocol,
-            condition_on_prediction=(graph and not phenomenon
-                                     if self.condition_on_prediction is None
-                                     else self.condition_on_prediction),
-            target_ks=target_ks, necessity_weight=necessity, necessity_lead=self.necessity_lead,
+            topk_policy=policy,
+            protocol=self.protocol,
+            condition_on_prediction=(
+                graph and not phenomenon
+                if self.condition_on_prediction is None
+                else self.condition_on_prediction
+            ),
+            target_ks=target_ks,
+            necessity_weight=necessity,
+            necessity_lead=self.necessity_lead,
             label_source="true" if phenomenon else "predicted",
-            lr=self._lr(level), hidden=self.hidden, batch_size=self.batch_size,
-            max_epochs=self.epochs, patience=self.patience, num_hops=max(hops, 1),
-            ensemble=self.ensemble, decoder=self.decoder or ("mlp" if graph else "inner"),
-            seed=self.seed, **self._check_options(level))
+            lr=self._lr(level),
+            hidden=self.hidden,
+            batch_size=self.batch_size,
+            max_epochs=self.epochs,
+            patience=self.patience,
+            num_hops=max(hops, 1),
+            ensemble=self.ensemble,
+            decoder=self.decoder or ("mlp" if graph else "inner"),
+            seed=self.seed,
+            **self._check_options(level),
+        )
 
     def _check_options(self, level: str) -> dict[str, Any]:
         """``check``, ``check_width``, ``check_late``, ``check_backward`` and ``check_lead`` as
         given, else the level's defaults."""
         graph = level == "graph"
-        return {"check": self.check if self.check is not None else "off",
-                "check_width": (self.check_width if self.check_width is not None
-                                else (8 if graph else 3)),
-                "check_late": self.check_late, "check_backward": self.check_backward,
-                "check_lead": self.check_lead}
+        return {
+            "check": self.check if self.check is not None else "off",
+            "check_width": (
+                self.check_width if self.check_width is not None else (8 if graph else 3)
+            ),
+            "check_late": self.check_late,
+            "check_backward": self.check_backward,
+            "check_lead": self.check_lead,
+        }
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: as given, else on for node level (the
@@ -435,10 +513,19 @@ class GemExplainer(ExplainerAlgorithm):
             raise NotFittedError(
                 "GemExplainer is not fitted yet: call explainer.algorithm.fit(model, data, "
                 "index=train_nodes) (node level) or explainer.algorithm.fit(model, graphs) (graph "
-                "level) before explaining.")
+                "level) before explaining."
+            )
 
-    def forward(self, model: nn.Module, x: Tensor, edge_index: Tensor, *, target: Tensor,
-                index: Optional[Union[int, Tensor]] = None, **kwargs: Any) -> Explanation:
+    def forward(
+        self,
+        model: nn.Module,
+        x: Tensor,
+        edge_index: Tensor,
+        *,
+        target: Tensor,
+        index: Optional[Union[int, Tensor]] = None,
+        **kwargs: Any,
+    ) -> Explanation:
         """Edge mask of the requested nodes' (or the batch's graphs') computation graphs.
 
         The model is not called: Gem scores the computation graphs with its auto-encoder, all
@@ -450,17 +537,25 @@ class GemExplainer(ExplainerAlgorithm):
             raise ValueError("Gem explains homogeneous graphs only (got a heterogeneous graph)")
         level = self.task_level
         if level != self.task_level_:
-            raise ValueError(f"this GemExplainer was fitted for task_level='{self.task_level_}', "
-                             f"the Explainer asks for '{level}'")
+            raise ValueError(
+                f"this GemExplainer was fitted for task_level='{self.task_level_}', "
+                f"the Explainer asks for '{level}'"
+            )
         if x.size(1) != self.num_features_:
-            raise ValueError(f"x has {x.size(1)} node features, Gem was fitted with "
-                             f"{self.num_features_}")
+            raise ValueError(
+                f"x has {x.size(1)} node features, Gem was fitted with {self.num_features_}"
+            )
         if level == "node":
             if index is None:
                 raise ValueError("node-level explanations need the node(s) to explain: index=...")
             nodes = as_node_list(index, int(x.size(0)))
-            graphs = node_computation_graphs(x, edge_index, nodes, self.num_hops_,
-                                             structure=self._structure(edge_index, int(x.size(0))))
+            graphs = node_computation_graphs(
+                x,
+                edge_index,
+                nodes,
+                self.num_hops_,
+                structure=self._structure(edge_index, int(x.size(0))),
+            )
             keep = None
         else:
             graphs = graph_computation_graphs(x, edge_index, kwargs.get("batch"))
@@ -471,8 +566,9 @@ class GemExplainer(ExplainerAlgorithm):
             # predicted class per node (or per graph), so Gem need not run it again
             predicted = self._given_prediction(target, graphs, level)
         scores = self._scores(graphs, model, kwargs, predicted)
-        edge_mask, per_node = edge_masks(graphs, scores, keep, x.device,
-                                               per_node=level == "node" and len(graphs) > 1)
+        edge_mask, per_node = edge_masks(
+            graphs, scores, keep, x.device, per_node=level == "node" and len(graphs) > 1
+        )
         out = Explanation(edge_mask=edge_mask)
         if per_node is not None:
             out.edge_masks = per_node
@@ -482,8 +578,12 @@ class GemExplainer(ExplainerAlgorithm):
         """The :class:`GraphStructure` of ``edge_index``, reused while the same tensor, unchanged
         (same object, same in-place version counter), is explained again."""
         cached = self.__dict__.get("_structure_cache")
-        if (cached is not None and cached[0] is edge_index and cached[1] == edge_index._version
-                and cached[2].num_nodes == num_nodes):
+        if (
+            cached is not None
+            and cached[0] is edge_index
+            and cached[1] == edge_index._version
+            and cached[2].num_nodes == num_nodes
+        ):
             return cached[2]
         structure = GraphStructure(edge_index, num_nodes)
         self.__dict__["_structure_cache"] = (edge_index, edge_index._version, structure)
@@ -501,8 +601,9 @@ class GemExplainer(ExplainerAlgorithm):
             self.__dict__["_explain_settings_cache"] = cached
         return cached[2]
 
-    def _given_prediction(self, target: Optional[Tensor], graphs: ComputationGraphs,
-                          level: str) -> Optional[Tensor]:
+    def _given_prediction(
+        self, target: Optional[Tensor], graphs: ComputationGraphs, level: str
+    ) -> Optional[Tensor]:
         """The model's class on each explained instance from PyG's ``target`` (node level:
         indexed by the explained nodes), or None where it does not fit (then Gem predicts)."""
         if target is None or not isinstance(target, Tensor) or target.dtype.is_floating_point:
@@ -515,9 +616,13 @@ class GemExplainer(ExplainerAlgorithm):
             return flat.cpu()[nodes].long()
         return flat.long().cpu() if flat.numel() == len(graphs) else None
 
-    def _scores(self, graphs: ComputationGraphs, model: Optional[nn.Module] = None,
-                model_kwargs: Optional[dict[str, Any]] = None,
-                predicted: Optional[Tensor] = None) -> Tensor:
+    def _scores(
+        self,
+        graphs: ComputationGraphs,
+        model: Optional[nn.Module] = None,
+        model_kwargs: Optional[dict[str, Any]] = None,
+        predicted: Optional[Tensor] = None,
+    ) -> Tensor:
         """Gem's score of every stacked pair, all computation graphs in one forward pass (plus,
         under ``condition_on_prediction`` without ``predicted`` classes, or with the check, a
         batched forward of ``model`` for its classes and the check's; the model in eval mode
@@ -539,9 +644,15 @@ class GemExplainer(ExplainerAlgorithm):
             if was_training and black_box is not None:
                 model.train(True)
 
-    def _checked_scores(self, graphs: ComputationGraphs, packed, settings: GemSettings,
-                        black_box: Optional[PyGBlackBox], checks: bool,
-                        predicted: Optional[Tensor] = None) -> Tensor:
+    def _checked_scores(
+        self,
+        graphs: ComputationGraphs,
+        packed,
+        settings: GemSettings,
+        black_box: Optional[PyGBlackBox],
+        checks: bool,
+        predicted: Optional[Tensor] = None,
+    ) -> Tensor:
         """:meth:`_scores` with the model (when called at all) in eval mode."""
         own = packed
         if predicted is None and black_box is not None:
@@ -564,15 +675,24 @@ class GemExplainer(ExplainerAlgorithm):
             scores = pipeline.check(own, scores, predicted)
         return scores
 
-    def _black_box(self, model: Optional[nn.Module], model_kwargs: dict[str, Any],
-                   device) -> PyGBlackBox:
+    def _black_box(
+        self, model: Optional[nn.Module], model_kwargs: dict[str, Any], device
+    ) -> PyGBlackBox:
         """The model as the engine's black box, for its predicted classes and the check."""
         if model is None:
-            raise ValueError("this Gem reads the model's prediction (condition_on_prediction or "
-                             "check): explain through the Explainer, which passes the model")
+            raise ValueError(
+                "this Gem reads the model's prediction (condition_on_prediction or "
+                "check): explain through the Explainer, which passes the model"
+            )
         kwargs = {k: v for k, v in model_kwargs.items() if not isinstance(v, Tensor)}
-        return PyGBlackBox(model, self.task_level_, self.model_config.mode,
-                           self.model_config.return_type, device, kwargs)
+        return PyGBlackBox(
+            model,
+            self.task_level_,
+            self.model_config.mode,
+            self.model_config.return_type,
+            device,
+            kwargs,
+        )
 
     @staticmethod
     def _predict(black_box: PyGBlackBox, packed) -> Tensor:
@@ -591,7 +711,6 @@ def _accepts_batch(model: nn.Module) -> bool:
     return any(p.name == "batch" or p.kind == p.VAR_KEYWORD for p in params)
 
 
-
 def _k_grid(k: Union[int, Sequence[int]]) -> tuple[int, ...]:
     values = [k] if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else list(k)
     if not values:
@@ -600,4 +719,3 @@ def _k_grid(k: Union[int, Sequence[int]]) -> tuple[int, ...]:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= int(v) <= 1000:
             raise ValueError(f"k must be a positive integer (at most 1000), got {v!r}")
     return tuple(sorted({int(v) for v in values}))
-

@@ -10,6 +10,7 @@ cut computation graphs and on the whole graph, and refuses (a ``ValueError`` nam
 and ``num_hops`` was counted; when the user gave ``num_hops``, it is their choice: a warning says
 the same and the fit goes on.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -39,8 +40,11 @@ def _outputs(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[Ten
         full = black_box.model(data.x, data.edge_index, **black_box.kwargs)
     from gem_core.pyg.black_box import _logits
 
-    full = _logits(full[torch.as_tensor(list(nodes), device=full.device)],
-                   black_box.mode, black_box.return_type).cpu()
+    full = _logits(
+        full[torch.as_tensor(list(nodes), device=full.device)],
+        black_box.mode,
+        black_box.return_type,
+    ).cpu()
     return cut, full
 
 
@@ -52,8 +56,9 @@ def _reproduces(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[
     return gap <= PROB_TOL, gap  # a class flip within the tolerance is a near tie
 
 
-def check_receptive_field(black_box, data: Any, nodes: Sequence[int], hops: int,
-                          counted: bool) -> None:
+def check_receptive_field(
+    black_box, data: Any, nodes: Sequence[int], hops: int, counted: bool
+) -> None:
     """Raise a ``ValueError`` (``counted``: ``hops`` was counted from the model's modules) or
     warn (``hops`` was given) when the model's outputs on a few of ``nodes`` differ between
     their ``hops``-hop computation graphs and the whole graph."""
@@ -67,19 +72,27 @@ def check_receptive_field(black_box, data: Any, nodes: Sequence[int], hops: int,
     ok, gap = _reproduces(black_box, data, sample, hops)
     if ok:
         return
-    better = next((h for h in range(hops + 1, hops + 5)
-                   if _reproduces(black_box, data, sample, h)[0]), None)
-    source = (f"counted {hops} MessagePassing module{'s' * (hops != 1)} in the model"
-              if counted else f"num_hops={hops} was given")
-    hint = (f"its outputs match on {better}-hop computation graphs: pass "
-            f"GemExplainer(num_hops={better})" if better is not None else
-            f"no cut up to {hops + 4} hops reproduces them (does the model read more than the "
-            f"graph's structure, e.g. global state or random noise in eval mode?)")
+    better = next(
+        (h for h in range(hops + 1, hops + 5) if _reproduces(black_box, data, sample, h)[0]), None
+    )
+    source = (
+        f"counted {hops} MessagePassing module{'s' * (hops != 1)} in the model"
+        if counted
+        else f"num_hops={hops} was given"
+    )
+    hint = (
+        f"its outputs match on {better}-hop computation graphs: pass "
+        f"GemExplainer(num_hops={better})"
+        if better is not None
+        else f"no cut up to {hops + 4} hops reproduces them (does the model read more than the "
+        f"graph's structure, e.g. global state or random noise in eval mode?)"
+    )
     message = (
         f"the model's outputs on the {hops}-hop computation graphs of nodes {sample} differ "
         f"from its outputs on the whole graph (largest difference of a class probability {gap:.3g}): Gem {source}, but "
         f"the model's prediction depends on more (a layer applied several times, with shared "
-        f"weights, counts once); {hint}.")
+        f"weights, counts once); {hint}."
+    )
     if not counted:
         warnings.warn(message, UserWarning, stacklevel=3)
         return

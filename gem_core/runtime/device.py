@@ -1,5 +1,6 @@
 """Device and thread selection: ``auto`` is the device measured faster for the workload
 (:mod:`gem_core.runtime.device_choice`), and a configurable CPU thread count."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,9 @@ from typing import Iterator
 import torch
 
 
-def resolve_device(device: str | torch.device | None = "auto",
-                   workload: str | tuple[str, ...] = "interactive") -> torch.device:
+def resolve_device(
+    device: str | torch.device | None = "auto", workload: str | tuple[str, ...] = "interactive"
+) -> torch.device:
     """``"auto"``/None → the device measured faster for ``workload`` on this machine (CPU without
     CUDA; see :func:`~gem_core.runtime.device_choice.choose_device`; a tuple of workloads: one
     device for all of them, :func:`~gem_core.runtime.device_choice.choose_for_run`); ``"cuda"``

@@ -32,6 +32,7 @@ distillations, batched explanations) goes to CUDA only when every one of them do
 (:func:`choose_for_run`): when the batched probe alone chose its device, ``reproduce --dataset
 ba_shapes`` ran on the H200 and had not finished after 83 s; on the CPU it took 53-56 s.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,11 +47,11 @@ import torch
 
 WORKLOADS: dict[str, tuple[int, bool]] = {
     # workload -> (graphs per forward pass, whether it trains)
-    "interactive": (1, False),     # one instance explained in the app or by `explain`
-    "batched": (256, False),       # a split explained at once (reproduce, the app's batches)
+    "interactive": (1, False),  # one instance explained in the app or by `explain`
+    "batched": (256, False),  # a split explained at once (reproduce, the app's batches)
     "distillation": (512, False),  # the Δ phase's deleted-edge copies
-    "fit": (64, True),             # training Gem / PGExplainer / a target, mini-batches
-    "screen": (1024, False),       # a screening chunk's forward pass
+    "fit": (64, True),  # training Gem / PGExplainer / a target, mini-batches
+    "screen": (1024, False),  # a screening chunk's forward pass
 }
 #: how many times faster than the CPU the probe must measure CUDA before ``auto`` picks it
 CUDA_MARGIN: dict[str, float] = {
@@ -80,8 +81,9 @@ class DeviceChoice:
 Probe = Callable[[str, torch.device], float]
 
 
-def _probe_graphs(num_graphs: int, device: torch.device, nodes: int = 30,
-                  features: int = 14) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _probe_graphs(
+    num_graphs: int, device: torch.device, nodes: int = 30, features: int = 14
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A batch of ``num_graphs`` ring-shaped graphs of ``nodes`` nodes (molecule-sized)."""
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(num_graphs * nodes, features, generator=gen)
@@ -168,20 +170,29 @@ def _verdict(workload: str, cpu_ms: float, cuda_ms: float) -> DeviceChoice:
     margin = CUDA_MARGIN[workload]
     times = f"CPU {cpu_ms:.2f} ms, CUDA {cuda_ms:.2f} ms per probe"
     if speedup > margin:
-        reason = (f"measured faster for {workload} work on this machine ({times}: CUDA "
-                  f"{speedup:.1f}x ahead, over the {margin:g}x it must be)")
+        reason = (
+            f"measured faster for {workload} work on this machine ({times}: CUDA "
+            f"{speedup:.1f}x ahead, over the {margin:g}x it must be)"
+        )
         return DeviceChoice(workload, "cuda", reason, cpu_ms, cuda_ms)
     if speedup > 1.0:
-        reason = (f"CUDA's lead on the {workload} probe is too small to pay off in real work "
-                  f"({times}: {speedup:.1f}x, under the {margin:g}x it must be)")
+        reason = (
+            f"CUDA's lead on the {workload} probe is too small to pay off in real work "
+            f"({times}: {speedup:.1f}x, under the {margin:g}x it must be)"
+        )
     else:
-        reason = (f"measured faster for {workload} work on this machine "
-                  f"({times}, {1.0 / max(speedup, 1e-9):.1f}x)")
+        reason = (
+            f"measured faster for {workload} work on this machine "
+            f"({times}, {1.0 / max(speedup, 1e-9):.1f}x)"
+        )
     return DeviceChoice(workload, "cpu", reason, cpu_ms, cuda_ms)
 
 
-def choose_device(workload: str = "interactive", probe: Optional[Probe] = None,
-                  cuda_available: Optional[bool] = None) -> DeviceChoice:
+def choose_device(
+    workload: str = "interactive",
+    probe: Optional[Probe] = None,
+    cuda_available: Optional[bool] = None,
+) -> DeviceChoice:
     """The device ``auto`` means for ``workload``: CPU without CUDA; with CUDA the one the probe
     measured faster by the workload's margin (CPU otherwise: it needs no transfers), the
     measurement remembered per machine."""
@@ -209,8 +220,9 @@ def choose_device(workload: str = "interactive", probe: Optional[Probe] = None,
     return _verdict(workload, cpu_ms, cuda_ms)
 
 
-def choose_for_run(workloads: Sequence[str], probe: Optional[Probe] = None,
-                   cuda_available: Optional[bool] = None) -> DeviceChoice:
+def choose_for_run(
+    workloads: Sequence[str], probe: Optional[Probe] = None, cuda_available: Optional[bool] = None
+) -> DeviceChoice:
     """One device for a run made of several ``workloads`` on one workbench: CUDA only where
     ``auto`` picks CUDA for every one of them (a single slower part can cost more than the
     others save: ``reproduce`` on BA-shapes took 55 s on 2 CPU threads and over 83 s on an

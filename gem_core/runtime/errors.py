@@ -1,4 +1,5 @@
 """Errors shared by every layer that learns something before it can answer."""
+
 from __future__ import annotations
 
 

@@ -15,6 +15,7 @@ where it is needed. The stand-in of a submodule is also its package's attribute
 Only the command line installs it: a library must not change its host's imports, so ``import
 gem_core`` (the PyG adapter, the app) never does.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -46,8 +47,9 @@ class _DeferredModule(types.ModuleType):
 
     def __getattr__(self, attr: str) -> Any:  # only called for names the stand-in lacks
         if attr.startswith("__") and attr.endswith("__") and attr not in _LOADING_DUNDERS:
-            raise AttributeError(f"module {self.__name__!r} (not imported yet) has no "
-                                 f"attribute {attr!r}")
+            raise AttributeError(
+                f"module {self.__name__!r} (not imported yet) has no attribute {attr!r}"
+            )
         return getattr(_load(self.__name__, self), attr)
 
 
@@ -66,8 +68,9 @@ class _NameStandInsInPackage(importlib.abc.MetaPathFinder):
     read as an attribute would be missing until the real module loads."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        children = [child for child in DEFERRED
-                    if child.rpartition(".")[0] == name and is_deferred(child)]
+        children = [
+            child for child in DEFERRED if child.rpartition(".")[0] == name and is_deferred(child)
+        ]
         if not children:
             return None
         for finder in sys.meta_path:

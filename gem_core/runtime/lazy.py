@@ -5,6 +5,7 @@ Why: a package ``__init__`` that imports its submodules makes every light name (
 method names, a default) cost the heaviest submodule's imports (torch, PyG). With this, the CLI's
 ``--help`` and input checks load only what they read.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,8 +15,9 @@ from typing import Any
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, exports: Mapping[str, Sequence[str]]
-                 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: Mapping[str, Sequence[str]]
+) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``(__all__, __getattr__, __dir__)`` for ``package`` from ``{submodule: names}``.
 
     ``__getattr__(name)`` imports ``package.submodule`` and caches the value in the package's

@@ -3,6 +3,7 @@
 Library code never prints; the CLI passes a tqdm bar (:func:`tqdm_progress`), the app an
 ``st.progress`` widget.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -37,8 +38,13 @@ def tqdm_progress(description: str, enabled: bool = True) -> Iterator[Optional[P
         return
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=1000, desc=description, unit="‰", leave=False,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} {postfix}")
+    bar = tqdm(
+        total=1000,
+        desc=description,
+        unit="‰",
+        leave=False,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} {postfix}",
+    )
 
     def update(fraction: float, message: str = "") -> None:
         bar.n = int(round(fraction * 1000))

@@ -5,6 +5,7 @@ under :func:`cache_dir`. Writes go to a temporary file in the same folder and ar
 place, so a run killed mid-write leaves either the old file or none, never half a file. Tensors
 are read back with ``torch.load(weights_only=True)``: a checkpoint can never execute code.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,12 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # a checkout's assets/ (the editable install, the app, the tests), else the copy an installed
 # wheel carries as package data (gem_core/assets: pyproject.toml's package-dir)
-ASSETS_DIR = (PROJECT_ROOT / "assets" if (PROJECT_ROOT / "assets").is_dir()
-              else Path(__file__).resolve().parents[1] / "assets")
+ASSETS_DIR = (
+    PROJECT_ROOT / "assets"
+    if (PROJECT_ROOT / "assets").is_dir()
+    else Path(__file__).resolve().parents[1] / "assets"
+)
 
 
 class ArtifactError(RuntimeError):

@@ -5,6 +5,7 @@ Shared by the screen's chunk workers and ``reproduce --all``'s dataset workers: 
 their parent dies, even by ``kill -9`` (a killed parent otherwise leaves its pool's workers
 waiting on a queue for ever, each holding its memory).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -21,6 +22,7 @@ class WorkerLostError(RuntimeError):
     in one line by the command line, with what to do, instead of ``BrokenProcessPool``'s
     traceback."""
 
+
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -36,8 +38,12 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
 
     ctx = multiprocessing.get_context("fork")
     # A forked worker knows it came from the main thread by that thread's id (die_with_parent).
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                               initargs=(os.getpid(), threading.main_thread().ident))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=ctx,
+        initializer=_worker_init,
+        initargs=(os.getpid(), threading.main_thread().ident),
+    )
 
 
 def _worker_init(parent: int, parent_main_thread: Optional[int]) -> None:

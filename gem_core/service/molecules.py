@@ -23,6 +23,7 @@ This is the engine side of the app's Molecule page and of ``python -m gem_core e
 Bad input raises :class:`~gem_core.chemistry.smiles.MoleculeError` (a ``ValueError``) with a message meant
 for the user; the CLI turns it into exit status 2, the app into an error box.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,9 +52,20 @@ MOLECULE_TARGET = molecule_default_target()
 CLASS_NAMES: tuple[str, ...] = MUTAGENICITY_CLASSES  # class 0 = mutagen, 1 = nonmutagen
 
 __all__ = [
-    "DATASET", "CLASS_NAMES", "MOLECULE_TARGET", "ModelUnavailableError", "MoleculeExplanation",
-    "molecule_model", "target_checkpoint_available", "forget_explainer", "explain_molecules",
-    "explain_smiles", "ranked_bonds", "default_k", "suggested_k", "molecule_k",
+    "DATASET",
+    "CLASS_NAMES",
+    "MOLECULE_TARGET",
+    "ModelUnavailableError",
+    "MoleculeExplanation",
+    "molecule_model",
+    "target_checkpoint_available",
+    "forget_explainer",
+    "explain_molecules",
+    "explain_smiles",
+    "ranked_bonds",
+    "default_k",
+    "suggested_k",
+    "molecule_k",
 ]
 
 
@@ -78,16 +90,20 @@ def molecule_k(k: Optional[int], num_bonds: int) -> int:
 
 # ----------------------------------------------------------------------------- the model
 
+
 def target_checkpoint_available(target: str = MOLECULE_TARGET) -> bool:
     """Whether the Mutagenicity target loads from a checkpoint (no training needed)."""
     from gem_core.models.targets import cached_target_path, shipped_target_path
 
-    return any(p.exists() for p in (cached_target_path(DATASET, target),
-                                    shipped_target_path(DATASET, target)))
+    return any(
+        p.exists()
+        for p in (cached_target_path(DATASET, target), shipped_target_path(DATASET, target))
+    )
 
 
-def molecule_model(device: str = "auto", progress: Optional[ProgressFn] = None,
-                   target: str = MOLECULE_TARGET) -> Workbench:
+def molecule_model(
+    device: str = "auto", progress: Optional[ProgressFn] = None, target: str = MOLECULE_TARGET
+) -> Workbench:
     """The shared Mutagenicity :class:`~gem_core.service.session.Workbench` of ``device``, target loaded.
 
     The target comes from its checkpoint when there is one (no data needed); otherwise it is
@@ -107,6 +123,7 @@ def forget_explainer(method: Optional[str] = None) -> None:
 
 
 # ----------------------------------------------------------------------------- explanations
+
 
 def ranked_bonds(pairs: Tensor, scores: Tensor, k: int) -> tuple[list[list[int]], list[float]]:
     """The top-``k`` pairs as ``[[i, j], ...]``, best first (ties: lower pair index), and scores
@@ -181,10 +198,14 @@ class MoleculeExplanation:
         }
 
 
-def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[str] = ("gem",),
-                      device: str = "auto", progress: Optional[ProgressFn] = None,
-                      strict: bool = True, model: Optional[Workbench] = None,
-                      ) -> list[MoleculeExplanation]:
+def explain_molecules(
+    molecules: Sequence[MoleculeInstance],
+    methods: Sequence[str] = ("gem",),
+    device: str = "auto",
+    progress: Optional[ProgressFn] = None,
+    strict: bool = True,
+    model: Optional[Workbench] = None,
+) -> list[MoleculeExplanation]:
     """Predict and explain parsed molecules, one batched call per method.
 
     Args:
@@ -217,15 +238,24 @@ def explain_molecules(molecules: Sequence[MoleculeInstance], methods: Sequence[s
             continue
         for res, s in zip(out, explained):
             res.explanations[method] = Explanation(
-                method, [torch.as_tensor(s).detach().float().cpu()], explained.ms_per_instance,
-                [res.molecule.instance])
+                method,
+                [torch.as_tensor(s).detach().float().cpu()],
+                explained.ms_per_instance,
+                [res.molecule.instance],
+            )
     report(progress, 1.0, "done")
     return out
 
 
-def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", device: str = "auto",
-                   progress: Optional[ProgressFn] = None, target: str = MOLECULE_TARGET,
-                   read: bool = True) -> dict[str, Any]:
+def explain_smiles(
+    smiles: str,
+    k: Optional[int] = None,
+    method: str = "gem",
+    device: str = "auto",
+    progress: Optional[ProgressFn] = None,
+    target: str = MOLECULE_TARGET,
+    read: bool = True,
+) -> dict[str, Any]:
     """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
 
     Returns ``{"smiles", "target", "prediction": {"label", "probability"}, "explanation":
@@ -247,30 +277,43 @@ def explain_smiles(smiles: str, k: Optional[int] = None, method: str = "gem", de
     mol = smiles_to_instance(smiles)
     k = molecule_k(k, mol.instance.num_pairs)
     model = molecule_model(device, target=target)
-    result = explain_molecules([mol], [method], device=device, progress=progress,
-                               model=model)[0]
+    result = explain_molecules([mol], [method], device=device, progress=progress, model=model)[0]
     out = result.to_json(method, k)
     out = {"smiles": out["smiles"], "target": model.target_name, **out}
     out["explanation"]["labels"] = bond_labels(mol.mol, out["explanation"]["bonds"])[0]
     if read:
         from gem_core.service.reading import read_explanation
 
-        reading = read_explanation(model, mol.instance, method, result.scores[method], k,
-                                   CLASS_NAMES, mol=mol.mol, edge="bond")
+        reading = read_explanation(
+            model,
+            mol.instance,
+            method,
+            result.scores[method],
+            k,
+            CLASS_NAMES,
+            mol=mol.mol,
+            edge="bond",
+        )
         out["reading"] = {"text": reading.text, "facts": reading.facts}
         out["toxicophores"] = reading.facts["toxicophores"]
     return out
 
 
-def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k: Optional[int] = None,
-                          method: str = "gem", device: str = "auto",
-                          target: str = MOLECULE_TARGET) -> dict[str, Any]:
+def explain_smiles_edited(
+    smiles: str,
+    remove_bonds: Sequence[Sequence[int]],
+    k: Optional[int] = None,
+    method: str = "gem",
+    device: str = "auto",
+    target: str = MOLECULE_TARGET,
+) -> dict[str, Any]:
     """:func:`explain_smiles` on the molecule without ``remove_bonds`` (atom-index pairs in the
     ``explain`` numbering), beside the original: the CLI's ``explain --remove-bonds``.
 
     Returns the :func:`explain_smiles` shape for the edited molecule (bonds keep the original
     numbering) plus ``removed_bonds``, ``detached_atoms`` (cut off the molecule by the edit,
-    still in its graph), ``original_prediction``, ``p_mutagen`` (original / edited) and ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
+    still in its graph), ``original_prediction``, ``p_mutagen`` (original / edited) and
+    ``loss`` (against the prediction on the whole molecule: original, edited, delta — for one
     bond the distillation's Δ of that bond).
 
     Raises:
@@ -297,15 +340,20 @@ def explain_smiles_edited(smiles: str, remove_bonds: Sequence[Sequence[int]], k:
         "smiles": mol.input_smiles,
         "target": model.target_name,
         "removed_bonds": [list(p) for p in edit.remove_pairs],
-        "prediction": {"label": CLASS_NAMES[edited.label],
-                       "probability": edited.probabilities[edited.label]},
-        "original_prediction": {"label": CLASS_NAMES[original.label],
-                                "probability": original.probabilities[original.label]},
-        "p_mutagen": {"original": original.probabilities[mutagen],
-                      "edited": edited.probabilities[mutagen]},
+        "prediction": {
+            "label": CLASS_NAMES[edited.label],
+            "probability": edited.probabilities[edited.label],
+        },
+        "original_prediction": {
+            "label": CLASS_NAMES[original.label],
+            "probability": original.probabilities[original.label],
+        },
+        "p_mutagen": {
+            "original": original.probabilities[mutagen],
+            "edited": edited.probabilities[mutagen],
+        },
         "loss": {"original": original.loss, "edited": edited.loss, "delta": edited.delta_loss},
-        "explanation": {"bonds": bonds, "scores": scores,
-                        "labels": bond_labels(mol.mol, bonds)[0]},
+        "explanation": {"bonds": bonds, "scores": scores, "labels": bond_labels(mol.mol, bonds)[0]},
         # atoms the edit cuts off the molecule: still in the graph, still read by the model
         "detached_atoms": [int(a) for a in edited.detached],
     }

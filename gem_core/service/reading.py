@@ -7,6 +7,7 @@ whether it changes without it, the toxicophore classes the explanation touches (
 many of its edges the distilled teacher keeps too, and on the synthetic sets how much of the
 motif it covers. The same facts come back as a dict (the JSON export).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,10 +43,18 @@ def _class(names: Sequence[str], c: int) -> str:
     return _pretty(names[c]) if c < len(names) else f"class {c}"
 
 
-def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor, k: int,
-                     class_names: Sequence[str] = (), mol: Any = None,
-                     teacher_scores: Optional[Tensor] = None, edge: str = "edge",
-                     compare_teacher: bool = True) -> Reading:
+def read_explanation(
+    model: Any,
+    instance: Instance,
+    method: str,
+    scores: Tensor,
+    k: int,
+    class_names: Sequence[str] = (),
+    mol: Any = None,
+    teacher_scores: Optional[Tensor] = None,
+    edge: str = "edge",
+    compare_teacher: bool = True,
+) -> Reading:
     """Facts and sentences for ``method``'s top-``k`` explanation of ``instance``.
 
     Args:
@@ -67,40 +76,59 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
     mask = explanation.topk_mask(0, k)
     kept = int(mask.sum())
     total = instance.num_pairs
-    proba = model.predict_proba([instance, instance, instance],
-                                [torch.ones(total, dtype=torch.bool), mask, ~mask])
+    proba = model.predict_proba(
+        [instance, instance, instance], [torch.ones(total, dtype=torch.bool), mask, ~mask]
+    )
     whole, alone, without = (int(p.argmax()) for p in proba)
     facts: dict[str, Any] = {
         "method": method,
         "prediction": {"label": _class(class_names, whole), "probability": float(proba[0, whole])},
-        "k": kept, f"{edge}s": total,
-        "on_explanation": {"label": _class(class_names, alone),
-                           "probability": float(proba[1, alone]), "survives": alone == whole},
-        "without_explanation": {"label": _class(class_names, without),
-                                "probability": float(proba[2, without]),
-                                "changes": without != whole},
+        "k": kept,
+        f"{edge}s": total,
+        "on_explanation": {
+            "label": _class(class_names, alone),
+            "probability": float(proba[1, alone]),
+            "survives": alone == whole,
+        },
+        "without_explanation": {
+            "label": _class(class_names, without),
+            "probability": float(proba[2, without]),
+            "changes": without != whole,
+        },
     }
     name = title(method)
     p_whole = facts["prediction"]["probability"]
-    lines = [f"The model predicts {facts['prediction']['label']} (p = {p_whole:.3f}). "
-             f"{name} keeps {kept} of the {total} {edge}s."]
+    lines = [
+        f"The model predicts {facts['prediction']['label']} (p = {p_whole:.3f}). "
+        f"{name} keeps {kept} of the {total} {edge}s."
+    ]
     if kept >= total:
-        lines.append(f"With K = {k} that is every {edge}: the explanation is the whole graph; "
-                     f"lower K to see which {edge}s matter most.")
+        lines.append(
+            f"With K = {k} that is every {edge}: the explanation is the whole graph; "
+            f"lower K to see which {edge}s matter most."
+        )
     else:
         a = facts["on_explanation"]
         these = f"this one {edge}" if kept == 1 else f"these {kept} {edge}s"
         lines.append(
             f"On {these} alone it {'still ' if a['survives'] else ''}predicts "
             f"{a['label']} (p = {a['probability']:.3f})"
-            + (": the explanation is enough for the prediction." if a["survives"]
-               else ": the explanation alone does not carry the prediction."))
+            + (
+                ": the explanation is enough for the prediction."
+                if a["survives"]
+                else ": the explanation alone does not carry the prediction."
+            )
+        )
         w = facts["without_explanation"]
         them, are = ("it", "it is") if kept == 1 else ("them", "they are")
         lines.append(
             f"Without {them} it predicts {w['label']} (p = {w['probability']:.3f})"
-            + (f": {are} necessary for it." if w["changes"]
-               else ": the rest of the graph still carries the prediction."))
+            + (
+                f": {are} necessary for it."
+                if w["changes"]
+                else ": the rest of the graph still carries the prediction."
+            )
+        )
 
     pairs = [tuple(p) for p in instance.pairs.t().tolist()]
     chosen = [pairs[j] for j in torch.nonzero(mask).view(-1).tolist()]
@@ -114,16 +142,31 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
             hit = [p for p in chosen if p in set(in_tox)]
             present.append(cls)
             if hit:
-                touched.append({"class": cls, "title": _BY_NAME[cls].title,
-                                f"{edge}s_in_explanation": len(hit), f"{edge}s": len(in_tox)})
+                touched.append(
+                    {
+                        "class": cls,
+                        "title": _BY_NAME[cls].title,
+                        f"{edge}s_in_explanation": len(hit),
+                        f"{edge}s": len(in_tox),
+                    }
+                )
         facts["toxicophores"] = {"present": present, "touched": touched}
         if touched:
-            lines.append("It touches " + "; ".join(
-                f"the {t['title'].lower()} toxicophore ({t[f'{edge}s_in_explanation']} of its "
-                f"{t[f'{edge}s']} {edge}s)" for t in touched) + ".")
+            lines.append(
+                "It touches "
+                + "; ".join(
+                    f"the {t['title'].lower()} toxicophore ({t[f'{edge}s_in_explanation']} of its "
+                    f"{t[f'{edge}s']} {edge}s)"
+                    for t in touched
+                )
+                + "."
+            )
         elif present:
-            lines.append("It touches none of the molecule's toxicophores ("
-                         + ", ".join(_BY_NAME[c].title.lower() for c in present) + ").")
+            lines.append(
+                "It touches none of the molecule's toxicophores ("
+                + ", ".join(_BY_NAME[c].title.lower() for c in present)
+                + ")."
+            )
         else:
             lines.append("The molecule has none of the Kazius et al. toxicophores.")
 
@@ -136,9 +179,15 @@ def read_explanation(model: Any, instance: Instance, method: str, scores: Tensor
         # in plain words: the distilled teacher is "the slow, exact method Gem learns from"
         # (its precise name is in facts["teacher"] and on the How it works page)
         teacher = TEACHER_IN_WORDS
-        lines.append((f"{teacher} keeps this {edge} too." if shared else
-                      f"{teacher} does not keep this {edge}.") if kept == 1 else
-                     f"{teacher} keeps {shared} of the same {kept} {edge}s.")
+        lines.append(
+            (
+                f"{teacher} keeps this {edge} too."
+                if shared
+                else f"{teacher} does not keep this {edge}."
+            )
+            if kept == 1
+            else f"{teacher} keeps {shared} of the same {kept} {edge}s."
+        )
 
     if instance.motif_mask is not None and bool(instance.motif_mask.any()):
         motif = instance.motif_mask.bool()

@@ -10,6 +10,7 @@ checkpoints: the target from its cached or shipped checkpoint, Gem from a fitted
 that target. What needs data (fitting, the dataset's instances) then raises
 :class:`ModelUnavailableError` with a message meant for the user.
 """
+
 from __future__ import annotations
 
 import threading
@@ -21,15 +22,26 @@ from torch import Tensor
 
 from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, get_spec, target_config, target_spec
 from gem_core.data.datasets import DataUnavailableError, GemDataset, load_dataset
-from gem_core.runtime.device import resolve_device
-from gem_core.explainers import (Explainer, ExplainerContext, Explanation, check_method,
-                                 method_spec, title)
 from gem_core.data.instances import Instance, dataset_instances, split_instances
+from gem_core.explainers import (
+    Explainer,
+    ExplainerContext,
+    Explanation,
+    check_method,
+    method_spec,
+    title,
+)
 from gem_core.gem.settings import GemSettings
+from gem_core.models.targets import (
+    GNNBlackBox,
+    TrainedTarget,
+    get_target,
+    load_saved_target,
+    target_filename,
+)
+from gem_core.runtime.device import resolve_device
 from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
-from gem_core.models.targets import (GNNBlackBox, TrainedTarget, get_target, load_saved_target,
-                                     target_filename)
 
 SPLITS = ("train", "val", "test")
 #: distillations of instances outside the splits a workbench keeps (the app's contrast nodes,
@@ -112,13 +124,20 @@ class Workbench:
         with self._lock:
             if self._target is None:
                 known = self.spec.known_num_features
-                saved = (None if known is None else
-                         load_saved_target(self.name, self.target_name, in_channels=known))
+                saved = (
+                    None
+                    if known is None
+                    else load_saved_target(self.name, self.target_name, in_channels=known)
+                )
                 if saved is not None:
                     self._target = saved
                 elif self.has_data():
-                    self._target = get_target(self.dataset, device=str(self.device),
-                                              progress=progress, name=self.target_name)
+                    self._target = get_target(
+                        self.dataset,
+                        device=str(self.device),
+                        progress=progress,
+                        name=self.target_name,
+                    )
                 else:
                     self._target = self._target_from_checkpoint()
             return self._target
@@ -139,7 +158,8 @@ class Workbench:
             raise ModelUnavailableError(
                 f"No {self.label} target model is available: no checkpoint in the cache or in "
                 f"assets/targets/{target_filename(self.name, self.target_name)}, and the raw "
-                f"data to train one is missing ({self._data_error})")
+                f"data to train one is missing ({self._data_error})"
+            )
         return target
 
     @property
@@ -168,9 +188,12 @@ class Workbench:
                 self._instances[key] = [*self.instances(split), *extra]
             return self._instances[key]
 
-    def predict_proba(self, instances: Sequence[Instance],
-                      pair_masks: Optional[Sequence[Tensor]] = None,
-                      max_nodes: Optional[int] = None) -> Tensor:
+    def predict_proba(
+        self,
+        instances: Sequence[Instance],
+        pair_masks: Optional[Sequence[Tensor]] = None,
+        max_nodes: Optional[int] = None,
+    ) -> Tensor:
         """Class probabilities ``[N, C]`` of the target (optionally keeping only some pairs;
         ``max_nodes``: forwards of at most that many nodes, :func:`~gem_core.models.predict.predict_proba`)."""
         from gem_core.models.predict import predict_proba
@@ -178,16 +201,27 @@ class Workbench:
         return predict_proba(self.black_box, list(instances), pair_masks, max_nodes=max_nodes)
 
     # ------------------------------------------------------------------ distillation
-    def distillation(self, split: str = "train", progress: Optional[ProgressFn] = None,
-                     label_source: str = "true"):
+    def distillation(
+        self,
+        split: str = "train",
+        progress: Optional[ProgressFn] = None,
+        label_source: str = "true",
+    ):
         """The (cached) distillation of a split (:func:`gem_core.gem.distill.distill_dataset`)."""
         from gem_core.gem.distill import distill_dataset
 
-        return distill_dataset(self.dataset, self.target(), split=split, device=self.device,
-                               label_source=label_source, progress=progress)
+        return distill_dataset(
+            self.dataset,
+            self.target(),
+            split=split,
+            device=self.device,
+            label_source=label_source,
+            progress=progress,
+        )
 
-    def _distill(self, instances: Sequence[Instance], label_source: str,
-                 progress: Optional[ProgressFn]):
+    def _distill(
+        self, instances: Sequence[Instance], label_source: str, progress: Optional[ProgressFn]
+    ):
         """Distil ``instances``: through the split cache when they are one of the splits, else
         through this session's memo of the last :data:`DISTILL_MEMO` distillations.
 
@@ -214,23 +248,33 @@ class Workbench:
             if found is not None:
                 self._memo[key] = found  # most recently used last
         if found is None:
-            found = distill(instances, self.black_box, connected=self.spec.connected,
-                            label_source=label_source, device=self.device, progress=progress)
+            found = distill(
+                instances,
+                self.black_box,
+                connected=self.spec.connected,
+                label_source=label_source,
+                device=self.device,
+                progress=progress,
+            )
             with self._memo_lock:
                 self._memo[key] = found
                 while len(self._memo) > DISTILL_MEMO:
                     self._memo.pop(next(iter(self._memo)))
         else:
             report(progress, 1.0, "distilled before")
-        return found if found.label_source == label_source else replace(
-            found, label_source=label_source)
+        return (
+            found
+            if found.label_source == label_source
+            else replace(found, label_source=label_source)
+        )
 
     def _split_of(self, instances: Sequence[Instance]) -> Optional[str]:
         keys = tuple((inst.dataset, inst.index, inst.target) for inst in instances)
         for split in SPLITS:
             if split not in self._split_keys:
-                self._split_keys[split] = tuple((inst.dataset, inst.index, inst.target)
-                                                for inst in self.instances(split))
+                self._split_keys[split] = tuple(
+                    (inst.dataset, inst.index, inst.target) for inst in self.instances(split)
+                )
             if self._split_keys[split] == keys:
                 return split
         return None
@@ -241,9 +285,13 @@ class Workbench:
         """What every explainer of this session may know: target, settings, device, cache."""
         with self._lock:
             if self._context is None:
-                self._context = ExplainerContext(self.target(), self.spec, self.device,
-                                                 distiller=self._distill,
-                                                 gem_settings=self.gem_settings)
+                self._context = ExplainerContext(
+                    self.target(),
+                    self.spec,
+                    self.device,
+                    distiller=self._distill,
+                    gem_settings=self.gem_settings,
+                )
             return self._context
 
     def is_fitted(self, method: str) -> bool:
@@ -274,8 +322,9 @@ class Workbench:
                 self._explainers[method] = exp
             return self._explainers[method]
 
-    def fit(self, method: str, progress: Optional[ProgressFn] = None,
-            refresh: bool = False) -> Explainer:
+    def fit(
+        self, method: str, progress: Optional[ProgressFn] = None, refresh: bool = False
+    ) -> Explainer:
         """Fit ``method`` on the training split (reusing a held or saved fit unless ``refresh``)."""
         method = check_method(method)
         if not refresh:
@@ -293,9 +342,13 @@ class Workbench:
             else:
                 self._explainers.pop(check_method(method), None)
 
-    def explain(self, method: str, instances: Sequence[Instance],
-                progress: Optional[ProgressFn] = None,
-                predicted: Optional[Tensor] = None) -> Explanation:
+    def explain(
+        self,
+        method: str,
+        instances: Sequence[Instance],
+        progress: Optional[ProgressFn] = None,
+        predicted: Optional[Tensor] = None,
+    ) -> Explanation:
         """Scores (one per undirected pair) of ``method`` for ``instances``, timed.
 
         ``predicted``: the target's predicted classes when the caller has them (see
@@ -309,8 +362,11 @@ class Workbench:
                 # another thread (a browser session of the app) is using the shared explainer:
                 # a method with nothing to fit gets one of its own (its own model copy) rather
                 # than waiting, so two sessions' GNNExplainer runs share the cores
-                out = method_spec(method).create(self.context).explain(list(instances),
-                                                                       predicted=predicted)
+                out = (
+                    method_spec(method)
+                    .create(self.context)
+                    .explain(list(instances), predicted=predicted)
+                )
                 report(progress, 1.0, "explained")
                 return out
             lock.acquire()
@@ -327,7 +383,8 @@ class Workbench:
             raise ModelUnavailableError(
                 f"Fitting {title(exp.name)} needs the raw {self.spec.title} data, which is "
                 f"missing: set GEM_DATA_ROOT to a folder holding "
-                f"{self.spec.title}/raw/{self.spec.title}_*.txt ({self._data_error})")
+                f"{self.spec.title}/raw/{self.spec.title}_*.txt ({self._data_error})"
+            )
         exp.fit(self.instances("train"), self.instances("val"), progress)
         path = self.checkpoint_path(exp)
         if path is not None:
@@ -337,8 +394,11 @@ class Workbench:
         return exp
 
     def _meta(self, exp: Explainer) -> dict:
-        return {"dataset": self.name, "target": self.target().digest,
-                "key": exp.state_key(self.context)}
+        return {
+            "dataset": self.name,
+            "target": self.target().digest,
+            "key": exp.state_key(self.context),
+        }
 
     def checkpoint_path(self, exp: Explainer) -> Optional[Path]:
         """Where a fit of ``exp`` is cached (None for explainers that are never saved)."""

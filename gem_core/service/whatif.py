@@ -8,9 +8,11 @@ with ``label_source="predicted"``) and every explainer's new scores.
 Deleting edges keeps every node (as the distillation does); deleting a node removes it and its
 edges. An edit that cuts a part off (the NO₂ of a nitroarene whose C–N bond is deleted) leaves
 that part in the graph, where a graph-level model still reads it: each outcome names those
-``detached`` nodes, so a front-end can say so and offer to delete them too. Scores of an edited graph are reported per *original* pair (NaN for deleted pairs), so
+``detached`` nodes, so a front-end can say so and offer to delete them too. Scores of an edited
+graph are reported per *original* pair (NaN for deleted pairs), so
 an explanation before and after an edit compare position by position.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +26,14 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.explainers import Explanation, check_method
 
-__all__ = ["Edit", "EditOutcome", "EditError", "evaluate_edits", "parse_pair_list",
-           "detached_nodes"]
+__all__ = [
+    "Edit",
+    "EditOutcome",
+    "EditError",
+    "evaluate_edits",
+    "parse_pair_list",
+    "detached_nodes",
+]
 
 
 class EditError(ValueError):
@@ -123,21 +131,26 @@ def _outside_main_part(instance: Instance, kept: Tensor, alive: list[bool]) -> s
     if not parts:
         return set()
     t = instance.target
-    main = (root(int(t)) if t is not None and alive[int(t)]
-            else min(parts, key=lambda r: (-len(parts[r]), parts[r][0])))
+    main = (
+        root(int(t))
+        if t is not None and alive[int(t)]
+        else min(parts, key=lambda r: (-len(parts[r]), parts[r][0]))
+    )
     return {i for r, members in parts.items() if r != main for i in members}
 
 
-def detached_nodes(instance: Instance, kept: Tensor, removed_nodes: Sequence[int] = ()
-                   ) -> tuple[int, ...]:
+def detached_nodes(
+    instance: Instance, kept: Tensor, removed_nodes: Sequence[int] = ()
+) -> tuple[int, ...]:
     """The nodes an edit (``kept`` pairs, ``removed_nodes``) cuts off from the main part of the
     graph (the explained node's part on node tasks, else the largest), in original numbering;
     nodes already apart in the unedited graph do not count."""
     alive = [True] * instance.num_nodes
     for n in removed_nodes:
         alive[int(n)] = False
-    before = _outside_main_part(instance, torch.ones(instance.num_pairs, dtype=torch.bool),
-                                [True] * instance.num_nodes)
+    before = _outside_main_part(
+        instance, torch.ones(instance.num_pairs, dtype=torch.bool), [True] * instance.num_nodes
+    )
     return tuple(sorted(_outside_main_part(instance, kept.bool(), alive) - before))
 
 
@@ -146,14 +159,18 @@ def _check(instance: Instance, edit: Edit, noun: str) -> None:
     missing = [p for p in edit.remove_pairs if tuple(p) not in index]
     if missing:
         shown = ", ".join(f"{u}-{v}" for u, v in missing[:5])
-        raise EditError(f"No {noun} between {shown} in this graph (its {noun}s are numbered as in "
-                        f"the edge table).")
+        raise EditError(
+            f"No {noun} between {shown} in this graph (its {noun}s are numbered as in "
+            f"the edge table)."
+        )
     bad = [n for n in edit.remove_nodes if not 0 <= n < instance.num_nodes]
     if bad:
         raise EditError(f"No node {bad[0]} in this graph (nodes 0-{instance.num_nodes - 1}).")
 
 
-def _apply(instance: Instance, edit: Edit, edge: str) -> tuple[Tensor, Optional[Instance], Optional[str]]:
+def _apply(
+    instance: Instance, edit: Edit, edge: str
+) -> tuple[Tensor, Optional[Instance], Optional[str]]:
     """``(kept, edited instance or None, error or None)``."""
     pairs = instance.pairs
     kept = torch.ones(instance.num_pairs, dtype=torch.bool)
@@ -171,23 +188,38 @@ def _apply(instance: Instance, edit: Edit, edge: str) -> tuple[Tensor, Optional[
     if not bool(kept.any()):
         return kept, None, f"This edit leaves no {edge}: there is nothing left to predict on."
     if t is not None and not bool(((pairs[0] == t) | (pairs[1] == t))[kept].any()):
-        return kept, None, (f"This edit disconnects the explained node from the rest of its "
-                            f"graph: every {edge} it had is deleted.")
+        return (
+            kept,
+            None,
+            (
+                f"This edit disconnects the explained node from the rest of its "
+                f"graph: every {edge} it had is deleted."
+            ),
+        )
     edited = instance.subgraph(kept)
     if edit.remove_nodes:
         new_of_old = torch.cumsum(nodes.long(), 0) - 1
         edited = Instance(
-            x=instance.x[nodes], pairs=new_of_old[edited.pairs], y=instance.y,
-            target=None if t is None else int(new_of_old[t]), edge_attr=edited.edge_attr,
-            dataset=instance.dataset, index=instance.index,
+            x=instance.x[nodes],
+            pairs=new_of_old[edited.pairs],
+            y=instance.y,
+            target=None if t is None else int(new_of_old[t]),
+            edge_attr=edited.edge_attr,
+            dataset=instance.dataset,
+            index=instance.index,
             node_ids=None if instance.node_ids is None else instance.node_ids[nodes],
-            motif_mask=edited.motif_mask)
+            motif_mask=edited.motif_mask,
+        )
     return kept, edited, None
 
 
-def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
-                   methods: Sequence[str] = (), edge: str = "edge",
-                   ) -> tuple[EditOutcome, list[EditOutcome]]:
+def evaluate_edits(
+    model: Any,
+    instance: Instance,
+    edits: Sequence[Edit],
+    methods: Sequence[str] = (),
+    edge: str = "edge",
+) -> tuple[EditOutcome, list[EditOutcome]]:
     """The original graph and every edit of it: one batched forward (and one batched explain
     per method) for all of them.
 
@@ -209,9 +241,15 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
     proba = model.predict_proba([inst for _, inst in live])
     label = int(proba[0].argmax())  # live[0] is the original graph
     base_loss = -math.log(max(float(proba[0, label]), 1e-300))
-    out = [EditOutcome(e, kept, error=err,
-                       detached=() if err else detached_nodes(instance, kept, e.remove_nodes))
-           for e, (kept, _, err) in zip([Edit(), *edits], applied)]
+    out = [
+        EditOutcome(
+            e,
+            kept,
+            error=err,
+            detached=() if err else detached_nodes(instance, kept, e.remove_nodes),
+        )
+        for e, (kept, _, err) in zip([Edit(), *edits], applied)
+    ]
     for (i, _), p in zip(live, proba):
         o = out[i]
         o.probabilities = [float(v) for v in p]
@@ -221,6 +259,7 @@ def evaluate_edits(model: Any, instance: Instance, edits: Sequence[Edit],
     for method in methods:
         explained = model.explain(method, [inst for _, inst in live], predicted=predicted)
         for (i, inst), s in zip(live, explained):
-            out[i].explanations[method] = Explanation(method, [s], explained.ms_per_instance,
-                                                      [inst])
+            out[i].explanations[method] = Explanation(
+                method, [s], explained.ms_per_instance, [inst]
+            )
     return out[0], out[1:]

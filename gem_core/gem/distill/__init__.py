@@ -26,21 +26,52 @@ Modules, each importing at run time only those above it:
 - ``reference``: the plain one-edge-at-a-time oracle of all of it (tests, ``bench distill``;
   not imported here).
 """
+
 from gem_core.gem.distill.accuracy import topk_accuracy
 from gem_core.gem.distill.cache import distill_dataset, distillation_path, load_distillation
-from gem_core.gem.distill.conventions import (LABEL_SOURCES, TIE_TOL, LabelSource,
-                                              check_label_source, cross_entropy, order_key)
+from gem_core.gem.distill.conventions import (
+    LABEL_SOURCES,
+    TIE_TOL,
+    LabelSource,
+    check_label_source,
+    cross_entropy,
+    order_key,
+)
 from gem_core.gem.distill.engine import distill
 from gem_core.gem.distill.layout import CPU_MAX_EDGES, CUDA_MAX_EDGES
-from gem_core.gem.distill.result import (DISTILL_KIND, DISTILL_VERSION, Distillation,
-                                         InstanceDistillation)
-from gem_core.gem.distill.topk import (ACCURACY_TOPK_POLICY, DEFAULT_TOPK_POLICY, TOPK_POLICIES,
-                                       check_topk_policy)
+from gem_core.gem.distill.result import (
+    DISTILL_KIND,
+    DISTILL_VERSION,
+    Distillation,
+    InstanceDistillation,
+)
+from gem_core.gem.distill.topk import (
+    ACCURACY_TOPK_POLICY,
+    DEFAULT_TOPK_POLICY,
+    TOPK_POLICIES,
+    check_topk_policy,
+)
 
 __all__ = [
-    "Distillation", "InstanceDistillation", "distill", "distill_dataset", "load_distillation",
-    "distillation_path", "topk_accuracy", "cross_entropy", "order_key", "check_label_source",
-    "TIE_TOL", "TOPK_POLICIES", "DEFAULT_TOPK_POLICY", "ACCURACY_TOPK_POLICY", "check_topk_policy",
-    "LabelSource", "LABEL_SOURCES", "DISTILL_KIND", "DISTILL_VERSION", "CPU_MAX_EDGES",
+    "Distillation",
+    "InstanceDistillation",
+    "distill",
+    "distill_dataset",
+    "load_distillation",
+    "distillation_path",
+    "topk_accuracy",
+    "cross_entropy",
+    "order_key",
+    "check_label_source",
+    "TIE_TOL",
+    "TOPK_POLICIES",
+    "DEFAULT_TOPK_POLICY",
+    "ACCURACY_TOPK_POLICY",
+    "check_topk_policy",
+    "LabelSource",
+    "LABEL_SOURCES",
+    "DISTILL_KIND",
+    "DISTILL_VERSION",
+    "CPU_MAX_EDGES",
     "CUDA_MAX_EDGES",
 ]

@@ -6,6 +6,7 @@ component holding the lowest node id). Nodes are never removed, only edges. The 
 many instances are computed in one ``scipy.sparse.csgraph.connected_components`` call on their
 block-diagonal graph.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -33,8 +34,9 @@ def _component_labels(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
     return connected_components(graph, directed=True, connection="weak")[1]
 
 
-def _chosen_labels(labels: np.ndarray, node_ptr: np.ndarray, m: int,
-                   targets: Optional[np.ndarray]) -> np.ndarray:
+def _chosen_labels(
+    labels: np.ndarray, node_ptr: np.ndarray, m: int, targets: Optional[np.ndarray]
+) -> np.ndarray:
     """The component the connectivity rule keeps in each of the first ``m`` instances.
 
     ``targets`` (global node ids) for node tasks: the target's component. Graph tasks (None): the

@@ -6,6 +6,7 @@ bits, so two numbers closer than ``tol`` (default :data:`TIE_TOL` = 1e-6) count 
 weights are ordered by ``round(value / tol)`` then pair index, and a loss rise of at most ``tol``
 counts as "no rise". :mod:`gem_core.gem.distill.reference` follows the same conventions.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -13,7 +14,6 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
 
 LabelSource = Literal["true", "predicted"]
 LABEL_SOURCES: tuple[str, ...] = ("true", "predicted")

@@ -7,6 +7,7 @@ This module computes the logits: every instance's full graph and all its single-
 copies, the copies of many instances forming one disconnected graph per forward pass (chunked);
 :func:`gem_core.gem.distill.engine.distill` turns them into Δ.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
@@ -16,15 +17,20 @@ import torch
 from torch import Tensor
 
 from gem_core.data.packed import InstanceBatch, segment_arange
-from gem_core.runtime.progress import ProgressFn, report
 from gem_core.gem.distill.layout import _Layout
+from gem_core.runtime.progress import ProgressFn, report
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
 
 
-def _removal_logits(layout: _Layout, black_box: "BlackBox", device: torch.device,
-                    max_edges: int, progress: Optional[ProgressFn]) -> tuple[Tensor, Tensor]:
+def _removal_logits(
+    layout: _Layout,
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+    progress: Optional[ProgressFn],
+) -> tuple[Tensor, Tensor]:
     """Logits of every instance on its full graph ``[N, C]`` and without each pair ``[Q, C]``.
 
     The copies (per instance: the full graph, then one copy per removed pair) are evaluated in

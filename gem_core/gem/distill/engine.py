@@ -1,5 +1,6 @@
 """The batched engine's entry point :func:`distill`: the layout, the Δ phase (:mod:`.delta`) and
 the greedy phase (:mod:`.greedy`), into a :class:`~gem_core.gem.distill.result.Distillation`."""
+
 from __future__ import annotations
 
 import time
@@ -8,24 +9,31 @@ from typing import TYPE_CHECKING, Optional, Union
 
 import torch
 
-from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
-from gem_core.models.targets import uses_edge_attr
-from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.gem.distill.conventions import TIE_TOL, LabelSource, check_label_source, cross_entropy
 from gem_core.gem.distill.delta import _removal_logits
 from gem_core.gem.distill.greedy import _greedy
 from gem_core.gem.distill.layout import _edge_budget, _Layout
 from gem_core.gem.distill.result import Distillation
+from gem_core.models.targets import uses_edge_attr
+from gem_core.runtime.device import resolve_device
+from gem_core.runtime.progress import ProgressFn, report, scaled
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
 
 
-def distill(instances: Sequence[Instance], black_box: "BlackBox", *, connected: bool,
-            label_source: LabelSource = "true", device: Union[str, torch.device, None] = "auto",
-            max_edges_per_forward: Optional[int] = None, tol: float = TIE_TOL,
-            progress: Optional[ProgressFn] = None) -> Distillation:
+def distill(
+    instances: Sequence[Instance],
+    black_box: "BlackBox",
+    *,
+    connected: bool,
+    label_source: LabelSource = "true",
+    device: Union[str, torch.device, None] = "auto",
+    max_edges_per_forward: Optional[int] = None,
+    tol: float = TIE_TOL,
+    progress: Optional[ProgressFn] = None,
+) -> Distillation:
     """Distil every instance: Δ of every pair, then the greedy pruning (Appendix C).
 
     Args:
@@ -52,20 +60,42 @@ def distill(instances: Sequence[Instance], black_box: "BlackBox", *, connected: 
     n_delta = int((layout.num_pairs * (layout.num_pairs + 1)).sum())
     n_greedy = int((layout.num_pairs * layout.num_nodes).sum())
     split = n_delta / max(n_delta + n_greedy, 1)
-    full_logits, removed_logits = _removal_logits(layout, black_box, dev, max_edges_per_forward,
-                                                  scaled(progress, 0.0, split))
+    full_logits, removed_logits = _removal_logits(
+        layout, black_box, dev, max_edges_per_forward, scaled(progress, 0.0, split)
+    )
     labels = layout.labels if label_source == "true" else full_logits.argmax(-1)
     full_loss = cross_entropy(full_logits, labels)
     removed_loss = cross_entropy(removed_logits, labels[layout.pair_owner])
     delta = removed_loss - full_loss[layout.pair_owner]
-    kept, weights, greedy_loss = _greedy(layout, delta, labels, full_loss, black_box, dev,
-                                         connected, tol, max_edges_per_forward,
-                                         scaled(progress, split, 1.0))
+    kept, weights, greedy_loss = _greedy(
+        layout,
+        delta,
+        labels,
+        full_loss,
+        black_box,
+        dev,
+        connected,
+        tol,
+        max_edges_per_forward,
+        scaled(progress, split, 1.0),
+    )
     report(progress, 1.0, "done")
     dataset = instances[0].dataset if instances else ""
     return Distillation(
-        pairs=layout.local_pairs, pair_ptr=layout.pair_ptr, num_nodes=layout.num_nodes,
-        targets=layout.targets, indices=torch.tensor([inst.index for inst in instances]),
-        labels=labels.long(), full_loss=full_loss, greedy_loss=greedy_loss, delta=delta,
-        weights=weights, kept=kept, connected=bool(connected), label_source=label_source,
-        tol=float(tol), dataset=dataset, seconds=time.perf_counter() - start)
+        pairs=layout.local_pairs,
+        pair_ptr=layout.pair_ptr,
+        num_nodes=layout.num_nodes,
+        targets=layout.targets,
+        indices=torch.tensor([inst.index for inst in instances]),
+        labels=labels.long(),
+        full_loss=full_loss,
+        greedy_loss=greedy_loss,
+        delta=delta,
+        weights=weights,
+        kept=kept,
+        connected=bool(connected),
+        label_source=label_source,
+        tol=float(tol),
+        dataset=dataset,
+        seconds=time.perf_counter() - start,
+    )

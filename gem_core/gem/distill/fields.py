@@ -3,6 +3,7 @@
 A typing protocol, so that ``topk``, ``walk`` and ``refine`` can name what they take without
 importing :mod:`.result`, which imports them (no import cycle, not even for type checkers).
 """
+
 from __future__ import annotations
 
 from typing import Protocol

@@ -8,6 +8,7 @@ pair in Δ order), one forward pass per step, with the components of the whole c
 once (:mod:`.components`). Instances are sorted by size so the instances still busy at step ``t``
 are a prefix of the chunk and each step's batch is a slice.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
@@ -16,11 +17,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.runtime.progress import ProgressFn, report, scaled
 from gem_core.gem.distill.components import _Components
 from gem_core.gem.distill.conventions import cross_entropy, order_key
 from gem_core.gem.distill.layout import _Layout
 from gem_core.gem.distill.segments import _gather_segments, _segment_order
+from gem_core.runtime.progress import ProgressFn, report, scaled
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
@@ -40,9 +41,17 @@ def _greedy_chunks(num_pairs: Tensor, max_edges: int) -> list[Tensor]:
     return chunks
 
 
-def _greedy_chunk(sub: _Layout, order_local: Tensor, labels: Tensor, full_loss: Tensor,
-                  black_box: "BlackBox", device: torch.device, connected: bool, tol: float,
-                  progress: Optional[ProgressFn]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _greedy_chunk(
+    sub: _Layout,
+    order_local: Tensor,
+    labels: Tensor,
+    full_loss: Tensor,
+    black_box: "BlackBox",
+    device: torch.device,
+    connected: bool,
+    tol: float,
+    progress: Optional[ProgressFn],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Greedy pruning of one chunk (instances sorted by pair count, descending) in lockstep.
 
     Args:
@@ -91,9 +100,18 @@ def _greedy_chunk(sub: _Layout, order_local: Tensor, labels: Tensor, full_loss: 
     return kept, weights, loss
 
 
-def _greedy(layout: _Layout, delta: Tensor, labels: Tensor, full_loss: Tensor,
-            black_box: "BlackBox", device: torch.device, connected: bool, tol: float,
-            max_edges: int, progress: Optional[ProgressFn]) -> tuple[Tensor, Tensor, Tensor]:
+def _greedy(
+    layout: _Layout,
+    delta: Tensor,
+    labels: Tensor,
+    full_loss: Tensor,
+    black_box: "BlackBox",
+    device: torch.device,
+    connected: bool,
+    tol: float,
+    max_edges: int,
+    progress: Optional[ProgressFn],
+) -> tuple[Tensor, Tensor, Tensor]:
     """The greedy phase for all instances, chunk by chunk; results in the layout's order."""
     order_flat = _segment_order(order_key(delta, tol), layout.pair_owner)
     order_local = order_flat - layout.pair_ptr[:-1][layout.pair_owner]  # per segment, Δ order
@@ -107,11 +125,20 @@ def _greedy(layout: _Layout, delta: Tensor, labels: Tensor, full_loss: Tensor,
         sub = layout.select(ids)
         work = int(layout.num_pairs[ids].sum())
         part = scaled(progress, done / total, (done + work) / total)
-        k, w, l = _greedy_chunk(sub, _gather_segments(order_local, layout.pair_ptr, ids),
-                                labels[ids], full_loss[ids], black_box, device, connected, tol, part)
+        k, w, chunk_loss = _greedy_chunk(
+            sub,
+            _gather_segments(order_local, layout.pair_ptr, ids),
+            labels[ids],
+            full_loss[ids],
+            black_box,
+            device,
+            connected,
+            tol,
+            part,
+        )
         flat = _gather_segments(torch.arange(kept.numel()), layout.pair_ptr, ids)
         kept[flat] = torch.from_numpy(k)
         weights[flat] = torch.from_numpy(w)
-        loss[ids] = torch.from_numpy(l)
+        loss[ids] = torch.from_numpy(chunk_loss)
         done += work
     return kept, weights, loss

@@ -8,6 +8,7 @@ one forward pass per chunk; the packing builds those batches
 :meth:`~gem_core.data.packed.PackedGraphs.prefix_batches`,
 :meth:`~gem_core.data.packed.PackedGraphs.forward_batch`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,7 +20,6 @@ from torch import Tensor
 
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
-
 
 # Directed edges per forward pass. On a CPU, chunks that stay cache-resident are fastest
 # (measured on the 2-core dev machine: ~65k edges beat 1M by ~1.6x); a GPU prefers big batches.

@@ -6,6 +6,7 @@ It follows the same conventions as the batched engine (see
 :mod:`gem_core.gem.distill.conventions`): Δ and weights are ordered by
 ``(round(value / tol), pair index)`` and a loss rise of at most ``tol`` counts as "no rise".
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -29,9 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover
 class ReferenceResult:
     """K-independent distillation of one instance (same meaning as in :mod:`gem_core.gem.distill`)."""
 
-    delta: Tensor      # [P] float64
-    weights: Tensor    # [P] float64
-    kept: Tensor       # [P] bool
+    delta: Tensor  # [P] float64
+    weights: Tensor  # [P] float64
+    kept: Tensor  # [P] bool
     label: int
     full_loss: float
     greedy_loss: float
@@ -90,9 +91,14 @@ def keep_component(instance: Instance, mask: Tensor) -> Tensor:
     return out
 
 
-def reference_distill_one(instance: Instance, black_box: "BlackBox", connected: bool,
-                          label_source: str = "true", tol: float = TIE_TOL,
-                          on_step: Callable[[GreedyStep], None] | None = None) -> ReferenceResult:
+def reference_distill_one(
+    instance: Instance,
+    black_box: "BlackBox",
+    connected: bool,
+    label_source: str = "true",
+    tol: float = TIE_TOL,
+    on_step: Callable[[GreedyStep], None] | None = None,
+) -> ReferenceResult:
     """Δ of every pair and the greedy pruning of one instance.
 
     ``on_step`` (optional) receives a :class:`GreedyStep` for every pair the greedy phase tries,
@@ -124,25 +130,44 @@ def reference_distill_one(instance: Instance, black_box: "BlackBox", connected: 
             tentative = keep_component(instance, tentative)
         new_loss = _loss(instance, tentative, black_box, label)
         before, accepted = current_loss, new_loss <= current_loss + tol
-        dropped = ([i for i in range(p) if i != j and current[i] and not tentative[i]]
-                   if accepted and on_step is not None else [])
+        dropped = (
+            [i for i in range(p) if i != j and current[i] and not tentative[i]]
+            if accepted and on_step is not None
+            else []
+        )
         if accepted:
             current, current_loss = tentative, new_loss
         else:
             weights[j] = new_loss - current_loss
         if on_step is not None:
             number += 1
-            on_step(GreedyStep(number, j, before, new_loss, accepted, float(weights[j]),
-                               current.clone(), dropped))
+            on_step(
+                GreedyStep(
+                    number,
+                    j,
+                    before,
+                    new_loss,
+                    accepted,
+                    float(weights[j]),
+                    current.clone(),
+                    dropped,
+                )
+            )
     weights[~current] = 0.0
     return ReferenceResult(delta, weights, current, label, full_loss, current_loss)
 
 
-def reference_distill(instances: Sequence[Instance], black_box: "BlackBox", connected: bool,
-                      label_source: str = "true", tol: float = TIE_TOL) -> list[ReferenceResult]:
+def reference_distill(
+    instances: Sequence[Instance],
+    black_box: "BlackBox",
+    connected: bool,
+    label_source: str = "true",
+    tol: float = TIE_TOL,
+) -> list[ReferenceResult]:
     """:func:`reference_distill_one` for every instance."""
-    return [reference_distill_one(inst, black_box, connected, label_source, tol)
-            for inst in instances]
+    return [
+        reference_distill_one(inst, black_box, connected, label_source, tol) for inst in instances
+    ]
 
 
 def _by_weight(mask: Tensor, result: ReferenceResult, tol: float) -> list[int]:
@@ -158,8 +183,9 @@ def remove_pair(instance: Instance, mask: Tensor, j: int, connected: bool) -> Te
     return keep_component(instance, out) if connected else out
 
 
-def _paper(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
-           tol: float) -> Tensor:
+def _paper(
+    instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool, tol: float
+) -> Tensor:
     """Appendix C: while more than ``k`` remain, remove the lowest-weight pair (+ the rule)."""
     for j in _by_weight(mask, result, tol):
         if int(mask.sum()) <= k:
@@ -169,8 +195,9 @@ def _paper(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, co
     return mask
 
 
-def _exact(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
-           tol: float) -> Tensor:
+def _exact(
+    instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool, tol: float
+) -> Tensor:
     """Passes in ascending weight; accept a removal only if at least ``k`` pairs remain."""
     accepted = True
     while int(mask.sum()) > k and accepted:
@@ -186,8 +213,9 @@ def _exact(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, co
     return _paper(instance, result, mask, k, connected, tol)
 
 
-def _nosplit(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool,
-             tol: float) -> Tensor:
+def _nosplit(
+    instance: Instance, result: ReferenceResult, mask: Tensor, k: int, connected: bool, tol: float
+) -> Tensor:
     """Remove the lowest-weight pair whose removal drops no other pair, until ``k`` remain.
 
     An explanation that is not already the one component the rule keeps (a disconnected graph
@@ -209,9 +237,14 @@ def _nosplit(instance: Instance, result: ReferenceResult, mask: Tensor, k: int, 
 _POLICIES = {"paper": _paper, "exact": _exact, "nosplit": _nosplit}
 
 
-def reference_refine(instance: Instance, result: ReferenceResult, ks: Sequence[int],
-                     connected: bool, black_box: "BlackBox",
-                     tol: float = TIE_TOL) -> dict[int, Tensor]:
+def reference_refine(
+    instance: Instance,
+    result: ReferenceResult,
+    ks: Sequence[int],
+    connected: bool,
+    black_box: "BlackBox",
+    tol: float = TIE_TOL,
+) -> dict[int, Tensor]:
     """The ``"refine"`` top-K policy for every K of ``ks`` (one descent, one grow-back).
 
     Descent, from the greedy phase's pairs while more than ``min(ks)`` remain: try every removal
@@ -272,16 +305,24 @@ def reference_refine(instance: Instance, result: ReferenceResult, ks: Sequence[i
     return out
 
 
-def reference_fill(instance: Instance, result: ReferenceResult, mask: Tensor, k: int,
-                   connected: bool, tol: float = TIE_TOL) -> Tensor:
+def reference_fill(
+    instance: Instance,
+    result: ReferenceResult,
+    mask: Tensor,
+    k: int,
+    connected: bool,
+    tol: float = TIE_TOL,
+) -> Tensor:
     """Fill-up: add missing pairs in descending (Δ, then ascending index) while fewer than ``k``.
 
     With the connectivity rule a pair is added only if it touches the explanation (an endpoint
     of one of its pairs, or the target node); an empty graph-task explanation takes any pair.
     """
     mask = mask.clone()
-    order = sorted((j for j in range(instance.num_pairs) if not mask[j]),
-                   key=lambda j: (-_key(float(result.delta[j]), tol), j))
+    order = sorted(
+        (j for j in range(instance.num_pairs) if not mask[j]),
+        key=lambda j: (-_key(float(result.delta[j]), tol), j),
+    )
     pairs = instance.pairs
     nodes = {int(x) for j in range(instance.num_pairs) if mask[j] for x in pairs[:, j]}
     if instance.target is not None:
@@ -300,9 +341,16 @@ def reference_fill(instance: Instance, result: ReferenceResult, mask: Tensor, k:
     return mask
 
 
-def reference_topk(instance: Instance, result: ReferenceResult, k: int, connected: bool,
-                   tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
-                   fill: bool = False, black_box: "BlackBox | None" = None) -> Tensor:
+def reference_topk(
+    instance: Instance,
+    result: ReferenceResult,
+    k: int,
+    connected: bool,
+    tol: float = TIE_TOL,
+    policy: str = DEFAULT_TOPK_POLICY,
+    fill: bool = False,
+    black_box: "BlackBox | None" = None,
+) -> Tensor:
     """Top-K mask of one instance (policies as in :meth:`gem_core.gem.distill.Distillation.topk`).
 
     Starting from the greedy phase's pairs: with at most ``k`` of them, keep them all; else
@@ -325,14 +373,32 @@ def reference_topk(instance: Instance, result: ReferenceResult, k: int, connecte
     return mask
 
 
-def reference_topk_all(instances: Sequence[Instance], results: Sequence[ReferenceResult], k: int,
-                       connected: bool, tol: float = TIE_TOL, policy: str = DEFAULT_TOPK_POLICY,
-                       fill: bool = False, black_box: "BlackBox | None" = None) -> list[Tensor]:
+def reference_topk_all(
+    instances: Sequence[Instance],
+    results: Sequence[ReferenceResult],
+    k: int,
+    connected: bool,
+    tol: float = TIE_TOL,
+    policy: str = DEFAULT_TOPK_POLICY,
+    fill: bool = False,
+    black_box: "BlackBox | None" = None,
+) -> list[Tensor]:
     """:func:`reference_topk` for every instance."""
-    return [reference_topk(inst, res, k, connected, tol, policy, fill, black_box)
-            for inst, res in zip(instances, results)]
+    return [
+        reference_topk(inst, res, k, connected, tol, policy, fill, black_box)
+        for inst, res in zip(instances, results)
+    ]
 
 
-__all__ = ["GreedyStep", "ReferenceResult", "keep_component", "reference_distill",
-           "reference_distill_one", "reference_fill", "reference_refine", "reference_topk",
-           "reference_topk_all", "remove_pair"]
+__all__ = [
+    "GreedyStep",
+    "ReferenceResult",
+    "keep_component",
+    "reference_distill",
+    "reference_distill_one",
+    "reference_fill",
+    "reference_refine",
+    "reference_topk",
+    "reference_topk_all",
+    "remove_pair",
+]

@@ -6,6 +6,7 @@ batched forward per step, and record the explanation at every K on the way down 
 serves all K: :meth:`Distillation.topk_grid`). Grow-back: an explanation below K grows by the
 missing pair of lowest loss while that lowers the loss.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,18 +16,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.runtime.device import resolve_device
 from gem_core.data.instances import Instance
 from gem_core.data.packed import np_segment_arange
-from gem_core.models.targets import uses_edge_attr
 from gem_core.gem.distill.conventions import cross_entropy, order_key
+from gem_core.gem.distill.fields import DistillationFields
 from gem_core.gem.distill.layout import _edge_budget, _Layout
 from gem_core.gem.distill.walk import _pair_owner, _Walk
-from gem_core.gem.distill.fields import DistillationFields
+from gem_core.models.targets import uses_edge_attr
+from gem_core.runtime.device import resolve_device
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
-
 
 
 # Pairs (summed over all trial copies) one lockstep group of the "refine" descent holds at once;
@@ -36,22 +36,34 @@ REFINE_BUDGET = 262_144
 _NOT_EVALUATED = 1e6
 
 
-def _check_refine_inputs(dist: DistillationFields, instances: Optional[Sequence[Instance]],
-                         black_box: Optional["BlackBox"]) -> _Layout:
+def _check_refine_inputs(
+    dist: DistillationFields,
+    instances: Optional[Sequence[Instance]],
+    black_box: Optional["BlackBox"],
+) -> _Layout:
     if instances is None or black_box is None:
         raise ValueError("policy 'refine' needs the instances and the black box (forward passes).")
     if len(instances) != len(dist):
         raise ValueError("need the distillation's instances, in its order")
     layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
-    if (not torch.equal(layout.num_nodes, dist.num_nodes)
-            or not torch.equal(layout.local_pairs, dist.pairs.long())):
+    if not torch.equal(layout.num_nodes, dist.num_nodes) or not torch.equal(
+        layout.local_pairs, dist.pairs.long()
+    ):
         raise ValueError("the instances do not match the distillation")
     return layout
 
 
-def _subset_losses(layout: _Layout, inst: np.ndarray, flat: np.ndarray, copy_of: np.ndarray,
-                   labels: Tensor, black_box: "BlackBox", device: torch.device,
-                   max_edges: int, drop_isolated: bool = False) -> np.ndarray:
+def _subset_losses(
+    layout: _Layout,
+    inst: np.ndarray,
+    flat: np.ndarray,
+    copy_of: np.ndarray,
+    labels: Tensor,
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+    drop_isolated: bool = False,
+) -> np.ndarray:
     """Loss of copy ``c`` = instance ``inst[c]`` keeping its layout pairs ``flat[copy_of == c]``
     (``copy_of`` non-decreasing), in forward passes of at most ``max_edges`` directed edges;
     ``drop_isolated``: each copy without the nodes its pairs leave isolated."""
@@ -65,8 +77,9 @@ def _subset_losses(layout: _Layout, inst: np.ndarray, flat: np.ndarray, copy_of:
         base = ends[start - 1] if start > 0 else 0
         stop = max(int(np.searchsorted(ends, base + max_edges, side="right")), start + 1)
         lo, hi = int(pptr[start]), int(pptr[stop])
-        batch = layout.packed.copies_batch(inst_t[start:stop], flat_t[lo:hi],
-                                           copy_t[lo:hi] - start, drop_isolated=drop_isolated)
+        batch = layout.packed.copies_batch(
+            inst_t[start:stop], flat_t[lo:hi], copy_t[lo:hi] - start, drop_isolated=drop_isolated
+        )
         logits = black_box(batch if device.type == "cpu" else batch.to(device))
         out.append(cross_entropy(logits, labels[inst_t[start:stop]]).cpu())
         start = stop
@@ -97,9 +110,18 @@ def _refine_groups(ids: np.ndarray, cost: np.ndarray, budget: int) -> list[np.nd
     return groups
 
 
-def _refine_down(dist: DistillationFields, layout: _Layout, kept: Tensor, owner: Tensor, ids: np.ndarray,
-                 ks: list[int], outs: dict[int, np.ndarray], black_box: "BlackBox",
-                 device: torch.device, max_edges: int) -> None:
+def _refine_down(
+    dist: DistillationFields,
+    layout: _Layout,
+    kept: Tensor,
+    owner: Tensor,
+    ids: np.ndarray,
+    ks: list[int],
+    outs: dict[int, np.ndarray],
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+) -> None:
     """The loss-driven descent of the instances ``ids`` (lockstep), recording into ``outs``.
 
     Each step tries every removal of every busy instance (one copy each, the connectivity rule
@@ -135,9 +157,16 @@ def _refine_down(dist: DistillationFields, layout: _Layout, kept: Tensor, owner:
         renumber = np.cumsum(need) - 1
         sel = keep & need[copy_of]
         loss = np.full(inst.shape[0], _NOT_EVALUATED)
-        loss[idx] = _subset_losses(layout, dist_inst[inst[idx]], w.pos[src[sel]],
-                                   renumber[copy_of[sel]], dist.labels, black_box, device,
-                                   max_edges)
+        loss[idx] = _subset_losses(
+            layout,
+            dist_inst[inst[idx]],
+            w.pos[src[sel]],
+            renumber[copy_of[sel]],
+            dist.labels,
+            black_box,
+            device,
+            max_edges,
+        )
         chosen = _best_trial(inst, loss, valid, dist.tol)
         ci = inst[chosen]
         before = w.count.copy()
@@ -155,9 +184,18 @@ def _refine_down(dist: DistillationFields, layout: _Layout, kept: Tensor, owner:
                 outs[k][w.pos[sel]] = w.alive[sel]
 
 
-def _refine_up(dist: DistillationFields, layout: _Layout, kept: Tensor, owner: Tensor, ids: np.ndarray,
-               ks: list[int], outs: dict[int, np.ndarray], black_box: "BlackBox",
-               device: torch.device, max_edges: int) -> None:
+def _refine_up(
+    dist: DistillationFields,
+    layout: _Layout,
+    kept: Tensor,
+    owner: Tensor,
+    ids: np.ndarray,
+    ks: list[int],
+    outs: dict[int, np.ndarray],
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+) -> None:
     """Grow-back of the instances ``ids`` (lockstep): while below the largest K, add the missing
     pair of lowest loss (with the connectivity rule: only pairs touching the explanation or the
     target; an empty graph-task explanation: any pair) if it lowers the loss by more than ``tol``,
@@ -193,8 +231,9 @@ def _refine_up(dist: DistillationFields, layout: _Layout, kept: Tensor, owner: T
         is_added = at == np.repeat(size, size + 1)
         src = np.repeat(added, size + 1)
         src[~is_added] = alive_ids[(np.repeat(alive_ptr[inst], size + 1) + at)[~is_added]]
-        loss = _subset_losses(layout, dist_inst[inst], w.pos[src], copy_of, dist.labels,
-                              black_box, device, max_edges)
+        loss = _subset_losses(
+            layout, dist_inst[inst], w.pos[src], copy_of, dist.labels, black_box, device, max_edges
+        )
         chosen = _best_trial(inst, loss, np.ones(inst.shape[0], dtype=bool), dist.tol)
         lower = loss[chosen] < current[inst[chosen]] - dist.tol
         stuck[inst[chosen[~lower]]] = True
@@ -212,9 +251,14 @@ def _refine_up(dist: DistillationFields, layout: _Layout, kept: Tensor, owner: T
                 outs[k][w.pos[sel]] = w.alive[sel]
 
 
-def _refine_flat(dist: DistillationFields, instances: Optional[Sequence[Instance]],
-                 black_box: Optional["BlackBox"], ks: Sequence[int],
-                 device: Union[str, torch.device, None], max_edges: Optional[int]) -> dict[int, Tensor]:
+def _refine_flat(
+    dist: DistillationFields,
+    instances: Optional[Sequence[Instance]],
+    black_box: Optional["BlackBox"],
+    ks: Sequence[int],
+    device: Union[str, torch.device, None],
+    max_edges: Optional[int],
+) -> dict[int, Tensor]:
     """Flat top-K masks of the ``"refine"`` policy for every K of ``ks`` (one descent)."""
     layout = _check_refine_inputs(dist, instances, black_box)
     dev = resolve_device(device)

@@ -1,6 +1,7 @@
 """The result of a distillation: :class:`Distillation` (K-independent, every instance a segment
 of flat tensors; per-instance views, subsets, the top-K entry points, a saveable state) and
 :class:`InstanceDistillation` (one instance)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,10 +13,10 @@ from torch import Tensor
 
 from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
+from gem_core.data.packed import segment_arange, segment_ptr
 from gem_core.gem.distill.conventions import TIE_TOL
 from gem_core.gem.distill.refine import _refine_flat
 from gem_core.gem.distill.sufficient import _sufficient_flat
-from gem_core.data.packed import segment_arange, segment_ptr
 from gem_core.gem.distill.topk import DEFAULT_TOPK_POLICY, _fill_flat, _topk_flat, check_topk_policy
 from gem_core.gem.distill.walk import _pair_owner
 
@@ -134,37 +135,64 @@ class Distillation:
         out = torch.where(scale > 0, w / scale.clamp_min(1e-300), torch.zeros_like(w))
         return self._split(out.float())
 
-    def instance(self, i: int, k: Optional[int] = None, policy: str = DEFAULT_TOPK_POLICY,
-                 fill: bool = False) -> InstanceDistillation:
+    def instance(
+        self, i: int, k: Optional[int] = None, policy: str = DEFAULT_TOPK_POLICY, fill: bool = False
+    ) -> InstanceDistillation:
         """The distillation of instance ``i`` (with its top-K mask when ``k`` is given)."""
         lo, hi = int(self.pair_ptr[i]), int(self.pair_ptr[i + 1])
         topk = None if k is None else self.subset([i]).topk(k, policy, fill)[0]
         return InstanceDistillation(
-            delta=self.delta[lo:hi], weights=self.weights[lo:hi], kept=self.kept[lo:hi],
-            topk_mask=topk, label=int(self.labels[i]), full_loss=float(self.full_loss[i]),
-            greedy_loss=float(self.greedy_loss[i]))
+            delta=self.delta[lo:hi],
+            weights=self.weights[lo:hi],
+            kept=self.kept[lo:hi],
+            topk_mask=topk,
+            label=int(self.labels[i]),
+            full_loss=float(self.full_loss[i]),
+            greedy_loss=float(self.greedy_loss[i]),
+        )
 
     def subset(self, ids: Sequence[int]) -> "Distillation":
         """The distillation of the instances ``ids`` only (in that order)."""
         ids_t = torch.as_tensor(list(ids), dtype=torch.long)
         counts = self.num_pairs[ids_t]
         flat = torch.repeat_interleave(self.pair_ptr[ids_t], counts) + segment_arange(counts)
-        per_inst = dict(num_nodes=self.num_nodes[ids_t], targets=self.targets[ids_t],
-                        indices=self.indices[ids_t], labels=self.labels[ids_t],
-                        full_loss=self.full_loss[ids_t], greedy_loss=self.greedy_loss[ids_t])
+        per_inst = dict(
+            num_nodes=self.num_nodes[ids_t],
+            targets=self.targets[ids_t],
+            indices=self.indices[ids_t],
+            labels=self.labels[ids_t],
+            full_loss=self.full_loss[ids_t],
+            greedy_loss=self.greedy_loss[ids_t],
+        )
         return Distillation(
-            pairs=self.pairs[:, flat], pair_ptr=segment_ptr(counts), delta=self.delta[flat],
-            weights=self.weights[flat], kept=self.kept[flat], connected=self.connected,
-            label_source=self.label_source, tol=self.tol, dataset=self.dataset,
-            seconds=self.seconds, **per_inst)
+            pairs=self.pairs[:, flat],
+            pair_ptr=segment_ptr(counts),
+            delta=self.delta[flat],
+            weights=self.weights[flat],
+            kept=self.kept[flat],
+            connected=self.connected,
+            label_source=self.label_source,
+            tol=self.tol,
+            dataset=self.dataset,
+            seconds=self.seconds,
+            **per_inst,
+        )
 
     # ---- top-K
-    def topk(self, k: int, policy: str = DEFAULT_TOPK_POLICY, fill: bool = False, *,
-             instances: Optional[Sequence[Instance]] = None, black_box: Optional["BlackBox"] = None,
-             device: Union[str, torch.device, None] = "cpu",
-             max_edges_per_forward: Optional[int] = None,
-             protocol: str = "keep_nodes", necessity_weight: float = 0.0,
-             connected_growth: bool = True) -> list[Tensor]:
+    def topk(
+        self,
+        k: int,
+        policy: str = DEFAULT_TOPK_POLICY,
+        fill: bool = False,
+        *,
+        instances: Optional[Sequence[Instance]] = None,
+        black_box: Optional["BlackBox"] = None,
+        device: Union[str, torch.device, None] = "cpu",
+        max_edges_per_forward: Optional[int] = None,
+        protocol: str = "keep_nodes",
+        necessity_weight: float = 0.0,
+        connected_growth: bool = True,
+    ) -> list[Tensor]:
         """Top-K pair masks (bool ``[P]`` per instance); no forward pass except for ``"refine"``.
 
         Starts from the pairs kept by the greedy phase; an instance with at most ``k`` of them
@@ -222,19 +250,34 @@ class Distillation:
         check_k(k)
         check_topk_policy(policy)
         if policy in ("refine", "sufficient"):
-            return self.topk_grid([k], policy, fill, instances=instances, black_box=black_box,
-                                  device=device, max_edges_per_forward=max_edges_per_forward,
-                                  protocol=protocol, necessity_weight=necessity_weight,
-                                  connected_growth=connected_growth)[k]
+            return self.topk_grid(
+                [k],
+                policy,
+                fill,
+                instances=instances,
+                black_box=black_box,
+                device=device,
+                max_edges_per_forward=max_edges_per_forward,
+                protocol=protocol,
+                necessity_weight=necessity_weight,
+                connected_growth=connected_growth,
+            )[k]
         return self._split(_topk_flat(self, k, policy, bool(fill)))
 
-    def topk_grid(self, ks: Sequence[int], policy: str = DEFAULT_TOPK_POLICY, fill: bool = False,
-                  *, instances: Optional[Sequence[Instance]] = None,
-                  black_box: Optional["BlackBox"] = None,
-                  device: Union[str, torch.device, None] = "cpu",
-                  max_edges_per_forward: Optional[int] = None,
-                  protocol: str = "keep_nodes", necessity_weight: float = 0.0,
-                  connected_growth: bool = True) -> dict[int, list[Tensor]]:
+    def topk_grid(
+        self,
+        ks: Sequence[int],
+        policy: str = DEFAULT_TOPK_POLICY,
+        fill: bool = False,
+        *,
+        instances: Optional[Sequence[Instance]] = None,
+        black_box: Optional["BlackBox"] = None,
+        device: Union[str, torch.device, None] = "cpu",
+        max_edges_per_forward: Optional[int] = None,
+        protocol: str = "keep_nodes",
+        necessity_weight: float = 0.0,
+        connected_growth: bool = True,
+    ) -> dict[int, list[Tensor]]:
         """:meth:`topk` for every K of ``ks`` (``{k: masks}``); ``"refine"`` does one descent
         and ``"sufficient"`` one growth for all of them (the result at each K is the same as
         :meth:`topk` at that K)."""
@@ -242,16 +285,25 @@ class Distillation:
             check_k(k)
         check_topk_policy(policy)
         if policy == "sufficient":
-            flat = _sufficient_flat(self, instances, black_box, ks, protocol, device,
-                                    max_edges_per_forward, necessity_weight,
-                                    self.connected and connected_growth)
+            flat = _sufficient_flat(
+                self,
+                instances,
+                black_box,
+                ks,
+                protocol,
+                device,
+                max_edges_per_forward,
+                necessity_weight,
+                self.connected and connected_growth,
+            )
         elif policy == "refine":
             flat = _refine_flat(self, instances, black_box, ks, device, max_edges_per_forward)
         else:
             return {int(k): self.topk(k, policy, fill) for k in ks}
         owner = _pair_owner(self)
-        return {k: self._split(_fill_flat(self, m, owner, k) if fill else m)
-                for k, m in flat.items()}
+        return {
+            k: self._split(_fill_flat(self, m, owner, k) if fill else m) for k, m in flat.items()
+        }
 
     # ---- persistence
     def to_state(self) -> dict:

@@ -1,6 +1,7 @@
 """Arithmetic on flat tensors holding one segment per instance: per-segment stable sorts and
 segment gathers, without Python loops (segment pointers, aranges and ranges live with the
 packing, :mod:`gem_core.data.packed`)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -20,6 +20,7 @@ directly which K pairs, alone, keep the prediction, which is what sufficiency@K 
 what the removal rules miss when a small fragment of any instance "looks like" the other class
 (REFERENCE §9). Cost: about K batched steps of (candidate pairs) small copies per instance.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -41,16 +42,23 @@ if TYPE_CHECKING:  # pragma: no cover
     from gem_core.models.targets import BlackBox
 
 
-def _sufficient_flat(dist: DistillationFields, instances: Optional[Sequence[Instance]],
-                     black_box: Optional["BlackBox"], ks: Sequence[int],
-                     protocol: Union[str, Protocol], device: Union[str, torch.device, None],
-                     max_edges: Optional[int], necessity_weight: float = 0.0,
-                     connected: Optional[bool] = None) -> dict[int, Tensor]:
+def _sufficient_flat(
+    dist: DistillationFields,
+    instances: Optional[Sequence[Instance]],
+    black_box: Optional["BlackBox"],
+    ks: Sequence[int],
+    protocol: Union[str, Protocol],
+    device: Union[str, torch.device, None],
+    max_edges: Optional[int],
+    necessity_weight: float = 0.0,
+    connected: Optional[bool] = None,
+) -> dict[int, Tensor]:
     """Flat top-K masks of the ``"sufficient"`` rule for every K of ``ks`` (one growth);
     ``connected``: the connectivity rule of the growth (None: the distillation's)."""
     if instances is None or black_box is None:
-        raise ValueError("policy 'sufficient' needs the instances and the black box "
-                         "(forward passes).")
+        raise ValueError(
+            "policy 'sufficient' needs the instances and the black box (forward passes)."
+        )
     layout = _check_refine_inputs(dist, instances, black_box)
     drop = check_protocol(protocol) is Protocol.DROP_ISOLATED
     dev = resolve_device(device)
@@ -58,15 +66,31 @@ def _sufficient_flat(dist: DistillationFields, instances: Optional[Sequence[Inst
     ks = sorted({int(k) for k in ks})
     if not necessity_weight >= 0:
         raise ValueError(f"necessity_weight must be non-negative, got {necessity_weight!r}")
-    rank = _growth_order(dist, layout, ks[-1], drop, black_box, dev, max_edges,
-                         float(necessity_weight),
-                         dist.connected if connected is None else bool(connected))
+    rank = _growth_order(
+        dist,
+        layout,
+        ks[-1],
+        drop,
+        black_box,
+        dev,
+        max_edges,
+        float(necessity_weight),
+        dist.connected if connected is None else bool(connected),
+    )
     return {k: torch.from_numpy(rank < k) for k in ks}
 
 
-def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
-                  black_box: "BlackBox", device: torch.device, max_edges: int,
-                  necessity_weight: float = 0.0, connected: bool = True) -> np.ndarray:
+def _growth_order(
+    dist: DistillationFields,
+    layout,
+    kmax: int,
+    drop: bool,
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+    necessity_weight: float = 0.0,
+    connected: bool = True,
+) -> np.ndarray:
     r"""The step at which each flat pair joins its instance's explanation (a large value for
     pairs never added: those beyond ``kmax``). With ``necessity_weight`` λ > 0 a candidate's
     loss also rewards a complement (the instance without the explanation) that no longer
@@ -109,12 +133,23 @@ def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
         is_added = at == np.repeat(size, size + 1)
         src = np.repeat(added, size + 1)
         src[~is_added] = kept_ids[(np.repeat(kept_ptr[inst], size + 1) + at)[~is_added]]
-        loss = _subset_losses(layout, inst, src, copy_of, labels, black_box, device, max_edges,
-                              drop_isolated=drop)
+        loss = _subset_losses(
+            layout, inst, src, copy_of, labels, black_box, device, max_edges, drop_isolated=drop
+        )
         if necessity_weight > 0:
             loss = loss + necessity_weight * _complement_losses(
-                layout, inst, added, kept, dist.pair_ptr.numpy(), num_pairs, labels, black_box,
-                device, max_edges, drop)
+                layout,
+                inst,
+                added,
+                kept,
+                dist.pair_ptr.numpy(),
+                num_pairs,
+                labels,
+                black_box,
+                device,
+                max_edges,
+                drop,
+            )
         chosen = _best_trial(inst, loss, np.ones(inst.shape[0], dtype=bool), dist.tol)
         kept[added[chosen]] = True
         rank[added[chosen]] = step
@@ -122,17 +157,35 @@ def _growth_order(dist: DistillationFields, layout, kmax: int, drop: bool,
     return rank
 
 
-def _complement_losses(layout, inst: np.ndarray, added: np.ndarray, kept: np.ndarray,
-                       pair_ptr: np.ndarray, num_pairs: np.ndarray, labels: Tensor,
-                       black_box: "BlackBox", device: torch.device, max_edges: int,
-                       drop: bool) -> np.ndarray:
+def _complement_losses(
+    layout,
+    inst: np.ndarray,
+    added: np.ndarray,
+    kept: np.ndarray,
+    pair_ptr: np.ndarray,
+    num_pairs: np.ndarray,
+    labels: Tensor,
+    black_box: "BlackBox",
+    device: torch.device,
+    max_edges: int,
+    drop: bool,
+) -> np.ndarray:
     """``−log(1 − p_y)`` of each candidate's complement: instance ``inst[c]`` without its
     explanation so far and without the pair ``added[c]``."""
     size = num_pairs[inst]
     copy_of = np.repeat(np.arange(inst.shape[0]), size)
     src = np.repeat(pair_ptr[:-1][inst], size) + np_segment_arange(size)
     keep = ~kept[src] & (src != np.repeat(added, size))
-    ce = _subset_losses(layout, inst, src[keep], copy_of[keep], labels, black_box, device,
-                        max_edges, drop_isolated=drop)
+    ce = _subset_losses(
+        layout,
+        inst,
+        src[keep],
+        copy_of[keep],
+        labels,
+        black_box,
+        device,
+        max_edges,
+        drop_isolated=drop,
+    )
     p = np.exp(-ce)
     return -np.log1p(-np.minimum(p, 1.0 - 1e-6))

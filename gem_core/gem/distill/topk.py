@@ -9,20 +9,18 @@ nothing off, which keeps the explanation connected and uses the whole budget; ``
 accepts only removals leaving at least K pairs. The loss-driven ``"refine"`` is in
 :mod:`.refine`; the entry points are :meth:`Distillation.topk` and :meth:`Distillation.topk_grid`.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.gem.distill.conventions import order_key
 from gem_core.data.packed import segment_arange, segment_ptr
+from gem_core.gem.distill.conventions import order_key
+from gem_core.gem.distill.fields import DistillationFields
 from gem_core.gem.distill.segments import _np_segment_order
 from gem_core.gem.distill.walk import _pair_owner, _Walk
-from gem_core.gem.distill.fields import DistillationFields
-
-
 
 TOPK_POLICIES: tuple[str, ...] = ("nosplit", "exact", "paper", "refine", "sufficient")
 # The default of Distillation.topk: the best forward-free policy on Mutagenicity (train, val and
@@ -42,8 +40,11 @@ def check_topk_policy(policy: str) -> str:
 
 
 # The policies a policy falls back to, in order, while an instance still has more than K pairs.
-_POLICY_CHAIN = {"nosplit": ("nosplit", "exact", "paper"), "exact": ("exact", "paper"),
-                 "paper": ("paper",)}
+_POLICY_CHAIN = {
+    "nosplit": ("nosplit", "exact", "paper"),
+    "exact": ("exact", "paper"),
+    "paper": ("paper",),
+}
 
 
 def _topk_flat(dist: DistillationFields, k: int, policy: str, fill: bool) -> Tensor:
@@ -91,8 +92,8 @@ def _walk(w: _Walk, k: int, mode: str, out: np.ndarray) -> _Walk:
     the first accepted one: the same result as trying them one by one. The result is written to
     ``out`` (flat, at ``w.pos``); returns the walk of the instances still over budget.
     """
-    ptr = np.zeros(w.n, dtype=np.int64)   # walk position within the instance's pairs
-    moved = np.zeros(w.n, dtype=bool)     # "exact": accepted something in the current pass
+    ptr = np.zeros(w.n, dtype=np.int64)  # walk position within the instance's pairs
+    moved = np.zeros(w.n, dtype=bool)  # "exact": accepted something in the current pass
     run = w.count > k
     if mode == "nosplit":
         run &= w.is_ruled()
@@ -173,8 +174,12 @@ def _nosplit_rewind(w: _Walk, accept: np.ndarray, cand: np.ndarray, ptr: np.ndar
     a[accept], b[accept] = w.u[cand[accept]], w.v[cand[accept]]
     ao, bo = a[owner], b[owner]
     at = np.arange(m)
-    touch = (w.alive & accept[owner] & (at < cand[owner])
-             & ((w.u == ao) | (w.u == bo) | (w.v == ao) | (w.v == bo)))
+    touch = (
+        w.alive
+        & accept[owner]
+        & (at < cand[owner])
+        & ((w.u == ao) | (w.u == bo) | (w.v == ao) | (w.v == bo))
+    )
     first = np.full(w.n, m, dtype=np.int64)
     np.minimum.at(first, owner[touch], at[touch])
     out = ptr.copy()
@@ -182,8 +187,9 @@ def _nosplit_rewind(w: _Walk, accept: np.ndarray, cand: np.ndarray, ptr: np.ndar
     return out
 
 
-def _prune_connected(dist: DistillationFields, kept: Tensor, owner: Tensor, over: Tensor, k: int,
-                     policy: str) -> Tensor:
+def _prune_connected(
+    dist: DistillationFields, kept: Tensor, owner: Tensor, over: Tensor, k: int, policy: str
+) -> Tensor:
     """Top-K with the connectivity rule for the instances ``over`` budget (no forward pass)."""
     out = kept.numpy().copy()
     w = _Walk.build(dist, kept, owner, over)

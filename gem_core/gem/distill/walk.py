@@ -2,6 +2,7 @@
 weight, then index), compaction to the instances still busy, and trial copies (tentative removals
 under the connectivity rule) as one block-diagonal graph. Shared by the forward-free rules
 (:mod:`.topk`) and the loss-driven one (:mod:`.refine`)."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -10,12 +11,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gem_core.data.packed import np_segment_arange, segment_ptr
 from gem_core.gem.distill.components import _chosen_labels, _component_labels
 from gem_core.gem.distill.conventions import order_key
-from gem_core.data.packed import np_segment_arange, segment_ptr
-from gem_core.gem.distill.segments import _np_segment_order
 from gem_core.gem.distill.fields import DistillationFields
-
+from gem_core.gem.distill.segments import _np_segment_order
 
 
 def _pair_owner(dist: DistillationFields) -> Tensor:
@@ -32,8 +32,16 @@ class _Walk:
     busy, so a step costs time proportional to the work left.
     """
 
-    def __init__(self, pos: np.ndarray, u: np.ndarray, v: np.ndarray, owner: np.ndarray,
-                 node_counts: np.ndarray, targets: Optional[np.ndarray], alive: np.ndarray):
+    def __init__(
+        self,
+        pos: np.ndarray,
+        u: np.ndarray,
+        v: np.ndarray,
+        owner: np.ndarray,
+        node_counts: np.ndarray,
+        targets: Optional[np.ndarray],
+        alive: np.ndarray,
+    ):
         self.pos, self.u, self.v, self.owner, self.alive = pos, u, v, owner, alive
         self.node_counts = node_counts
         self.n = int(node_counts.shape[0])
@@ -46,8 +54,14 @@ class _Walk:
         self.by_u = np.argsort(u, kind="stable")
 
     @classmethod
-    def build(cls, dist: DistillationFields, kept: Tensor, owner: Tensor, over: Tensor,
-              all_pairs: bool = False) -> "_Walk":
+    def build(
+        cls,
+        dist: DistillationFields,
+        kept: Tensor,
+        owner: Tensor,
+        over: Tensor,
+        all_pairs: bool = False,
+    ) -> "_Walk":
         """The walk over the kept pairs of the instances ``over`` (bool ``[N]``); with
         ``all_pairs``, over all their pairs (``alive``: the kept ones)."""
         cand = torch.nonzero((over[owner] if all_pairs else kept & over[owner])).view(-1)
@@ -61,8 +75,15 @@ class _Walk:
         targets = None
         if bool((dist.targets >= 0).any()):
             targets = (node_ptr[:-1] + dist.targets[ids]).numpy()
-        return cls(cand.numpy(), u.numpy(), v.numpy(), local_owner.numpy(), nodes.numpy(),
-                   targets, kept[cand].numpy().copy())
+        return cls(
+            cand.numpy(),
+            u.numpy(),
+            v.numpy(),
+            local_owner.numpy(),
+            nodes.numpy(),
+            targets,
+            kept[cand].numpy().copy(),
+        )
 
     def subset(self, keep: np.ndarray) -> "_Walk":
         """The walk restricted to the instances ``keep`` (bool ``[n]``), state included."""
@@ -70,8 +91,15 @@ class _Walk:
         node_map = np.cumsum(np.repeat(keep, self.node_counts)) - 1
         inst_map = np.cumsum(keep) - 1
         targets = None if self.targets is None else node_map[self.targets[keep]]
-        return _Walk(self.pos[pk], node_map[self.u[pk]], node_map[self.v[pk]],
-                     inst_map[self.owner[pk]], self.node_counts[keep], targets, self.alive[pk])
+        return _Walk(
+            self.pos[pk],
+            node_map[self.u[pk]],
+            node_map[self.v[pk]],
+            inst_map[self.owner[pk]],
+            self.node_counts[keep],
+            targets,
+            self.alive[pk],
+        )
 
     def is_ruled(self) -> np.ndarray:
         """Per instance: its pairs already form the one component the rule keeps."""
@@ -87,8 +115,9 @@ class _Walk:
         idx = np.where(self.alive, np.arange(m), m)
         return np.concatenate([np.minimum.accumulate(idx[::-1])[::-1], [m]])
 
-    def trials(self, removed: np.ndarray, inst: np.ndarray,
-               rule: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def trials(
+        self, removed: np.ndarray, inst: np.ndarray, rule: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Tentative removals: copy ``c`` is instance ``inst[c]`` without its pair ``removed[c]``.
 
         All copies form one block-diagonal graph; the connectivity rule is applied in each

@@ -4,6 +4,7 @@ The same :func:`screen_chunk` runs in the CLI's own process, in each worker proc
 Ray task, so every path gives the same bytes: it depends only on its rows and settings (one
 torch thread, the chunk as one batch). Models are loaded once per process and kept.
 """
+
 from __future__ import annotations
 
 import gc
@@ -19,27 +20,39 @@ import pyarrow as pa
 from gem_core.data.config import molecule_default_target
 from gem_core.service.screening.reader import InputRow
 
-__all__ = ["ScreenSettings", "SCHEMA", "ParsedChunk", "StepTimes", "screen_chunk", "parse_chunk",
-           "parse_rows", "unpack_parsed", "finish_rows", "explain_rows"]
+__all__ = [
+    "ScreenSettings",
+    "SCHEMA",
+    "ParsedChunk",
+    "StepTimes",
+    "screen_chunk",
+    "parse_chunk",
+    "parse_rows",
+    "unpack_parsed",
+    "finish_rows",
+    "explain_rows",
+]
 
 #: Output columns, in order. ``bonds`` are atom-index pairs (``explain``'s numbering), best
 #: first, ``scores`` theirs; ``message`` is the rejection message, or the parser's notes for an
 #: accepted molecule (kept largest fragment, charges). Model columns are null for rejected rows.
-SCHEMA = pa.schema([
-    ("row", pa.int64()),
-    ("id", pa.string()),
-    ("smiles", pa.string()),
-    ("canonical_smiles", pa.string()),
-    ("status", pa.string()),
-    ("reason", pa.string()),
-    ("message", pa.string()),
-    ("prediction", pa.string()),
-    ("p_mutagen", pa.float64()),
-    ("bonds", pa.list_(pa.list_(pa.int32()))),
-    ("scores", pa.list_(pa.float64())),
-    ("fragment", pa.string()),
-    ("toxicophores", pa.list_(pa.string())),
-])
+SCHEMA = pa.schema(
+    [
+        ("row", pa.int64()),
+        ("id", pa.string()),
+        ("smiles", pa.string()),
+        ("canonical_smiles", pa.string()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("message", pa.string()),
+        ("prediction", pa.string()),
+        ("p_mutagen", pa.float64()),
+        ("bonds", pa.list_(pa.list_(pa.int32()))),
+        ("scores", pa.list_(pa.float64())),
+        ("fragment", pa.string()),
+        ("toxicophores", pa.list_(pa.string())),
+    ]
+)
 
 STATUS_OK = "ok"
 STATUS_REJECTED = "rejected"
@@ -127,8 +140,9 @@ class ParsedChunk:
     parsed: list[tuple[int, Any]]
 
 
-def parse_rows(rows: Sequence[InputRow], settings: ScreenSettings,
-               times: Optional[StepTimes] = None) -> ParsedChunk:
+def parse_rows(
+    rows: Sequence[InputRow], settings: ScreenSettings, times: Optional[StepTimes] = None
+) -> ParsedChunk:
     """Parse every row into a Mutagenicity-like graph and fill the columns that need no model:
     rejected rows get status, reason and the app's message; accepted ones their status,
     canonical SMILES, parser's notes and toxicophore classes."""
@@ -157,18 +171,28 @@ def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChu
         error = row.error
         if error is None:
             try:
-                parsed.append((i, smiles_to_instance(row.smiles,
-                                                     keep_largest_fragment=settings.largest_fragment)))
+                parsed.append(
+                    (
+                        i,
+                        smiles_to_instance(
+                            row.smiles, keep_largest_fragment=settings.largest_fragment
+                        ),
+                    )
+                )
                 continue
             except MoleculeError as exc:
                 error = (exc.kind, str(exc))
         out["status"][i], out["reason"][i], out["message"][i] = (
-            STATUS_REJECTED, error[0], _one_line(error[1]))
+            STATUS_REJECTED,
+            error[0],
+            _one_line(error[1]),
+        )
     return ParsedChunk(out, parsed)
 
 
-def finish_rows(chunk: ParsedChunk, settings: ScreenSettings,
-                times: Optional[StepTimes] = None) -> pa.Table:
+def finish_rows(
+    chunk: ParsedChunk, settings: ScreenSettings, times: Optional[StepTimes] = None
+) -> pa.Table:
     """Predict and explain the accepted molecules of a parsed chunk (one batch), and fill the
     columns that depend on the explanation."""
     from gem_core.chemistry.convert import fragment_smiles
@@ -186,15 +210,20 @@ def finish_rows(chunk: ParsedChunk, settings: ScreenSettings,
         return pa.Table.from_pydict(out, schema=SCHEMA)
 
 
-def explain_rows(rows: Sequence[InputRow], settings: ScreenSettings,
-                 times: Optional[StepTimes] = None) -> pa.Table:
+def explain_rows(
+    rows: Sequence[InputRow], settings: ScreenSettings, times: Optional[StepTimes] = None
+) -> pa.Table:
     """Parse, predict and explain ``rows`` (one batch) into a table of :data:`SCHEMA`
     (``times``: add each step's seconds there)."""
     return finish_rows(parse_rows(rows, settings, times), settings, times)
 
 
-def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
-                    out: dict[str, list[Any]], times: Optional[StepTimes] = None) -> None:
+def _explain_parsed(
+    parsed: list[tuple[int, Any]],
+    settings: ScreenSettings,
+    out: dict[str, list[Any]],
+    times: Optional[StepTimes] = None,
+) -> None:
     from gem_core.models.predict import NODES_PER_FORWARD
 
     model = _model(settings)
@@ -202,7 +231,8 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
     with _step(times, "target's forward"):
         # on the CPU, forwards of a few thousand nodes (cache-sized) instead of the whole chunk
         proba_t = model.predict_proba(
-            instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None)
+            instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None
+        )
     labels_t = proba_t.argmax(-1)
     with _step(times, "explainer"):
         # the prediction is made once: an explainer that reads it (Gem) gets it from here
@@ -211,9 +241,14 @@ def _explain_parsed(parsed: list[tuple[int, Any]], settings: ScreenSettings,
         _fill_model_columns(parsed, proba_t.numpy(), labels_t.numpy(), explained, settings, out)
 
 
-def _fill_model_columns(parsed: list[tuple[int, Any]], proba: np.ndarray, labels: np.ndarray,
-                        explained: Sequence[Any], settings: ScreenSettings,
-                        out: dict[str, list[Any]]) -> None:
+def _fill_model_columns(
+    parsed: list[tuple[int, Any]],
+    proba: np.ndarray,
+    labels: np.ndarray,
+    explained: Sequence[Any],
+    settings: ScreenSettings,
+    out: dict[str, list[Any]],
+) -> None:
     """The prediction and the top-K bonds with their scores of every molecule: one ranking and
     one lookup for the whole chunk (no tensor operation per molecule)."""
     import torch
@@ -232,8 +267,8 @@ def _fill_model_columns(parsed: list[tuple[int, Any]], proba: np.ndarray, labels
     for (i, _), p, label, n in zip(parsed, proba.tolist(), labels.tolist(), counts.tolist()):
         out["prediction"][i] = CLASS_NAMES[label]
         out["p_mutagen"][i] = p[0]
-        out["bonds"][i] = bonds[end:end + n]
-        out["scores"][i] = scores[end:end + n]
+        out["bonds"][i] = bonds[end : end + n]
+        out["scores"][i] = scores[end : end + n]
         end += n
 
 
@@ -251,16 +286,18 @@ def warm_up(settings: ScreenSettings) -> str:
     return _model(settings).target().digest
 
 
-def screen_chunk(index: int, rows: Sequence[InputRow],
-                 settings: ScreenSettings) -> tuple[int, pa.Table]:
+def screen_chunk(
+    index: int, rows: Sequence[InputRow], settings: ScreenSettings
+) -> tuple[int, pa.Table]:
     """``(index, table)`` of one chunk, on one torch thread: the unit of work of every CPU path
     (this process, worker processes, Ray tasks)."""
     _one_thread()
     return index, explain_rows(rows, settings)
 
 
-def parse_chunk(index: int, rows: Sequence[InputRow],
-                settings: ScreenSettings) -> tuple[int, bytes]:
+def parse_chunk(
+    index: int, rows: Sequence[InputRow], settings: ScreenSettings
+) -> tuple[int, bytes]:
     """The parsing half of :func:`screen_chunk`, for worker processes feeding a GPU:
     ``(index, blob)``, the :class:`ParsedChunk` packed for the trip
     (:mod:`~gem_core.service.screening.wire`; :func:`unpack_parsed` gives it back)."""
@@ -276,4 +313,3 @@ def unpack_parsed(blob: bytes) -> ParsedChunk:
     from gem_core.service.screening.wire import unpack_molecules
 
     return ParsedChunk(*unpack_molecules(blob))
-

@@ -12,6 +12,7 @@ so that rows out = rows in. Lines starting with ``#`` are comments (not rows).
 The format is sniffed from the first line (as the Molecule page's upload does): a ``,`` or ``;``
 there, or a tab next to a SMILES header, means a table.
 """
+
 from __future__ import annotations
 
 import csv
@@ -68,18 +69,24 @@ def _decode(raw: bytes, row: int) -> tuple[str, Optional[tuple[str, str]]]:
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as exc:
-        message = (f"Row {row} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
-                   f"{exc.start + 1}); save the file as UTF-8.")
+        message = (
+            f"Row {row} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at position "
+            f"{exc.start + 1}); save the file as UTF-8."
+        )
         return raw.decode("utf-8", errors="replace"), ("encoding", message)
 
 
-def _column(header: list[str], wanted: Optional[str], candidates: tuple[str, ...],
-            what: str) -> Optional[int]:
+def _column(
+    header: list[str], wanted: Optional[str], candidates: tuple[str, ...], what: str
+) -> Optional[int]:
     lower = [h.strip().lower() for h in header]
     if wanted is not None:
         if wanted.strip().lower() not in lower:
-            raise MoleculeError(f"The table has no {what} column {wanted!r} (columns: "
-                                f"{', '.join(h.strip() for h in header) or 'none'}).", "file")
+            raise MoleculeError(
+                f"The table has no {what} column {wanted!r} (columns: "
+                f"{', '.join(h.strip() for h in header) or 'none'}).",
+                "file",
+            )
         return lower.index(wanted.strip().lower())
     return next((lower.index(h) for h in candidates if h in lower), None)
 
@@ -94,8 +101,9 @@ def _empty_error() -> tuple[str, str]:
     raise AssertionError("an empty SMILES must be rejected")  # pragma: no cover
 
 
-def iter_rows(stream: BinaryIO, smiles_column: Optional[str] = None,
-              id_column: Optional[str] = None) -> Iterator[InputRow]:
+def iter_rows(
+    stream: BinaryIO, smiles_column: Optional[str] = None, id_column: Optional[str] = None
+) -> Iterator[InputRow]:
     """Stream the rows of ``stream`` (see the module docstring), never more than a line in memory.
 
     Raises:
@@ -113,7 +121,9 @@ def iter_rows(stream: BinaryIO, smiles_column: Optional[str] = None,
         return
     head = first.decode("utf-8", errors="replace")
     tokens = [t.strip().lower() for t in head.replace(";", ",").replace("\t", ",").split(",")]
-    is_table = "," in head or ";" in head or ("\t" in head and any(t in SMILES_HEADERS for t in tokens))
+    is_table = (
+        "," in head or ";" in head or ("\t" in head and any(t in SMILES_HEADERS for t in tokens))
+    )
     if is_table or smiles_column is not None:
         delimiter = max((",", ";", "\t"), key=head.count)
         header = next(csv.reader([head], delimiter=delimiter))
@@ -121,13 +131,18 @@ def iter_rows(stream: BinaryIO, smiles_column: Optional[str] = None,
         if s_col is None:
             raise MoleculeError(
                 f"The table has no SMILES column (columns: {', '.join(header) or 'none'}). Name it "
-                f"'smiles' or pass --smiles-column.", "file")
+                f"'smiles' or pass --smiles-column.",
+                "file",
+            )
         i_col = _column(header, id_column, ID_HEADERS, "id")
         yield from _table_rows(lines, delimiter, s_col, i_col, empty)
         return
     if id_column is not None:
-        raise MoleculeError("--id-column applies to tables (.csv/.tsv); in a .smi file the id is "
-                            "the text after the SMILES.", "file")
+        raise MoleculeError(
+            "--id-column applies to tables (.csv/.tsv); in a .smi file the id is "
+            "the text after the SMILES.",
+            "file",
+        )
     body = lines
     if head.split()[0].lower() not in SMILES_HEADERS:
         body = _chain(first, lines)
@@ -159,8 +174,9 @@ def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputR
         yield InputRow(row, ident or None, smiles, error)
 
 
-def _table_rows(lines: Iterator[bytes], delimiter: str, s_col: int, i_col: Optional[int],
-                empty: tuple[str, str]) -> Iterator[InputRow]:
+def _table_rows(
+    lines: Iterator[bytes], delimiter: str, s_col: int, i_col: Optional[int], empty: tuple[str, str]
+) -> Iterator[InputRow]:
     for row, text, error in _numbered(lines):
         fields = next(csv.reader(io.StringIO(text), delimiter=delimiter), [])
         smiles = fields[s_col].strip() if s_col < len(fields) else ""

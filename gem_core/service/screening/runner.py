@@ -12,6 +12,7 @@ Three places run :func:`~gem_core.service.screening.chunk.screen_chunk`, with id
 On CUDA the model runs in this process and the worker processes only parse. At most
 ``2 * workers`` chunks are in flight, so memory does not grow with the input.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,17 +21,23 @@ import pickle
 import threading
 import time
 from collections import deque
-from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable, Iterator
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from gem_core.data.config import check_k
 from gem_core.explainers import check_method, method_spec
 from gem_core.runtime.workers import WorkerLostError, worker_pool
-from gem_core.data.config import check_k
-from gem_core.service.screening.chunk import (ScreenSettings, finish_rows, parse_chunk,
-                                              screen_chunk, unpack_parsed, warm_up)
+from gem_core.service.screening.chunk import (
+    ScreenSettings,
+    finish_rows,
+    parse_chunk,
+    screen_chunk,
+    unpack_parsed,
+    warm_up,
+)
 from gem_core.service.screening.output import ChunkStore, Summary, compact, output_format
 from gem_core.service.screening.reader import InputRow, count_lines, iter_rows, open_source
 
@@ -60,10 +67,17 @@ class ScreenResult:
         return self.summary.rows / self.seconds if self.seconds > 0 else float("nan")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"output": str(self.output), **self.summary.as_dict(), "seconds": self.seconds,
-                "molecules_per_second": self.molecules_per_second, "chunks": self.chunks,
-                "chunks_resumed": self.chunks_resumed, "workers": self.workers,
-                "backend": self.backend, "target": self.target}
+        return {
+            "output": str(self.output),
+            **self.summary.as_dict(),
+            "seconds": self.seconds,
+            "molecules_per_second": self.molecules_per_second,
+            "chunks": self.chunks,
+            "chunks_resumed": self.chunks_resumed,
+            "workers": self.workers,
+            "backend": self.backend,
+            "target": self.target,
+        }
 
 
 def default_workers() -> int:
@@ -81,12 +95,19 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
     if not method_spec(method).batched:
         from gem_core.explainers import BATCH_METHODS
 
-        raise ValueError(f"{method!r} explains one molecule at a time; a screen needs a batched "
-                         f"method: {', '.join(BATCH_METHODS)}.")
+        raise ValueError(
+            f"{method!r} explains one molecule at a time; a screen needs a batched "
+            f"method: {', '.join(BATCH_METHODS)}."
+        )
     k = None if settings.k is None else check_k(settings.k)
     device = _screen_device(settings.device)
-    return ScreenSettings(method=method, k=k, target=settings.target, device=device,
-                          largest_fragment=bool(settings.largest_fragment))
+    return ScreenSettings(
+        method=method,
+        k=k,
+        target=settings.target,
+        device=device,
+        largest_fragment=bool(settings.largest_fragment),
+    )
 
 
 def _screen_device(device: str) -> str:
@@ -113,6 +134,7 @@ def _chunks(rows: Iterator[InputRow], size: int) -> Iterator[tuple[int, list[Inp
 
 # ----------------------------------------------------------------------------- backends
 
+
 class _Inline:
     name = "process"
 
@@ -133,7 +155,8 @@ def _worker_lost() -> WorkerLostError:
     return WorkerLostError(
         "A worker process of this screen died before finishing its chunk (killed, out of "
         "memory, or a crash in native code). The chunks finished so far are kept: run the same "
-        "command again to resume, or with --workers 1 to screen in this process.")
+        "command again to resume, or with --workers 1 to screen in this process."
+    )
 
 
 class _Processes:
@@ -182,8 +205,11 @@ class _Ray:
                 self.node = _start_task_node(workers)
                 if self.node is not None:
                     try:  # Ray's "connecting to an existing cluster" would say otherwise
-                        ray.init(address=self.node.address, log_to_driver=False,
-                                 logging_level=logging.WARNING)
+                        ray.init(
+                            address=self.node.address,
+                            log_to_driver=False,
+                            logging_level=logging.WARNING,
+                        )
                     except BaseException:
                         self.node.kill_all_processes(check_alive=False, allow_graceful=True)
                         raise
@@ -211,14 +237,16 @@ class _Ray:
             raise WorkerLostError(
                 f"The Ray workers of this screen cannot load the engine and its model "
                 f"({type(cause).__name__}: {first_line}). Install gem_core where Ray's "
-                f"workers run (pip install -e . from this checkout).") from exc
+                f"workers run (pip install -e . from this checkout)."
+            ) from exc
 
     def submit(self, index: int, rows: list[InputRow]) -> Any:
         # One pickle of the chunk: Ray's own serializer handles each row on its own (6.0 ms of
         # the driver per 2,000 rows against 2.2, on the cores its workers need; the worker
         # rebuilt them one by one too).
-        return self.task.remote(index, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL),
-                                self.settings)
+        return self.task.remote(
+            index, pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL), self.settings
+        )
 
     def result(self, handle: Any) -> Any:
         try:
@@ -228,7 +256,8 @@ class _Ray:
                 "A Ray worker of this screen died before finishing its chunk (killed, out of "
                 "memory, a crash in native code, or a worker that cannot import gem_core: "
                 "install it where Ray's workers run, e.g. pip install -e .). The chunks "
-                "finished so far are kept: run the same command again to resume.") from exc
+                "finished so far are kept: run the same command again to resume."
+            ) from exc
 
     def close(self) -> None:
         if self.started:
@@ -246,7 +275,8 @@ def _engine_error(error: Any) -> bool:
     """Whether a worker's ``error`` is one the engine raises for the user (bad settings, a
     missing or corrupted model, missing data), rather than a broken worker environment."""
     return isinstance(error, (ValueError, FileNotFoundError)) or (
-        isinstance(error, Exception) and type(error).__module__.startswith("gem_core."))
+        isinstance(error, Exception) and type(error).__module__.startswith("gem_core.")
+    )
 
 
 #: objects up to this size go inline with a task's messages on the node a screen starts itself
@@ -275,10 +305,16 @@ def _start_task_node(workers: int) -> Any:
         from ray._private.node import Node
         from ray._private.parameter import RayParams
 
-        params = RayParams(num_cpus=workers, include_dashboard=False, no_monitor=True,
-                           include_log_monitor=False,
-                           _system_config={"enable_worker_prestart": True,
-                                           "max_direct_call_object_size": _INLINE_BYTES})
+        params = RayParams(
+            num_cpus=workers,
+            include_dashboard=False,
+            no_monitor=True,
+            include_log_monitor=False,
+            _system_config={
+                "enable_worker_prestart": True,
+                "max_direct_call_object_size": _INLINE_BYTES,
+            },
+        )
     except (ImportError, TypeError):  # pragma: no cover (another Ray version)
         return None
 
@@ -290,8 +326,9 @@ def _start_task_node(workers: int) -> Any:
             super().start_ray_processes()
             _await_registration(self)
 
-    return TaskNode(params, head=True, shutdown_at_exit=False, spawn_reaper=True,
-                    ray_init_cluster=True)
+    return TaskNode(
+        params, head=True, shutdown_at_exit=False, spawn_reaper=True, ray_init_cluster=True
+    )
 
 
 def _await_registration(node: Any, timeout_s: float = 30.0, poll_s: float = 0.02) -> None:
@@ -346,25 +383,47 @@ def ray_screen_chunk(index: int, rows: bytes, settings: ScreenSettings) -> tuple
 
 # ----------------------------------------------------------------------------- the run
 
-def _fingerprint(source: Union[str, Path], settings: ScreenSettings, chunk_size: int,
-                 smiles_column: Optional[str], id_column: Optional[str],
-                 target_digest: str) -> dict:
+
+def _fingerprint(
+    source: Union[str, Path],
+    settings: ScreenSettings,
+    chunk_size: int,
+    smiles_column: Optional[str],
+    id_column: Optional[str],
+    target_digest: str,
+) -> dict:
     if str(source) == "-":
         where: dict[str, Any] = {"input": "-"}
     else:
         st = Path(source).stat()
-        where = {"input": str(Path(source).resolve()), "input_bytes": st.st_size,
-                 "input_mtime_ns": st.st_mtime_ns}
-    return {**where, **settings.as_dict(), "chunk_size": chunk_size,
-            "smiles_column": smiles_column, "id_column": id_column,
-            "target_digest": target_digest}
+        where = {
+            "input": str(Path(source).resolve()),
+            "input_bytes": st.st_size,
+            "input_mtime_ns": st.st_mtime_ns,
+        }
+    return {
+        **where,
+        **settings.as_dict(),
+        "chunk_size": chunk_size,
+        "smiles_column": smiles_column,
+        "id_column": id_column,
+        "target_digest": target_digest,
+    }
 
 
-def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenSettings,
-           workers: Optional[int] = None, ray_address: Optional[str] = None, use_ray: bool = False,
-           chunk_size: int = DEFAULT_CHUNK_SIZE, smiles_column: Optional[str] = None,
-           id_column: Optional[str] = None, restart: bool = False,
-           progress: Optional[RowsProgress] = None) -> ScreenResult:
+def screen(
+    source: Union[str, Path],
+    output: Union[str, Path],
+    settings: ScreenSettings,
+    workers: Optional[int] = None,
+    ray_address: Optional[str] = None,
+    use_ray: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    smiles_column: Optional[str] = None,
+    id_column: Optional[str] = None,
+    restart: bool = False,
+    progress: Optional[RowsProgress] = None,
+) -> ScreenResult:
     """Screen every row of ``source`` (path or ``-``) into ``output`` (``.parquet``/``.csv``).
 
     Resumes an interrupted run of the same arguments (``restart`` discards it instead).
@@ -403,8 +462,9 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
                 digest = backend.target_digest()
             else:
                 digest = _model(settings).target().digest
-            store = ChunkStore(output, _fingerprint(source, settings, chunk_size, smiles_column,
-                                                    id_column, digest))
+            store = ChunkStore(
+                output, _fingerprint(source, settings, chunk_size, smiles_column, id_column, digest)
+            )
             done = store.open(restart=restart)
             expected = count_lines(source)
             all_rows = rows if first is None else _prepend(first, rows)
@@ -447,13 +507,22 @@ def screen(source: Union[str, Path], output: Union[str, Path], settings: ScreenS
     closing = threading.Thread(target=backend.close, name="gem-screen-close")
     closing.start()
     try:
-        summary = compact(store, num_chunks, fmt, metadata={**store.settings,
-                                                           "format": fmt, "chunks": num_chunks})
+        summary = compact(
+            store, num_chunks, fmt, metadata={**store.settings, "format": fmt, "chunks": num_chunks}
+        )
     finally:
         closing.join()
     store.remove()
-    return ScreenResult(output, summary, time.perf_counter() - start, num_chunks, resumed,
-                        workers, backend.name, settings.target)
+    return ScreenResult(
+        output,
+        summary,
+        time.perf_counter() - start,
+        num_chunks,
+        resumed,
+        workers,
+        backend.name,
+        settings.target,
+    )
 
 
 def _prepend(first: InputRow, rest: Iterator[InputRow]) -> Iterator[InputRow]:

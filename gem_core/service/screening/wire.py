@@ -14,6 +14,7 @@ model for all workers: what it takes to send a chunk, and what it takes to recei
 The instances that come out equal those that went in, field for field, so a screen gives the same
 bytes whichever process parsed its molecules.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -44,8 +45,10 @@ def pack_molecules(columns: dict[str, list[Any]], parsed: list[tuple[int, Any]])
             raise ValueError(f"some instances of the chunk have no {name!r}: cannot join it")
         else:
             joined[name] = (torch.cat(values, dim).numpy(), [int(v.size(dim)) for v in values])
-    others = [{f.name: getattr(inst, f.name) for f in fields(Instance) if f.name not in _JOINED}
-              for inst in instances]
+    others = [
+        {f.name: getattr(inst, f.name) for f in fields(Instance) if f.name not in _JOINED}
+        for inst in instances
+    ]
     shells = [replace(mol, instance=None) for mol in molecules]
     payload = (columns, [i for i, _ in parsed], shells, others, joined)
     return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
