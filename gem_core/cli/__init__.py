@@ -19,7 +19,7 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune", "screen")
+COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune", "screen", "results")
 
 
 class UserError(Exception):

@@ -133,7 +133,7 @@ class DatasetSpec:
 # Gem trains 3 auto-encoders and averages their scores (GemSettings.ensemble): refitted with
 # another seed it keeps far more of the same top-K edges. Validation split, 6 single fits (an
 # ensemble of 3 = the mean of 3 of them), stability at the smallest K: Mutagenicity (paper target)
-# 0.80 -> 0.87, BA-shapes 0.75 -> 0.89; accuracy@K the same or higher (docs/results.md,
+# 0.80 -> 0.87, BA-shapes 0.75 -> 0.89; accuracy@K the same or higher (docs/history/results-diary.md,
 # "Stability across seeds"); Mutagenicity's strong target inherits the row (0.81 -> 0.87).
 # Tree-cycles keeps one; NCI1 and, since 2026-11-26, both Mutagenicity targets average 5 (their
 # rows below).

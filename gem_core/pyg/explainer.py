@@ -185,7 +185,7 @@ class GemExplainer(ExplainerAlgorithm):
             explanation put in the model's own greedy deletion order (step by step, the edge
             whose deletion most lowers the predicted class under both protocols: necessity),
             before the check grows the rest; default 0 (off). The engine's BA-shapes, NCI1 and
-            Mutagenicity rows use it (see ``docs/results.md``).
+            Mutagenicity rows use it (see ``docs/history/results-diary.md``).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
