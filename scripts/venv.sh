@@ -35,8 +35,24 @@ gem_make_venv() {
   fi
 }
 
+# RDKit's wheel links the X11 render libraries (its drawing code), which a minimal Debian or a
+# container lacks: "ImportError: libXrender.so.1" on the first molecule. Installed with apt-get.
+gem_system_libs() {
+  command -v ldconfig >/dev/null 2>&1 || return 0
+  local missing=""
+  ldconfig -p | grep -q "libXrender.so.1" || missing="$missing libxrender1"
+  ldconfig -p | grep -q "libXext.so.6" || missing="$missing libxext6"
+  ldconfig -p | grep -q "libX11.so.6" || missing="$missing libx11-6"
+  if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing the system libraries RDKit needs:$missing" >&2
+    _gem_sudo apt-get update -qq && _gem_sudo apt-get install -y -qq $missing >/dev/null \
+      || echo "warning: could not install$missing; drawing molecules will fail" >&2
+  fi
+}
+
 gem_install() {
   local file="$1"
+  gem_system_libs
   gem_make_venv
   GEM_PY="$GEM_VENV/bin/python"
   local venv_path stamp_dir stamp
