@@ -13,7 +13,7 @@ from torch_geometric.data import Batch
 from gem_core.cli import bench_outside
 from gem_core.data.datasets import load_dataset
 from gem_core.data.protocol import PROTOCOLS
-from gem_core.evaluation.outside import (OUTSIDE_METHODS, OUTSIDE_MODELS, instances_of,
+from gem_core.evaluation.outside import (OUTSIDE_METHODS, OUTSIDE_MODELS, bond_kwargs, instances_of,
                                          outside_model, pair_scores, run_outside,
                                          train_outside_model)
 
@@ -37,7 +37,7 @@ def test_bad_input_is_refused_before_torch():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = [l for l in proc.stderr.splitlines() if not l.startswith("import time:")]
-    assert lines == ["error: unknown model 'transformer'; choose from gcn_max, gin, sage"]
+    assert lines == ["error: unknown model 'transformer'; choose from gcn_max, gin, sage, gine, gatv2"]
     imported = {l.rsplit("|", 1)[1].strip().split(".")[0] for l in proc.stderr.splitlines()
                 if l.startswith("import time:") and "|" in l}
     assert not imported & {"torch", "torch_geometric"}
@@ -75,7 +75,7 @@ def test_every_recipe_trains_reproducibly_on_a_few_molecules(mutagenicity, name)
         assert ka == kb and torch.equal(va, vb)
     assert set(acc) == {"train", "val", "test"} and all(0 <= v <= 1 for v in acc.values())
     g = Batch.from_data_list(mutagenicity.graphs[:3])
-    assert a(g.x, g.edge_index, g.batch).shape == (3, 2)
+    assert a(g.x, g.edge_index, g.batch, **bond_kwargs(a, g)).shape == (3, 2)
 
 
 def test_bench_outside_end_to_end_on_a_small_run(mutagenicity, tmp_path, monkeypatch):

@@ -52,6 +52,9 @@ def test_doc_code_runs(monkeypatch, tmp_path, capsys):
     assert many.edge_masks.shape == (len(namespace["test_nodes"]), namespace["data"].num_edges)
     graph_explanation = namespace["graph_explanation"]
     assert graph_explanation.edge_mask.shape == (namespace["batch"].num_edges,)
+    # bond features: fitted with them, explained with them
+    assert namespace["bond_explainer"].algorithm.edge_inputs_.names == ("edge_attr",)
+    assert namespace["bond_explanation"].edge_mask.shape == (namespace["held_out"].num_edges,)
     comparison = namespace["comparison"]
     assert set(comparison.results) == {"gem", "gnnexplainer", "pgexplainer"}
     for result in comparison.results.values():

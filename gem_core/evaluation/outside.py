@@ -53,6 +53,61 @@ class _PooledGNN(nn.Module):
         return self.head(self.pool(h, batch))
 
 
+class _PooledEdgeGNN(_PooledGNN):
+    """:class:`_PooledGNN` whose layers also read the bond features, ``conv(h, edge_index,
+    edge_attr)`` (GINE, GATv2 with ``edge_dim``): the molecule models PyG users train."""
+
+    def forward(  # type: ignore[override]
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Optional[Tensor] = None,
+        edge_attr: Optional[Tensor] = None,
+    ) -> Tensor:
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        if edge_attr is None:
+            raise ValueError("this model reads bond features: pass edge_attr")
+        h, e = x.float(), edge_attr.float()
+        for conv in self.convs:
+            h = conv(h, edge_index, e).relu()
+        return self.head(self.pool(h, batch))
+
+
+#: bond features of Mutagenicity's graphs (one-hot single / double / triple)
+BOND_FEATURES = 3
+
+
+def _gine(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import GINEConv, global_add_pool
+
+    h = 32
+
+    def mlp(a: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(a, h), nn.ReLU(), nn.Linear(h, h))
+
+    return _PooledEdgeGNN(
+        [GINEConv(mlp(features), edge_dim=BOND_FEATURES)]
+        + [GINEConv(mlp(h), edge_dim=BOND_FEATURES) for _ in range(2)],
+        global_add_pool,
+        h,
+        classes,
+    )
+
+
+def _gatv2(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import GATv2Conv, global_mean_pool
+
+    h = 32
+    return _PooledEdgeGNN(
+        [GATv2Conv(features, h // 4, heads=4, edge_dim=BOND_FEATURES)]
+        + [GATv2Conv(h, h // 4, heads=4, edge_dim=BOND_FEATURES) for _ in range(2)],
+        global_mean_pool,
+        h,
+        classes,
+    )
+
+
 def _gcn_max(features: int, classes: int) -> nn.Module:
     from torch_geometric.nn import GCNConv, global_max_pool
 
@@ -101,6 +156,14 @@ OUTSIDE_MODELS: dict[str, OutsideModel] = {
         ),
         OutsideModel("gin", "3-layer GIN, hidden 32, sum pooling", _gin),
         OutsideModel("sage", "3-layer GraphSAGE, hidden 32, mean pooling", _sage),
+        OutsideModel(
+            "gine", "3-layer GINE reading bond types (edge_attr), hidden 32, sum pooling", _gine
+        ),
+        OutsideModel(
+            "gatv2",
+            "3-layer GATv2 (4 heads) reading bond types (edge_attr), hidden 32, mean pooling",
+            _gatv2,
+        ),
     )
 }
 
@@ -144,7 +207,8 @@ def train_outside_model(
         model.train()
         for b in loader:
             opt.zero_grad()
-            F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1)).backward()
+            out = model(b.x, b.edge_index, b.batch, **bond_kwargs(model, b))
+            F.cross_entropy(out, b.y.view(-1)).backward()
             opt.step()
         acc = accuracy(model, [graphs[i] for i in split.val.tolist()])
         if acc > best:
@@ -165,7 +229,15 @@ def accuracy(model: nn.Module, graphs: Sequence[Any]) -> float:
 
     model.eval()
     b = Batch.from_data_list(list(graphs))
-    return float((model(b.x, b.edge_index, b.batch).argmax(-1) == b.y.view(-1)).float().mean())
+    out = model(b.x, b.edge_index, b.batch, **bond_kwargs(model, b))
+    return float((out.argmax(-1) == b.y.view(-1)).float().mean())
+
+
+def bond_kwargs(model: nn.Module, batch: Any) -> dict[str, Tensor]:
+    """``edge_attr=`` of a PyG batch for a model whose forward reads it, else nothing."""
+    from gem_core.explainers._pyg import takes_edge_attr
+
+    return {"edge_attr": batch.edge_attr} if takes_edge_attr(model) else {}
 
 
 #: training epochs of an outside model (the epoch of best validation accuracy is kept)
@@ -284,7 +356,10 @@ def explain_again(algorithm: Any, graphs: Sequence[Any], **check: Any) -> list[T
     try:
         b = Batch.from_data_list(list(graphs))
         start = time.perf_counter()
-        mask = algorithm.explainer_(b.x, b.edge_index, batch=b.batch).edge_mask
+        model = algorithm.explainer_.model
+        mask = algorithm.explainer_(
+            b.x, b.edge_index, batch=b.batch, **bond_kwargs(model, b)
+        ).edge_mask
         algorithm.explain_seconds_ = time.perf_counter() - start
     finally:
         for name, value in before.items():

@@ -17,6 +17,7 @@ from torch_geometric.explain.algorithm import ExplainerAlgorithm
 from torch_geometric.explain.config import ModelMode, ModelReturnType
 
 from gem_core.data.instances import InstanceBatch
+from gem_core.pyg.edge_inputs import EdgeInputs
 
 PROB_FLOOR = 1e-12  # probabilities are clipped to [1e-12, 1] before the log
 
@@ -63,6 +64,8 @@ class PyGBlackBox:
         mode, return_type: from the explainer's model config.
         device: where batches are evaluated (the device of the user's data).
         model_kwargs: extra non-tensor keyword arguments passed on every call.
+        edge_inputs: the model's per-edge tensors (bond features, edge weights), which every
+            batch then carries as rows and the model gets under their own names.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class PyGBlackBox:
         return_type: Union[ModelReturnType, str],
         device: Union[str, torch.device] = "cpu",
         model_kwargs: Optional[dict[str, Any]] = None,
+        edge_inputs: Optional[EdgeInputs] = None,
     ):
         self.model = model
         self.task = task
@@ -80,13 +84,19 @@ class PyGBlackBox:
         self.return_type = ModelReturnType(return_type)
         self.device = torch.device(device)
         self.kwargs = dict(model_kwargs or {})
+        self.edge_inputs = edge_inputs
+        #: batches built for this black box carry the per-edge rows (the engine's convention)
+        self.uses_edge_attr = edge_inputs is not None
         self.num_classes = 0  # set by the first call
 
     @torch.no_grad()
     def __call__(self, batch: InstanceBatch) -> Tensor:
         b = batch.to(self.device)
+        kwargs = self.kwargs
+        if self.edge_inputs is not None:
+            kwargs = {**kwargs, **self.edge_inputs.model_kwargs(b.edge_attr, self.device)}
         if self.task == "node":
-            out = self.model(b.x, b.edge_index, **self.kwargs)
+            out = self.model(b.x, b.edge_index, **kwargs)
             if out.size(0) != b.x.size(0):
                 raise ValueError(
                     f"a node-level model must return one row per node: got "
@@ -94,7 +104,7 @@ class PyGBlackBox:
                 )
             out = out[b.target_index]
         else:
-            out = self.model(b.x, b.edge_index, batch=b.batch, **self.kwargs)
+            out = self.model(b.x, b.edge_index, batch=b.batch, **kwargs)
             if out.size(0) != b.num_instances:
                 raise ValueError(
                     f"a graph-level model must return one row per graph of `batch`: got "

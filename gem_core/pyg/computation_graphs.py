@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs, np_segment_arange
+from gem_core.pyg.edge_inputs import EdgeInputs
 
 DENSE_LOOKUP_LIMIT = 4_000_000  # (explained nodes × graph nodes) up to which lookups use a table
 
@@ -39,6 +40,8 @@ class ComputationGraphs:
         local_pairs: pairs ``[2, Q]`` in each instance's own node numbering (``u < v``).
         node_counts, pair_counts: ``[B]`` nodes and pairs of every instance.
         targets: position of each instance's target node in its own numbering, or None (graphs).
+        edge_attr: per stacked pair, the model's per-edge inputs as rows ``[Q, a]``
+            (:class:`~gem_core.pyg.edge_inputs.EdgeInputs`), or None.
 
     Attributes:
         graphs: the computation graphs packed (:class:`~gem_core.data.packed.PackedGraphs`, the
@@ -66,8 +69,11 @@ class ComputationGraphs:
         num_pairs: int,
         labels: Optional[Sequence[int]],
         indices: Sequence[int],
+        edge_attr: Optional[Tensor] = None,
     ):
-        self.graphs = PackedGraphs.from_segments(x, local_pairs, node_counts, pair_counts, targets)
+        self.graphs = PackedGraphs.from_segments(
+            x, local_pairs, node_counts, pair_counts, targets, edge_attr
+        )
         self.local_pairs, self.targets = local_pairs, targets
         self.node_ids, self.pair_ids, self.edge_pair = node_ids, pair_ids, edge_pair
         self.num_pairs = int(num_pairs)
@@ -106,9 +112,12 @@ class ComputationGraphs:
             xs, pairs = g.split_nodes(g.x), g.split_pairs(self.local_pairs, dim=1)
             ids = g.split_nodes(self.node_ids) if node_task else [None] * len(self)
             targets = self.targets.tolist() if node_task else [None] * len(self)
+            attrs = g.split_pairs(g.edge_attr) if g.edge_attr is not None else [None] * len(self)
             self._instances = [
-                Instance(x=x, pairs=p, y=y, target=t, index=index, node_ids=n)
-                for x, p, y, t, index, n in zip(xs, pairs, self.labels, targets, self.indices, ids)
+                Instance(x=x, pairs=p, y=y, target=t, index=index, node_ids=n, edge_attr=a)
+                for x, p, y, t, index, n, a in zip(
+                    xs, pairs, self.labels, targets, self.indices, ids, attrs
+                )
             ]
         return self._instances
 
@@ -172,6 +181,7 @@ def node_computation_graphs(
     num_hops: int,
     labels: Optional[Sequence[int]] = None,
     structure: Optional[GraphStructure] = None,
+    pair_attr: Optional[Tensor] = None,
 ) -> ComputationGraphs:
     """The ``num_hops``-hop computation graph of every node in ``nodes``, vectorised.
 
@@ -179,6 +189,7 @@ def node_computation_graphs(
     the symmetrised graph (all edges among the nodes within ``num_hops`` hops), relabelled in
     increasing node id, pairs sorted: the instances ``gem_core.data.instances.node_instance`` cuts.
     The hop distance of every node to its target comes along (``ComputationGraphs.hops``).
+    ``pair_attr``: per distinct pair of the graph, the model's per-edge inputs (rows), cut along.
     """
     n = int(x.size(0))
     nodes_np = np.asarray([int(v) for v in nodes], dtype=np.int64)
@@ -239,6 +250,7 @@ def node_computation_graphs(
         st.num_pairs,
         labels,
         nodes_np.tolist(),
+        None if pair_attr is None else pair_attr[torch.from_numpy(cand)],
     )
     out.hops = torch.from_numpy(hops)
     out.structure = st
@@ -251,8 +263,11 @@ def graph_computation_graphs(
     batch: Optional[Tensor] = None,
     labels: Optional[Sequence[int]] = None,
     indices: Optional[Sequence[int]] = None,
+    edge_tensors: Optional[dict[str, Tensor]] = None,
+    edge_inputs: Optional[EdgeInputs] = None,
 ) -> ComputationGraphs:
-    """Every graph of a (possibly batched) graph as one instance, with the way back to its edges."""
+    """Every graph of a (possibly batched) graph as one instance, with the way back to its edges
+    (and, with ``edge_inputs``, the model's per-edge ``edge_tensors`` as per-pair rows)."""
     n = int(x.size(0))
     bvec = (
         np.zeros(n, dtype=np.int64)
@@ -288,14 +303,25 @@ def graph_computation_graphs(
         int(lo.size),
         labels,
         list(range(num_graphs)) if indices is None else indices,
+        None
+        if edge_inputs is None
+        else edge_inputs.pair_rows(edge_tensors or {}, torch.from_numpy(edge_pair), int(lo.size))[
+            torch.from_numpy(pair_order)
+        ],
     )
 
 
 def node_fit_instances(
-    data: Any, index, hops: int, target: Optional[Tensor], phenomenon: bool
+    data: Any,
+    index,
+    hops: int,
+    target: Optional[Tensor],
+    phenomenon: bool,
+    edge_inputs: Optional[EdgeInputs] = None,
 ) -> tuple[list[Instance], torch.device]:
-    """Node level: the training nodes' computation graphs (labels only for ``phenomenon``) and
-    the device of the user's data."""
+    """Node level: the training nodes' computation graphs (labels only for ``phenomenon``; with
+    ``edge_inputs``, the model's per-edge tensors of ``data`` cut along) and the device of the
+    user's data."""
     if not isinstance(data, Data):
         what = (
             f"a list of {len(data)} graphs"
@@ -332,15 +358,26 @@ def node_fit_instances(
                 f"one per index entry ({len(nodes)})"
             )
     warn_if_directed(data.edge_index, n)
-    graphs = node_computation_graphs(data.x, data.edge_index, nodes, hops, labels)
+    st = GraphStructure(data.edge_index, n)
+    pair_attr = None
+    if edge_inputs is not None:
+        tensors = {name: getattr(data, name) for name in edge_inputs.names}
+        pair_attr = edge_inputs.pair_rows(tensors, st.edge_pair, st.num_pairs)
+    graphs = node_computation_graphs(
+        data.x, data.edge_index, nodes, hops, labels, structure=st, pair_attr=pair_attr
+    )
     return graphs.instances, data.x.device
 
 
 def graph_fit_instances(
-    data: Any, index, target: Optional[Tensor], phenomenon: bool
+    data: Any,
+    index,
+    target: Optional[Tensor],
+    phenomenon: bool,
+    edge_inputs: Optional[EdgeInputs] = None,
 ) -> tuple[list[Instance], torch.device]:
-    """Graph level: every training graph as one instance (labels only for ``phenomenon``) and
-    the device of the user's data."""
+    """Graph level: every training graph as one instance (labels only for ``phenomenon``; with
+    ``edge_inputs``, each graph's per-edge tensors along) and the device of the user's data."""
     if isinstance(data, Data):
         raise ValueError(
             "task_level='graph': fit expects a list or Dataset of graphs (one Data each), "
@@ -377,7 +414,13 @@ def graph_fit_instances(
             )
         if i < 100:  # a sample is enough to notice a directed dataset
             warn_if_directed(g.edge_index, int(g.x.size(0)))
-        inst = graph_computation_graphs(g.x, g.edge_index, None, [label], [i]).instances[0]
+        tensors = None
+        if edge_inputs is not None:
+            tensors = {name: getattr(g, name, None) for name in edge_inputs.names}
+            edge_inputs.check_same(EdgeInputs.of(tensors, int(g.edge_index.size(1))))
+        inst = graph_computation_graphs(
+            g.x, g.edge_index, None, [label], [i], edge_tensors=tensors, edge_inputs=edge_inputs
+        ).instances[0]
         instances.append(inst)
     return instances, graphs[0].x.device
 

@@ -87,6 +87,7 @@ from gem_core.pyg.computation_graphs import (
     node_computation_graphs,
     node_fit_instances,
 )
+from gem_core.pyg.edge_inputs import EDGE_INPUT_NAMES, EdgeInputs, fit_edge_inputs
 from gem_core.pyg.edge_masks import edge_masks
 from gem_core.pyg.receptive_field import check_receptive_field
 from gem_core.runtime.device import resolve_device
@@ -348,9 +349,15 @@ class GemExplainer(ExplainerAlgorithm):
         self._require_connected()
         for key, value in kwargs.items():
             if isinstance(value, Tensor):
+                where = (
+                    f" Per-edge tensors travel with the graphs: give them as data.{key}."
+                    if key in EDGE_INPUT_NAMES
+                    else ""
+                )
                 raise ValueError(
-                    f"Gem distils the model on subgraphs, so tensor inputs besides x, edge_index "
-                    f"(and batch at graph level) cannot be carried over: got {key}=<tensor>."
+                    f"Gem distils the model on subgraphs, so tensor inputs besides x, edge_index, "
+                    f"batch and the graphs' own per-edge tensors (edge_attr, edge_weight) cannot "
+                    f"be carried over: got {key}=<tensor>.{where}"
                 )
         start = time.perf_counter()
         level = self.task_level
@@ -366,19 +373,30 @@ class GemExplainer(ExplainerAlgorithm):
                 "could not find any MessagePassing layer in the model to count the hops of a "
                 "node's computation graph: pass GemExplainer(num_hops=...)"
             )
+        edge_inputs = fit_edge_inputs(model, data, level)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             if level == "node":
-                instances, dev = node_fit_instances(data, index, hops, target, phenomenon)
+                instances, dev = node_fit_instances(
+                    data, index, hops, target, phenomenon, edge_inputs
+                )
             else:
-                instances, dev = graph_fit_instances(data, index, target, phenomenon)
+                instances, dev = graph_fit_instances(data, index, target, phenomenon, edge_inputs)
             black_box = PyGBlackBox(
-                model, level, self.model_config.mode, self.model_config.return_type, dev, kwargs
+                model,
+                level,
+                self.model_config.mode,
+                self.model_config.return_type,
+                dev,
+                kwargs,
+                edge_inputs,
             )
             gem_device = resolve_device(self.device if self.device is not None else dev)
             was_training = model.training
             model.eval()
-            settings = self.gem_settings(level, hops, phenomenon)
+            settings = self.gem_settings(
+                level, hops, phenomenon, edge_features=edge_inputs is not None
+            )
             if level == "node":
                 try:
                     check_receptive_field(
@@ -429,6 +447,7 @@ class GemExplainer(ExplainerAlgorithm):
         self.settings_ = settings
         self.distillation_: Distillation = dist
         self.num_hops_ = int(hops)
+        self.edge_inputs_: Optional[EdgeInputs] = edge_inputs
         self.num_classes_ = int(black_box.num_classes)
         self.num_features_ = int(instances[0].x.size(1))
         self.task_level_ = level
@@ -437,12 +456,15 @@ class GemExplainer(ExplainerAlgorithm):
         report(progress, 1.0, f"Gem fitted on {len(instances)} instances")
         return self
 
-    def gem_settings(self, level: str, hops: int, phenomenon: bool) -> GemSettings:
+    def gem_settings(
+        self, level: str, hops: int, phenomenon: bool, edge_features: bool = False
+    ) -> GemSettings:
         """The :class:`~gem_core.gem.settings.GemSettings` of a fit at ``level`` (``"node"`` or
         ``"graph"``) with ``hops``-hop computation graphs: this explainer's options, and where
         not given, the level's defaults (target kind ``mix`` / ``graded``, lr 0.003 / 0.01);
         distilled against the labels for ``phenomenon`` explanations, the model's prediction
-        otherwise."""
+        otherwise. ``edge_features``: the model reads per-edge tensors, and so does Gem's
+        auto-encoder (per-node sums in the encoder, each pair's own in an MLP decoder)."""
         graph = level == "graph"
         policy = self.topk_policy or ("sufficient" if graph else DEFAULT_TOPK_POLICY)
         target_ks = self.target_ks
@@ -472,6 +494,7 @@ class GemExplainer(ExplainerAlgorithm):
             num_hops=max(hops, 1),
             ensemble=self.ensemble,
             decoder=self.decoder or ("mlp" if graph else "inner"),
+            edge_features=edge_features,
             seed=self.seed,
             **self._check_options(level),
         )
@@ -545,20 +568,23 @@ class GemExplainer(ExplainerAlgorithm):
             raise ValueError(
                 f"x has {x.size(1)} node features, Gem was fitted with {self.num_features_}"
             )
+        edge_inputs = self._explain_edge_inputs(kwargs, int(edge_index.size(1)))
         if level == "node":
             if index is None:
                 raise ValueError("node-level explanations need the node(s) to explain: index=...")
             nodes = as_node_list(index, int(x.size(0)))
+            structure = self._structure(edge_index, int(x.size(0)))
+            pair_attr = None
+            if edge_inputs is not None:
+                pair_attr = edge_inputs.pair_rows(kwargs, structure.edge_pair, structure.num_pairs)
             graphs = node_computation_graphs(
-                x,
-                edge_index,
-                nodes,
-                self.num_hops_,
-                structure=self._structure(edge_index, int(x.size(0))),
+                x, edge_index, nodes, self.num_hops_, structure=structure, pair_attr=pair_attr
             )
             keep = None
         else:
-            graphs = graph_computation_graphs(x, edge_index, kwargs.get("batch"))
+            graphs = graph_computation_graphs(
+                x, edge_index, kwargs.get("batch"), edge_tensors=kwargs, edge_inputs=edge_inputs
+            )
             keep = None if index is None else as_node_list(index, len(graphs))
         predicted = None
         if self.explainer_config.explanation_type == ExplanationType.model:
@@ -573,6 +599,21 @@ class GemExplainer(ExplainerAlgorithm):
         if per_node is not None:
             out.edge_masks = per_node
         return out
+
+    def _explain_edge_inputs(self, kwargs: dict[str, Any], num_edges: int) -> Optional[EdgeInputs]:
+        """The per-edge tensors of this call, checked against those Gem was fitted with."""
+        fitted = getattr(self, "edge_inputs_", None)
+        given = EdgeInputs.of(kwargs, num_edges)
+        if fitted is None:
+            if given is not None:
+                raise ValueError(
+                    f"this call gives {given.describe()}, but Gem was fitted without per-edge "
+                    f"tensors: fit on graphs that carry them (data.{given.inputs[0].name}) so "
+                    f"that the model reads them while Gem is distilled"
+                )
+            return None
+        fitted.check_same(given)
+        return fitted
 
     def _structure(self, edge_index: Tensor, num_nodes: int) -> GraphStructure:
         """The :class:`GraphStructure` of ``edge_index``, reused while the same tensor, unchanged
@@ -692,6 +733,7 @@ class GemExplainer(ExplainerAlgorithm):
             self.model_config.return_type,
             device,
             kwargs,
+            getattr(self, "edge_inputs_", None),
         )
 
     @staticmethod

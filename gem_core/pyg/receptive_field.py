@@ -32,12 +32,20 @@ PROB_TOL = 0.1
 def _outputs(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[Tensor, Tensor]:
     """(logits on the nodes' ``hops``-hop computation graphs, logits on the whole graph)."""
     from gem_core.data.instances import collate
-    from gem_core.pyg.computation_graphs import node_computation_graphs
+    from gem_core.pyg.computation_graphs import GraphStructure, node_computation_graphs
 
-    graphs = node_computation_graphs(data.x, data.edge_index, list(nodes), hops)
+    edge_inputs = getattr(black_box, "edge_inputs", None)
+    tensors = {} if edge_inputs is None else {n: getattr(data, n) for n in edge_inputs.names}
+    st = GraphStructure(data.edge_index, int(data.x.size(0)))
+    pair_attr = (
+        None if edge_inputs is None else edge_inputs.pair_rows(tensors, st.edge_pair, st.num_pairs)
+    )
+    graphs = node_computation_graphs(
+        data.x, data.edge_index, list(nodes), hops, structure=st, pair_attr=pair_attr
+    )
     cut = black_box(collate(graphs.instances)).cpu()
     with torch.no_grad():
-        full = black_box.model(data.x, data.edge_index, **black_box.kwargs)
+        full = black_box.model(data.x, data.edge_index, **black_box.kwargs, **tensors)
     from gem_core.pyg.black_box import _logits
 
     full = _logits(
