@@ -195,3 +195,23 @@ def test_a_node_model_with_edge_weights():
     e = explainer(data.x, data.edge_index, index=[1, 5], edge_weight=data.edge_weight)
     assert e.edge_mask.shape == (data.edge_index.size(1),)
     assert float(e.edge_mask.max()) > 0
+
+
+def test_edge_rows_are_reused_only_while_the_tensors_are_unchanged():
+    data = house_graph_data(seed=1)
+    key = torch.minimum(*data.edge_index) * data.num_nodes + torch.maximum(*data.edge_index)
+    _, inverse = torch.unique(key, return_inverse=True)
+    data.edge_weight = (torch.arange(int(inverse.max()) + 1).float() + 1.0)[inverse]
+    torch.manual_seed(0)
+    model = WeightedGCN().eval()
+    explainer = Explainer(model, algorithm=GemExplainer(k=4, epochs=3),
+                          explanation_type="model", edge_mask_type="object",
+                          model_config=NODE_CONFIG)
+    explainer.algorithm.fit(model, data, index=list(range(0, data.num_nodes, 4)))
+    algo = explainer.algorithm
+    structure = algo._structure(data.edge_index, data.num_nodes)
+    first = algo._pair_rows(algo.edge_inputs_, {"edge_weight": data.edge_weight}, structure)
+    assert algo._pair_rows(algo.edge_inputs_, {"edge_weight": data.edge_weight}, structure) is first
+    data.edge_weight.mul_(2.0)  # changed in place: read again
+    again = algo._pair_rows(algo.edge_inputs_, {"edge_weight": data.edge_weight}, structure)
+    assert again is not first and torch.equal(again, 2.0 * first)

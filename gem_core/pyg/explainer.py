@@ -576,7 +576,7 @@ class GemExplainer(ExplainerAlgorithm):
             structure = self._structure(edge_index, int(x.size(0)))
             pair_attr = None
             if edge_inputs is not None:
-                pair_attr = edge_inputs.pair_rows(kwargs, structure.edge_pair, structure.num_pairs)
+                pair_attr = self._pair_rows(edge_inputs, kwargs, structure)
             graphs = node_computation_graphs(
                 x, edge_index, nodes, self.num_hops_, structure=structure, pair_attr=pair_attr
             )
@@ -614,6 +614,22 @@ class GemExplainer(ExplainerAlgorithm):
             return None
         fitted.check_same(given)
         return fitted
+
+    def _pair_rows(
+        self, edge_inputs: EdgeInputs, tensors: dict[str, Any], structure: GraphStructure
+    ) -> Tensor:
+        """The graph's per-pair edge rows, reused while the same graph and the same per-edge
+        tensors (same objects, unchanged) are explained again, as :meth:`_structure` is: a
+        node explained per call on a large graph does not pay a pass over all its edges."""
+        parts = tuple((id(tensors[n]), tensors[n]._version) for n in edge_inputs.names)
+        cached = self.__dict__.get("_pair_rows_cache")
+        if cached is not None and cached[0] is structure and cached[1] == parts:
+            return cached[2]
+        rows = edge_inputs.pair_rows(tensors, structure.edge_pair, structure.num_pairs)
+        # the tensors are held too, so that their ids cannot be reused by new ones
+        held = tuple(tensors[n] for n in edge_inputs.names)
+        self.__dict__["_pair_rows_cache"] = (structure, parts, rows, held)
+        return rows
 
     def _structure(self, edge_index: Tensor, num_nodes: int) -> GraphStructure:
         """The :class:`GraphStructure` of ``edge_index``, reused while the same tensor, unchanged
