@@ -658,7 +658,7 @@ def distilled_topk_and_targets(dataset: str, device: str, position: int, digest:
     wb = get_workbench(dataset, device)
     inst = wb.instances("test")[position]
     dist = distill([inst], wb.black_box, connected=wb.spec.connected,
-                   label_source=wb.gem_settings.label_source.value, device=wb.device)
+                   label_source=wb.gem_settings.teacher.label_source.value, device=wb.device)
     targets = explainer_targets(dist, wb.gem_settings, wb.spec.k_grid, instances=[inst],
                                 black_box=wb.black_box)[0]
     return dist.topk(k)[0].tolist(), [float(t) for t in targets]

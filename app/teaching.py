@@ -62,22 +62,6 @@ _TARGETS = {
 }
 
 
-def _check_rule_text(check: str) -> str:
-    """What the check does with Gem's next edges under rule ``check`` (not ``off``)."""
-    rule = ("takes the one the prediction holds on most surely" if check == "best" else
-            "keeps Gem's own next edge unless the prediction fails on it and holds with another")
-    if check == "search":
-        rule += (", and where it holds with none of them, it looks at every edge left for one "
-                 "it holds with")
-    elif check == "sustain":
-        rule += (", and where the explanation so far held and none of them keeps it so, it "
-                 "takes the edge of all those left that comes closest")
-    elif check == "climb":
-        rule += (", and where it holds with none of them, it climbs: of every edge left, it "
-                 "takes one it holds with, or else the one that brings it nearest to holding")
-    return rule
-
-
 def describe_gem(spec, target: str = "paper", molecule_words: bool = False,
                  checked: bool = False) -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses;
@@ -98,9 +82,10 @@ def describe_gem(spec, target: str = "paper", molecule_words: bool = False,
 def _describe_gem(spec, target: str) -> tuple[str, str]:
     """(Gem: what it learns and how it explains in one pass; the explain-time search of Gem +
     check, empty where the settings have none)."""
-    from gem_core.api import GemSettings, backward_budgets, check_late_start, check_stop
+    from gem_core.api import check_plan, dataset_settings
 
-    settings = GemSettings.for_dataset(spec, target)
+    settings = dataset_settings(spec, target)
+    teacher, inputs = settings.teacher, settings.inputs
     budgets = settings.budgets(spec.k_grid)
     if budgets == tuple(spec.k_grid):
         ks = f"the K grid ({', '.join(map(str, budgets))})"
@@ -111,68 +96,64 @@ def _describe_gem(spec, target: str) -> tuple[str, str]:
         ks = f"K = {', '.join(map(str, budgets))}"
     labels = ("each node's hop distance to the explained node" if spec.task == "node"
               else "Weisfeiler-Lehman colours of the nodes (their structural roles)")
-    if settings.degree_features:
+    if inputs.degree_features:
         labels += " and its degree"
-    if settings.wl_edge_labels:
+    if inputs.wl_edge_labels:
         labels += ", refined with the bond types"
-    if settings.edge_features:
+    if inputs.edge_features:
         labels += " and each node's count of single, double and triple bonds"
     decoder = ("scores an edge with the inner product of its two nodes' embeddings"
-               if settings.decoder == "inner" else
+               if settings.network.decoder == "inner" else
                "scores an edge with the inner product of its two nodes' embeddings plus a small "
-               "network on the pair" + (" and its bond type" if settings.edge_features else ""))
-    teacher = ("the model's own prediction" if settings.label_source == "predicted"
+               "network on the pair" + (" and its bond type" if inputs.edge_features else ""))
+    against = ("the model's own prediction" if teacher.label_source == "predicted"
                else "the true label")
     text = (f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
             f"nodes' own features, and {decoder}. It learns "
-            f"{_TARGETS[settings.target_kind.value].format(ks=ks)}, distilled against {teacher}")
-    if settings.topk_policy == "refine":
+            f"{_TARGETS[teacher.kind.value].format(ks=ks)}, distilled against {against}")
+    if teacher.topk_policy == "refine":
         text += ", the top-K cut by the loss"
     text += "."
-    if settings.necessity_lead:
-        text += (f" Inside the smallest explanation, its first {settings.necessity_lead} edges "
+    if teacher.necessity_lead:
+        text += (f" Inside the smallest explanation, its first {teacher.necessity_lead} edges "
                  f"are the ones whose deletion, one after another, most shakes the model's "
                  f"prediction (what the field's necessity score tests: delete the top edges, does "
                  f"the prediction change?).")
-    if settings.condition_on_prediction:
+    if inputs.condition_on_prediction:
         text += (f" It also reads the class the model predicts, so it can explain "
                  f"{spec.prediction_phrase}.")
-    check = settings.check.value
     text += (" After training it never calls the model to explain: one forward pass of the "
-             "auto-encoder per batch." if not settings.condition_on_prediction else
+             "auto-encoder per batch." if not inputs.condition_on_prediction else
              " Explaining a batch is one forward pass of the model (for its prediction) and one "
              "of the auto-encoder.")
     if not settings.asks_target:
         return text, ""
+    plan = check_plan(settings, spec.k_grid)
     ordered = ""
-    if settings.check_lead:
+    if plan.lead:
         ordered = (f" When it explains, the model itself orders the first "
-                   f"{settings.check_lead} edges of Gem's smallest explanation (K = "
-                   f"{min(spec.k_grid)}): one at a time, the edge whose deletion, with those "
+                   f"{plan.lead} edges of Gem's smallest explanation (K = "
+                   f"{plan.lead_within}): one at a time, the edge whose deletion, with those "
                    f"before it, most shakes its prediction (under both ways of judging), so the "
                    f"explanation's first edges are the ones its prediction most depends on.")
-    if check == "off":
+    if not plan.rule.asks_target:
         return text, ordered.strip() + (" That takes a few small batched passes of the model.")
-    lead = max(settings.necessity_lead, settings.check_lead)
-    stop = check_stop(budgets, lead)
-    where = f"from edge {lead + 1} on" if lead else "from the first edge on"
-    rule = _check_rule_text(check)
-    late = settings.check_late.value
-    if late not in ("same", check):
-        rule += (f"; from K = {check_late_start(spec.k_grid, lead)} on, where the smallest "
-                 f"explanation is already decided, it {_check_rule_text(late)}")
+    where = f"from edge {plan.start + 1} on" if plan.start else "from the first edge on"
+    rule = plan.rule.summary
+    if plan.late is not None and plan.late[1] is not plan.rule:
+        rule += (f"; from K = {plan.late[0]} on, where the smallest "
+                 f"explanation is already decided, it {plan.late[1].summary}")
     backward = ""
-    backward_ks = backward_budgets(spec.k_grid, settings.check_backward.value)
-    if backward_ks:
-        at_ks = ", ".join(str(k) for _, k in backward_ks)
+    if plan.backward:
+        at_ks = ", ".join(str(k) for _, k in plan.backward)
         backward = (f" Where the explanation at K = {at_ks} still "
                     f"does not hold, the model is asked the other way round too: starting from "
                     f"the whole graph, the edges after the previous K are taken away a few at a "
                     f"time, each time those whose loss shakes the prediction least, until K "
                     f"are left; if the prediction holds on those, they become that explanation.")
     return text, ordered.strip() + (
-        f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's next "
-        f"{settings.check_width} edges it {rule}; the prediction holds when the model, shown "
+        f" Then the model checks Gem's ranking, {where} up to K = {plan.stop}: of Gem's next "
+        f"{plan.width} edges it {rule}; the prediction holds when the model, shown "
         f"only the edges so far, still predicts what it predicts on the whole graph, whether "
         f"the nodes left without an edge stay or go.{backward} Explaining a batch is one "
         f"forward pass of the auto-encoder and a few small batched passes of the model per "

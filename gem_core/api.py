@@ -88,9 +88,8 @@ _EXPORTS: dict[str, str] = {
     "reference_distill_one": "gem_core.gem.distill.reference",
     "explainer_targets": "gem_core.gem.training_targets",
     "GemSettings": "gem_core.gem.settings",
-    "check_stop": "gem_core.gem.checked_ranking",
-    "check_late_start": "gem_core.gem.checked_ranking",
-    "backward_budgets": "gem_core.gem.checked_ranking",
+    "dataset_settings": "gem_core.gem.presets",
+    "check_plan": "gem_core.gem.explain",
     # Results: the paper's tables measured, and the paper's numbers
     "recorded_fit_seconds": "gem_core.evaluation.reproduce",
     "recorded_results": "gem_core.evaluation.reproduce",
@@ -183,9 +182,10 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
         method_spec,
         title,
     )
-    from gem_core.gem.checked_ranking import backward_budgets, check_late_start, check_stop
     from gem_core.gem.distill import ACCURACY_TOPK_POLICY, TIE_TOL, distill, topk_accuracy
     from gem_core.gem.distill.reference import GreedyStep, reference_distill_one
+    from gem_core.gem.explain import check_plan
+    from gem_core.gem.presets import dataset_settings
     from gem_core.gem.settings import GemSettings
     from gem_core.gem.training_targets import explainer_targets
     from gem_core.models.targets import cached_target_path, shipped_target_path

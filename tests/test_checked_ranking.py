@@ -231,14 +231,14 @@ def test_the_lead_is_put_in_the_targets_deletion_order_inside_the_smallest_expla
 def test_the_pipeline_orders_the_lead_before_the_check_grows_from_it(monkeypatch):
     """``check_lead`` asks the target even with the check off, moves the check's start past the
     lead, and is turned off with the check for a screen (``unchecked``)."""
-    import gem_core.gem.pipeline as pipeline_module
+    import gem_core.gem.explain as pipeline_module
     from gem_core.gem.pipeline import GemPipeline
     from gem_core.pyg import GemExplainer
 
     g, gem = _poison_first()
     packed = PackedGraphs.from_instances([g])
     box = _graded_marked_minus_poison_box
-    settings = GemSettings(check_lead=2)
+    settings = GemSettings().with_overrides({"check.lead": 2})
     assert settings.asks_target and not settings.unchecked().asks_target
     assert settings.key_parts() == GemSettings().key_parts()
     out = GemPipeline(settings, (4, 5), box, 2).check(packed, gem, torch.tensor([1]))
@@ -248,13 +248,13 @@ def test_the_pipeline_orders_the_lead_before_the_check_grows_from_it(monkeypatch
     monkeypatch.setattr(pipeline_module, "checked_scores",
                         lambda *a, **kw: seen.append(kw["start"]) or real(*a, **kw))
     for lead, necessity_lead, want in ((2, 0, 2), (2, 3, 3), (0, 1, 1)):
-        s = GemSettings(check="repair", check_lead=lead, necessity_lead=necessity_lead)
+        s = GemSettings().with_overrides({"check.rule": "repair", "check.lead": lead, "teacher.necessity_lead": necessity_lead})
         GemPipeline(s, (4, 5), box, 2).check(packed, gem, torch.tensor([1]))
         assert seen.pop() == want
-    with pytest.raises(ValueError, match="GemSettings.check_lead"):
-        GemSettings(check_lead=-1)
-    assert GemExplainer(check_lead=4)._check_options("graph")["check_lead"] == 4
-    assert GemExplainer()._check_options("node")["check_lead"] == 0
+    with pytest.raises(ValueError, match="GemSettings.check.lead"):
+        GemSettings().with_overrides({"check.lead": -1})
+    assert GemExplainer(settings={"check.lead": 4}).gem_settings("graph", 3, False).check.lead == 4
+    assert GemExplainer().gem_settings("node", 3, False).check.lead == 0
 
 
 @pytest.mark.parametrize("rule", ["search", "sustain", "climb"])
@@ -381,45 +381,47 @@ def test_bad_arguments_are_refused():
 
 def test_settings_validate_the_check_and_leave_a_fits_key_alone():
     with pytest.raises(ValueError, match="GemSettings.check"):
-        GemSettings(check="sometimes")
-    with pytest.raises(ValueError, match="GemSettings.check_width"):
-        GemSettings(check_width=0)
-    with pytest.raises(ValueError, match="GemSettings.check_late"):
-        GemSettings(check_late="off")  # "same" keeps the check's own rule
+        GemSettings().with_overrides({"check.rule": "sometimes"})
+    with pytest.raises(ValueError, match="GemSettings.check.width"):
+        GemSettings().with_overrides({"check.width": 0})
+    with pytest.raises(ValueError, match="GemSettings.check.late"):
+        GemSettings().with_overrides({"check.late": "off"})  # "same" keeps the check's own rule
     plain = GemSettings()
-    checked = plain.replace(check="best", check_width=5, check_late="search")
+    checked = plain.with_overrides({"check.rule": "best", "check.width": 5, "check.late": "search"})
     # the check is read at explain time only: a fitted Gem is the same, so is its saved key
     assert checked.key_parts() == plain.key_parts()
-    assert str(checked.check) == "best" and str(checked.check_late) == "search"
-    assert str(plain.check_late) == "same"
+    assert str(checked.check.rule) == "best" and str(checked.check.late) == "search"
+    assert plain.check.late is None  # the check's own rule throughout
 
 
 def test_the_pipeline_hands_the_late_rule_from_the_grids_smallest_k(monkeypatch):
     """``check_late`` reaches the check as ``(max(min K, necessity_lead), rule)``; ``same``
     as no late rule at all; the PyG adapter passes its option of the same name."""
-    import gem_core.gem.pipeline as pipeline_module
+    import gem_core.gem.explain as pipeline_module
     from gem_core.gem.pipeline import GemPipeline
     from gem_core.pyg import GemExplainer
 
     seen = []
     monkeypatch.setattr(pipeline_module, "checked_scores",
-                        lambda *a, **kw: seen.append(kw["late"]) or a[2])
+                        lambda *a, **kw: seen.append(kw["late"] and (kw["late"][0],
+                                                                     kw["late"][1].name)) or a[2])
     g = _star()
     packed = PackedGraphs.from_instances([g])
     for late, lead, want in (("same", 0, None), ("search", 0, (2, "search")),
                              ("sustain", 3, (3, "sustain"))):
-        settings = GemSettings(check="repair", check_late=late, necessity_lead=lead)
+        settings = GemSettings().with_overrides({"check.rule": "repair", "check.late": late, "teacher.necessity_lead": lead})
         GemPipeline(settings, (2, 4), marked_edge_box, 2).check(packed, GEM, torch.tensor([1]))
         assert seen.pop() == want
-    assert GemExplainer(check_late="search")._check_options("graph")["check_late"] == "search"
-    assert GemExplainer()._check_options("node")["check_late"] == "same"
+    late = GemExplainer(settings={"check.late": "search"}).gem_settings("graph", 3, False)
+    assert late.check.late.name == "search"
+    assert GemExplainer().gem_settings("node", 3, False).check.late is None
 
 
 def test_the_pipeline_hands_the_grid_to_the_backward_search(monkeypatch):
     """``check_backward`` reaches the check as the pipeline's K grid (``grid``), the grid past
     its smallest K (``late``) or nothing (``off``); it leaves a fit's key alone; the PyG adapter
     passes its option of the same name."""
-    import gem_core.gem.pipeline as pipeline_module
+    import gem_core.gem.explain as pipeline_module
     from gem_core.gem.pipeline import GemPipeline
     from gem_core.pyg import GemExplainer
 
@@ -429,14 +431,15 @@ def test_the_pipeline_hands_the_grid_to_the_backward_search(monkeypatch):
     packed = PackedGraphs.from_instances([_star()])
     for backward, want in (("off", ()), ("grid", ((0, 2), (2, 3), (3, 4))),
                            ("late", ((2, 3), (3, 4)))):
-        settings = GemSettings(check="repair", check_backward=backward)
+        settings = GemSettings().with_overrides({"check.rule": "repair", "check.backward": backward})
         GemPipeline(settings, (4, 2, 3), marked_edge_box, 2).check(packed, GEM, torch.tensor([1]))
         assert seen.pop() == want
-    with pytest.raises(ValueError, match="GemSettings.check_backward"):
-        GemSettings(check_backward="sometimes")
-    assert GemSettings(check_backward="grid").key_parts() == GemSettings().key_parts()
-    assert GemExplainer(check_backward="late")._check_options("graph")["check_backward"] == "late"
-    assert GemExplainer()._check_options("node")["check_backward"] == "off"
+    with pytest.raises(ValueError, match="GemSettings.check.backward"):
+        GemSettings().with_overrides({"check.backward": "sometimes"})
+    assert GemSettings().with_overrides({"check.backward": "grid"}).key_parts() == GemSettings().key_parts()
+    back = GemExplainer(settings={"check.backward": "late"}).gem_settings("graph", 3, False)
+    assert back.check.backward.name == "late"
+    assert GemExplainer().gem_settings("node", 3, False).check.backward.name == "off"
 
 
 @requires_mutagenicity
@@ -453,11 +456,11 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
     assert not wb.explainer("gem").settings.asks_target  # Gem alone never asks the target
     exp = wb.explainer("gem_check")
     settings = exp.settings
-    assert str(settings.check) == "climb" and settings.necessity_lead == 5
+    assert str(settings.check.rule) == "climb" and settings.teacher.necessity_lead == 5
     insts = wb.instances("val")[:80]
     predicted = predict_proba(wb.black_box, insts).argmax(-1)
     checked = exp.explain(insts, predicted=predicted).scores
-    exp.settings = settings.replace(check="off")
+    exp.settings = settings.with_overrides({"check.rule": "off"})
     try:
         plain = exp.explain(insts, predicted=predicted).scores
     finally:
@@ -472,7 +475,7 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
         assert all(got.at_k[k] >= was.at_k[k] for k in ks), (protocol, got.at_k, was.at_k)
         assert sum(got.at_k.values()) > sum(was.at_k.values())
     # climb looks past the width only where repair finds nothing: at least as sufficient
-    exp.settings = settings.replace(check="repair")
+    exp.settings = settings.with_overrides({"check.rule": "repair"})
     try:
         repaired = exp.explain(insts, predicted=predicted).scores
     finally:

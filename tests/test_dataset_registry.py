@@ -20,7 +20,7 @@ from .conftest import requires_mutagenicity
 
 TOY = DatasetSpec(
     name="toy_cycles", title="Toy-cycles", task="node", num_classes=2, k_grid=(3, 4, 5),
-    connected=True, gem={"lr": 0.003},
+    connected=True, gem={"training.lr": 0.003},
     source=SyntheticSource("BAGraph", (("num_nodes", 40), ("num_edges", 2)), "CycleMotif",
                            (("num_nodes", 4),), num_motifs=10, num_features=3),
     class_names=("base", "cycle"), prediction_phrase="a cycle node apart from a base node")

@@ -219,12 +219,12 @@ def test_an_ensemble_scores_the_mean_of_its_members_and_its_first_member_is_the_
 def test_ensemble_is_a_validated_setting():
     from gem_core.gem.settings import GemSettings
 
-    assert GemSettings(ensemble=3).autoencoder_params()["ensemble"] == 3
+    assert GemSettings().with_overrides({"network.ensemble": 3}).autoencoder_params()["ensemble"] == 3
     assert "ensemble" not in GemSettings().key_parts()["params"]  # shipped Gems keep their keys
-    assert GemSettings(ensemble=3).key_parts()["params"]["ensemble"] == 3
+    assert GemSettings().with_overrides({"network.ensemble": 3}).key_parts()["params"]["ensemble"] == 3
     for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="GemSettings.ensemble"):
-            GemSettings(ensemble=bad)
+        with pytest.raises(ValueError, match="GemSettings.network.ensemble"):
+            GemSettings().with_overrides({"network.ensemble": bad})
 
 
 @pytest.mark.parametrize("task", ["graph", "node"])
@@ -256,11 +256,12 @@ def test_mlp_decoder_and_degree_features(task):
 
 def test_for_dataset_uses_spec_settings():
     from gem_core.data.config import get_spec
-    from gem_core.gem.settings import GemSettings
+    from gem_core.gem.presets import PRESETS, dataset_settings
 
-    ba = GemSettings.for_dataset(get_spec("ba_shapes"))
-    assert GemAutoEncoder.from_settings(ba).lr == ba.lr == get_spec("ba_shapes").gem["lr"]
-    nci = GemSettings.for_dataset(get_spec("nci1"))
+    ba = dataset_settings(get_spec("ba_shapes"))
+    assert GemAutoEncoder.from_settings(ba).lr == ba.training.lr
+    assert ba.training.lr == PRESETS[get_spec("ba_shapes").gem["preset"]].training.lr
+    nci = dataset_settings(get_spec("nci1"))
     assert GemAutoEncoder.from_settings(nci, patience=5).get_params()["patience"] == 5
 
 

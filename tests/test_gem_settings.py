@@ -8,8 +8,11 @@ import pytest
 import torch
 
 from gem_core.data.config import DATASETS, get_spec, target_names
+from gem_core.gem.check_rules import REPAIR
 from gem_core.gem.pipeline import GemPipeline
-from gem_core.gem.settings import (Decoder, GemSettings, LabelSource, TargetKind, TopKPolicy)
+from gem_core.gem.presets import MAX_ROW_DIFF, PRESETS, dataset_settings
+from gem_core.gem.settings import (SETTING_PATHS, Decoder, GemSettings, LabelSource, TargetKind,
+                                   TopKPolicy)
 
 torch.set_num_threads(1)
 
@@ -22,84 +25,136 @@ SHIPPED_KEYS = {("ba_shapes", "paper"): "60670e53c331", ("tree_cycles", "paper")
 
 # ----------------------------------------------------------------------------- validation
 
-@pytest.mark.parametrize("field, value, message", [
-    ("decoder", "foo", "GemSettings.decoder: 'foo' is not one of inner, mlp"),
-    ("target_kind", "nope", "GemSettings.target_kind: 'nope' is not one of weights, graded, mix, "
-                            "graded+add, blend"),
-    ("topk_policy", "best", "GemSettings.topk_policy: 'best' is not one of nosplit, exact, paper, "
-                            "refine, sufficient"),
-    ("protocol", "both", "GemSettings.protocol: 'both' is not one of keep_nodes, drop_isolated"),
-    ("necessity_weight", -1, "GemSettings.necessity_weight: -1 is not a non-negative number"),
-    ("connected_growth", "yes", "GemSettings.connected_growth: 'yes' is not True or False"),
-    ("label_source", "guess", "GemSettings.label_source: 'guess' is not one of true, predicted"),
-    ("lr", 0, "GemSettings.lr: 0 is not a positive number"),
-    ("lr", "fast", "GemSettings.lr: 'fast' is not a positive number"),
-    ("batch_size", 0, "GemSettings.batch_size: 0 is not a positive integer"),
-    ("patience", 1.5, "GemSettings.patience: 1.5 is not a positive integer"),
-    ("max_epochs", True, "GemSettings.max_epochs: True is not a positive integer"),
-    ("kl_weight", -1.0, "GemSettings.kl_weight: -1.0 is not a non-negative number"),
-    ("hidden", (32,), "GemSettings.hidden: (32,) is not at least two positive widths"),
-    ("degree_features", "yes", "GemSettings.degree_features: 'yes' is not True or False"),
-    ("target_ks", (0, 3), "GemSettings.target_ks: K must be at least 1, got 0."),
+@pytest.mark.parametrize("path, value, message", [
+    ("network.decoder", "foo", "GemSettings.network.decoder: 'foo' is not one of inner, mlp"),
+    ("teacher.kind", "nope", "GemSettings.teacher.kind: 'nope' is not one of weights, graded, "
+                             "mix, graded+add, blend"),
+    ("teacher.topk_policy", "best", "GemSettings.teacher.topk_policy: 'best' is not one of "
+                                    "nosplit, exact, paper, refine, sufficient"),
+    ("teacher.protocol", "both", "GemSettings.teacher.protocol: 'both' is not one of keep_nodes, "
+                                 "drop_isolated"),
+    ("teacher.necessity_weight", -1,
+     "GemSettings.teacher.necessity_weight: -1 is not a non-negative number"),
+    ("teacher.connected", "yes", "GemSettings.teacher.connected: 'yes' is not True or False"),
+    ("teacher.label_source", "guess",
+     "GemSettings.teacher.label_source: 'guess' is not one of true, predicted"),
+    ("training.lr", 0, "GemSettings.training.lr: 0 is not a positive number"),
+    ("training.lr", "fast", "GemSettings.training.lr: 'fast' is not a positive number"),
+    ("training.batch_size", 0, "GemSettings.training.batch_size: 0 is not a positive integer"),
+    ("training.patience", 1.5, "GemSettings.training.patience: 1.5 is not a positive integer"),
+    ("training.max_epochs", True,
+     "GemSettings.training.max_epochs: True is not a positive integer"),
+    ("training.val_fraction", 1.0,
+     "GemSettings.training.val_fraction: 1.0 is not a number in [0, 1)"),
+    ("network.hidden", (32,), "GemSettings.network.hidden: (32,) is not at least two positive "
+                              "widths"),
+    ("inputs.degree_features", "yes",
+     "GemSettings.inputs.degree_features: 'yes' is not True or False"),
+    ("teacher.ks", (0, 3), "GemSettings.teacher.ks: K must be at least 1, got 0."),
+    ("check.rule", "hope", "GemSettings.check.rule: 'hope' is not one of off, repair, best, "
+                           "search, sustain, climb"),
+    ("check.late", "off", "GemSettings.check.late: 'off' is not a rule that asks the target "
+                          "(or 'same')"),
+    ("check.backward", "all", "GemSettings.check.backward: 'all' is not one of off, grid, late"),
+    ("check.width", 0, "GemSettings.check.width: 0 is not a positive integer"),
     ("seed", "zero", "GemSettings.seed: 'zero' is not an integer"),
 ])
-def test_a_bad_value_is_refused_at_construction_in_one_line_naming_the_field(field, value,
-                                                                              message):
+def test_a_bad_value_is_refused_in_one_line_naming_its_path(path, value, message):
     with pytest.raises(ValueError) as info:
-        GemSettings(**{field: value})
+        GemSettings().with_overrides({path: value})
     assert str(info.value) == message and "\n" not in str(info.value)
-    with pytest.raises(ValueError, match=f"GemSettings.{field}:"):
-        GemSettings().replace(**{field: value})  # a change is validated the same way
+
+
+def test_settings_are_a_few_small_groups():
+    """The acceptance of issue 53: at most 8 top-level fields (a group counts as one)."""
+    from dataclasses import fields
+
+    top = fields(GemSettings)
+    assert len(top) <= 8
+    groups = [f for f in top if f.name != "seed"]
+    assert all(len(fields(getattr(GemSettings(), f.name))) <= 8 for f in groups)
+    # every path is readable and round-trips through with_overrides
+    s = GemSettings()
+    for path in SETTING_PATHS:
+        assert s.with_overrides({path: s.get(path)}) == s
 
 
 def test_strings_are_accepted_for_the_options_with_a_fixed_set_of_values():
-    s = GemSettings(target_kind="graded+add", topk_policy="refine", label_source="predicted",
-                    decoder="mlp", hidden=[64, 64, 32], target_ks=range(1, 4))
-    assert s.decoder is Decoder.mlp and s.decoder == "mlp" and str(s.decoder) == "mlp"
-    assert s.target_kind is TargetKind.graded_add and s.topk_policy is TopKPolicy.refine
-    assert s.label_source is LabelSource.predicted
-    assert Decoder("mlp") is Decoder.mlp and TargetKind("graded+add") is TargetKind.graded_add
-    assert s.hidden == (64, 64, 32) and s.target_ks == (1, 2, 3)  # normalised to tuples
-    assert s == GemSettings(target_kind=TargetKind.graded_add, topk_policy=TopKPolicy.refine,
-                            label_source=LabelSource.predicted, decoder=Decoder.mlp,
-                            hidden=(64, 64, 32), target_ks=(1, 2, 3))
+    s = GemSettings().with_overrides({
+        "teacher.kind": "graded+add", "teacher.topk_policy": "refine",
+        "teacher.label_source": "predicted", "network.decoder": "mlp",
+        "network.hidden": [64, 64, 32], "teacher.ks": range(1, 4), "check.rule": "Repair",
+        "check.late": "same", "check.backward": "grid"})
+    assert s.network.decoder is Decoder.mlp and s.network.decoder == "mlp"
+    assert str(s.network.decoder) == "mlp"
+    assert s.teacher.kind is TargetKind.graded_add and s.teacher.topk_policy is TopKPolicy.refine
+    assert s.teacher.label_source is LabelSource.predicted
+    assert s.network.hidden == (64, 64, 32) and s.teacher.ks == (1, 2, 3)  # tuples
+    assert s.check.rule is REPAIR and s.check.late is None and s.check.backward.name == "grid"
+    assert s.asks_target and not s.unchecked().asks_target
     # the auto-encoder gets plain values (its saved state holds strings, never enums)
     params = s.autoencoder_params()
     assert type(params["decoder"]) is str and params["decoder"] == "mlp"
-    with pytest.raises(ValueError, match="unknown Gem setting 'decodr'"):
-        s.replace(decodr="mlp")
+    with pytest.raises(ValueError, match="unknown Gem setting 'network.decodr'"):
+        s.with_overrides({"network.decodr": "mlp"})
+    with pytest.raises(ValueError, match="unknown Gem setting 'decoder'"):
+        s.with_overrides({"decoder": "mlp"})  # paths only
 
 
-# ----------------------------------------------------------------------------- rows
+# ----------------------------------------------------------------------------- presets, rows
 
-def test_the_dataset_and_target_rows_are_merged_over_the_defaults():
-    ba = GemSettings.for_dataset(get_spec("ba_shapes"))
-    assert (ba.lr, ba.target_kind, ba.max_epochs, ba.patience, ba.decoder, ba.degree_features) == (
-        0.003, "graded+add", 1000, 100, "mlp", True)
-    assert ba.batch_size == GemSettings().batch_size  # not in the row: the default
-    mut = get_spec("mutagenicity")
-    paper, strong = GemSettings.for_dataset(mut), GemSettings.for_dataset(mut, "strong")
-    assert paper.topk_policy == "refine" and paper.condition_on_prediction
-    assert paper.label_source == "predicted" and paper.target_ks == () and paper.decoder == "inner"
-    # the strong target's own row over the dataset's
-    assert strong.target_ks == tuple(range(1, 31)) and strong.decoder == "mlp"
-    assert strong.wl_edge_labels and strong.edge_features and strong.topk_policy == "refine"
-    assert GemSettings.for_dataset(mut, "Strong ") == strong
-    with pytest.raises(ValueError, match="Unknown target 'huge'"):
-        GemSettings.for_dataset(mut, "huge")
+def test_the_dataset_and_target_rows_name_presets_and_change_at_most_five_settings():
+    from gem_core.data.config import TARGETS
+
     for spec in DATASETS.values():
-        assert GemSettings.for_dataset(spec).num_hops == spec.num_hops
+        rows = [spec.gem] + [TARGETS[t].recipe(spec).gem for t in target_names(spec)]
+        for row in rows:
+            assert len([k for k in row if k != "preset"]) <= MAX_ROW_DIFF, spec.name
+            assert "preset" not in row or row["preset"] in PRESETS
+    ba = dataset_settings(get_spec("ba_shapes"))
+    assert ba == PRESETS["ba_shapes"].with_overrides({"inputs.num_hops": 3})
+    assert (ba.training.lr, ba.teacher.kind, ba.training.max_epochs) == (0.003, "graded+add", 1000)
+    assert ba.training.batch_size == GemSettings().training.batch_size  # the default
+    mut = get_spec("mutagenicity")
+    paper, strong = dataset_settings(mut), dataset_settings(mut, "strong")
+    assert paper.teacher.topk_policy == "refine" and paper.inputs.condition_on_prediction
+    assert paper.teacher.ks == () and paper.network.decoder == "inner"
+    # the strong target's row names a preset of its own
+    assert strong.teacher.ks == tuple(range(1, 31)) and strong.network.decoder == "mlp"
+    assert strong.inputs.wl_edge_labels and strong.inputs.edge_features
+    assert dataset_settings(mut, "Strong ") == strong
+    with pytest.raises(ValueError, match="Unknown target 'huge'"):
+        dataset_settings(mut, "huge")
+    for spec in DATASETS.values():
+        assert dataset_settings(spec).inputs.num_hops == spec.num_hops
 
 
-def test_a_bad_value_in_a_row_names_the_field():
+def test_a_row_with_a_bad_value_an_unknown_path_or_too_many_changes_is_refused():
     from dataclasses import replace
 
-    spec = replace(get_spec("nci1"), gem={"decoder": "dense"})
-    with pytest.raises(ValueError, match="GemSettings.decoder: 'dense' is not one of"):
-        GemSettings.for_dataset(spec)
+    spec = replace(get_spec("nci1"), gem={"preset": "nci1", "network.decoder": "dense"})
+    with pytest.raises(ValueError, match="GemSettings.network.decoder: 'dense' is not one of"):
+        dataset_settings(spec)
     spec = replace(get_spec("nci1"), gem={"epochs": 5})
-    with pytest.raises(ValueError, match="NCI1: unknown Gem setting 'epochs'"):
-        GemSettings.for_dataset(spec)
+    with pytest.raises(ValueError, match="NCI1, target 'paper': unknown Gem setting 'epochs'"):
+        dataset_settings(spec)
+    spec = replace(get_spec("nci1"), gem={"preset": "nope"})
+    with pytest.raises(ValueError, match="unknown Gem preset 'nope'"):
+        dataset_settings(spec)
+    six = {"training.lr": 0.1, "training.patience": 3, "network.ensemble": 2,
+           "check.width": 4, "check.lead": 1, "seed": 5}
+    with pytest.raises(ValueError, match="at most 5 settings beyond its preset, this one 6"):
+        dataset_settings(replace(get_spec("nci1"), gem=six))
+
+
+def test_no_preset_repeats_another_and_each_has_a_decision_record():
+    from gem_core.runtime.store import PROJECT_ROOT
+
+    names = list(PRESETS)
+    assert len({PRESETS[n] for n in names}) == len(names)  # frozen: hashable, all distinct
+    records = " ".join(p.read_text() for p in (PROJECT_ROOT / "docs" / "decisions").glob("*.md"))
+    for name in names:
+        assert f"`{name}`" in records, name
 
 
 # ----------------------------------------------------------------------------- shipped keys
@@ -119,7 +174,7 @@ def test_the_key_of_every_shipped_explainer_is_unchanged():
         for target in target_names(spec):
             digest = file_digest(shipped_target_path(name, target))
             ctx = ExplainerContext(SimpleNamespace(digest=digest), spec, torch.device("cpu"),
-                                   gem_settings=GemSettings.for_dataset(spec, target))
+                                   gem_settings=dataset_settings(spec, target))
             key = GemExplainer(ctx).state_key(ctx)
             assert key == SHIPPED_KEYS[(name, target)], (name, target)
             stem = name if target == "paper" else f"{name}-{target}"
@@ -145,10 +200,11 @@ def test_the_registry_gem_is_the_pipeline(task):
 
     ctx, train, val, test = toy_context(task)
     overrides = ({} if task == "node" else
-                 dict(condition_on_prediction=True, label_source="predicted", decoder="mlp",
-                      edge_features=True, target_kind="graded+add"))
-    gem = REGISTRY["gem"].create(ctx, **overrides).fit(train, val)
-    settings = GemSettings.for_dataset(ctx.spec).replace(**overrides)
+                 {"inputs.condition_on_prediction": True, "teacher.label_source": "predicted",
+                  "network.decoder": "mlp", "inputs.edge_features": True,
+                  "teacher.kind": "graded+add"})
+    gem = REGISTRY["gem"].create(ctx, settings=overrides).fit(train, val)
+    settings = dataset_settings(ctx.spec).with_overrides(overrides)
     assert gem.settings == settings
     pipeline = GemPipeline(settings, ctx.spec.k_grid, ctx.black_box, ctx.spec.num_classes,
                            device=ctx.device, distiller=ctx.distill)
@@ -189,14 +245,17 @@ def test_the_pyg_adapter_fits_through_the_pipeline(monkeypatch):
     data = Data(x=torch.randn(30, 3, generator=gen), edge_index=edge_index)
     torch.manual_seed(0)
     model = Net().eval()
-    algo = GemExplainer(epochs=3, k=(2, 3), lr=0.02, batch_size=8, seed=4)
+    algo = GemExplainer(epochs=3, k=(2, 3), seed=4,
+                        settings={"training.lr": 0.02, "training.batch_size": 8})
     Explainer(model, algorithm=algo, explanation_type="model", edge_mask_type="object",
               model_config=dict(mode="multiclass_classification", task_level="node",
                                 return_type="raw"))
     algo.fit(model, data, index=list(range(20)))
-    want = GemSettings(target_kind="mix", topk_policy="nosplit", label_source="predicted",
-                       lr=0.02, batch_size=8, max_epochs=3, num_hops=2, seed=4,
-                       protocol="drop_isolated", check="off", check_width=3)
+    want = GemSettings().with_overrides({
+        "teacher.kind": "mix", "teacher.topk_policy": "nosplit",
+        "teacher.label_source": "predicted", "teacher.protocol": "drop_isolated",
+        "teacher.connected": True, "training.lr": 0.02, "training.batch_size": 8,
+        "training.max_epochs": 3, "inputs.num_hops": 2, "seed": 4})
     assert calls == [want] and algo.settings_ == want
     assert algo.gem_.get_params()["lr"] == 0.02 and algo.gem_.get_params()["seed"] == 4
 
@@ -214,6 +273,7 @@ def test_the_tuning_sweep_fits_through_the_pipeline(monkeypatch):
 
     monkeypatch.setattr(GemPipeline, "fit_autoencoder", spy)
     wb = Workbench("tree_cycles", "cpu")
-    validation_sweep(wb, [Variant("w", {"max_epochs": 1, "target": "weights"})], seeds=[3],
-                     include_current=False)
-    assert calls == [wb.gem_settings.replace(max_epochs=1, target_kind="weights", seed=3)]
+    variant = Variant("w", {"training.max_epochs": 1, "teacher.kind": "weights"})
+    validation_sweep(wb, [variant], seeds=[3], include_current=False)
+    assert calls == [wb.gem_settings.with_overrides(
+        {"training.max_epochs": 1, "teacher.kind": "weights", "seed": 3})]

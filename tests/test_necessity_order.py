@@ -102,9 +102,9 @@ def test_necessity_lead_keeps_the_smallest_top_k_set_of_the_training_targets():
     bb = _black_box("graph", seed=3)
     instances = [i for i in _instances("graph", seed=4) if i.num_pairs > 2]
     dist = distill(instances, bb, connected=False, label_source="predicted", device="cpu")
-    base = GemSettings(target_kind="graded", topk_policy="nosplit", label_source="predicted")
+    base = GemSettings().with_overrides({"teacher.kind": "graded", "teacher.topk_policy": "nosplit", "teacher.label_source": "predicted"})
     plain = explainer_targets(dist, base, (2, 4), instances, bb)
-    led = explainer_targets(dist, base.replace(necessity_lead=2), (2, 4), instances, bb)
+    led = explainer_targets(dist, base.with_overrides({"teacher.necessity_lead": 2}), (2, 4), instances, bb)
     labels = predict_proba(bb, instances).argmax(-1)
     leads = necessity_order(instances, [topk_mask(t, 2) for t in plain], labels, bb, steps=2)
     for inst, p, q, lead in zip(instances, plain, led, leads):
@@ -112,6 +112,6 @@ def test_necessity_lead_keeps_the_smallest_top_k_set_of_the_training_targets():
         assert topk_mask(q, len(lead)).nonzero().view(-1).tolist() == sorted(lead)
         assert int(torch.argmax(q)) == lead[0]
     with pytest.raises(ValueError, match="instances and the black box"):
-        explainer_targets(dist, base.replace(necessity_lead=2), (2, 4))
+        explainer_targets(dist, base.with_overrides({"teacher.necessity_lead": 2}), (2, 4))
     with pytest.raises(ValueError, match="necessity_lead: -1 is not a non-negative integer"):
-        GemSettings(necessity_lead=-1)
+        GemSettings().with_overrides({"teacher.necessity_lead": -1})

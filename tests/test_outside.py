@@ -91,7 +91,7 @@ def test_bench_outside_end_to_end_on_a_small_run(mutagenicity, tmp_path, monkeyp
             assert set(r["necessity_at_k"]) == {str(k) for k in range(2, 11)}
             assert all(0 <= v <= 1 for v in r["sufficiency_at_k"].values())
         gem = rows[0]
-        assert gem["options"]["protocol"] == protocol  # Gem is taught for how it is judged
+        assert gem["options"]["settings"]["teacher.protocol"] == protocol  # Gem is taught for how it is judged
         stab = gem["stability"]
         assert stab["seeds"] == [0, 1] and all(0 <= stab[str(k)] <= 1 for k in (5, 10, 25))
         assert "stability" not in rows[1]

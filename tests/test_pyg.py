@@ -19,6 +19,7 @@ from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv, global_add_p
 from torch_geometric.utils import k_hop_subgraph, to_undirected
 
 from gem_core.data.instances import node_instance
+from gem_core.gem.settings import GemSettings
 from gem_core.pyg import (GemExplainer, NotFittedError, PyGBlackBox, count_hops, distinct_scores,
                           topk_config)
 from gem_core.pyg.black_box import _logits  # the return-type conversion itself
@@ -231,10 +232,14 @@ def test_bad_hyperparameters():
         GemExplainer(k=[])
     with pytest.raises(ValueError, match="num_hops"):
         GemExplainer(num_hops=0)
-    with pytest.raises(ValueError, match="target_kind"):
-        GemExplainer(target_kind="nope")
+    with pytest.raises(ValueError, match="teacher.kind"):
+        GemExplainer(settings={"teacher.kind": "nope"})
     with pytest.raises(ValueError, match="val_fraction"):
-        GemExplainer(val_fraction=1.0)
+        GemExplainer(settings={"training.val_fraction": 1.0})
+    with pytest.raises(ValueError, match="unknown Gem preset 'fast'"):
+        GemExplainer(preset="fast")
+    with pytest.raises(ValueError, match="not both"):
+        GemExplainer(preset="paper", settings=GemSettings())
     assert topk_config(3) == dict(threshold_type="topk", value=6)
     with pytest.raises(ValueError):
         topk_config(0)
@@ -671,19 +676,20 @@ def test_the_adapters_check_is_the_engines(fitted_gin, house):
     """The adapter's default node-level check (``repair`` of 3 after the lead, up to max(k)) is
     the engine's :func:`checked_scores` on the same scores; turning it off needs no refit."""
     from gem_core.gem.checked_ranking import checked_scores
+    from gem_core.gem.explain import predict_packed
 
     model, explainer = fitted_gin
     algo = explainer.algorithm
     cg = node_computation_graphs(house.x, house.edge_index, [0, 9, 30], 3)
     packed = cg.packed()
     black_box = algo._black_box(model, {}, house.x.device)
-    predicted = algo._predict(black_box, packed)
+    predicted = predict_packed(black_box, packed)
     algo.check = "off"
     try:
         raw = algo._scores(cg, model)
     finally:
         algo.check = None
-    lead = algo.settings_.necessity_lead
+    lead = algo.settings_.teacher.necessity_lead
     expected = checked_scores(black_box, packed, raw, predicted, start=lead,
                               stop=max(algo.k_grid), width=3, rule="repair")
     assert torch.equal(algo._scores(cg, model), expected)
@@ -754,42 +760,51 @@ def test_a_model_applying_one_layer_several_times_is_refused_with_the_hops_to_pa
 
 # ----------------------------------------------------------------------------- one Gem: options
 
-def test_adapter_options_are_the_engine_settings_of_the_same_names():
-    algo = GemExplainer(k=(5, 10), topk_policy="refine", protocol="drop_isolated",
-                        condition_on_prediction=False, target_ks=(2, 4), necessity_weight=0.5,
-                        necessity_lead=3)
+def test_adapter_takes_few_options_a_preset_and_setting_paths():
+    import inspect
+
+    params = [p for p in inspect.signature(GemExplainer.__init__).parameters if p != "self"]
+    assert len(params) <= 8, params  # issue 53: PyG's explainers take a handful
+    algo = GemExplainer(k=(5, 10), settings={
+        "teacher.topk_policy": "refine", "teacher.protocol": "drop_isolated",
+        "inputs.condition_on_prediction": False, "teacher.ks": (2, 4),
+        "teacher.necessity_weight": 0.5, "teacher.necessity_lead": 3})
     s = algo.gem_settings("graph", 3, phenomenon=False)
-    assert (s.topk_policy, s.protocol, s.condition_on_prediction, s.target_ks,
-            s.necessity_weight, s.necessity_lead) == ("refine", "drop_isolated", False, (2, 4), 0.5, 3)
-    # the defaults picked on validation: graph level grows sufficient explanations of the
-    # predicted class over every budget up to the largest K; node level is unchanged
+    t = s.teacher
+    assert (t.topk_policy, t.protocol, s.inputs.condition_on_prediction, t.ks,
+            t.necessity_weight, t.necessity_lead) == ("refine", "drop_isolated", False, (2, 4), 0.5, 3)
+    # the defaults picked on validation (the "graph" preset): sufficient explanations of the
+    # predicted class over every budget up to the largest K; node level the "node" preset
     graph = GemExplainer(k=(5, 10)).gem_settings("graph", 3, phenomenon=False)
-    assert (graph.topk_policy, graph.condition_on_prediction, graph.target_ks,
-            graph.necessity_weight, graph.protocol) == (
-        "sufficient", True, tuple(range(1, 11)), 1.0, "drop_isolated")
+    g = graph.teacher
+    assert (g.topk_policy, graph.inputs.condition_on_prediction, g.ks, g.necessity_weight,
+            g.protocol) == ("sufficient", True, tuple(range(1, 11)), 1.0, "drop_isolated")
     # the generator alone unless the explain-time search is asked for (issue 50)
-    assert (graph.check, graph.asks_target) == ("off", False)
-    assert GemExplainer(check="repair").gem_settings("graph", 3, False).check_width == 8
+    assert (graph.check.rule.name, graph.asks_target) == ("off", False)
+    assert GemExplainer(check="repair").gem_settings("graph", 3, False).check.width == 8
     assert GemExplainer().connects("graph") is False and GemExplainer().connects("node") is True
+    assert GemExplainer(settings={"teacher.connected": True}).connects("graph") is True
     node = GemExplainer(k=6).gem_settings("node", 3, phenomenon=False)
-    assert (node.topk_policy, node.target_kind, node.condition_on_prediction,
-            node.necessity_weight) == ("nosplit", "mix", False, 0.0)
-    assert GemExplainer().gem_settings("graph", 3, phenomenon=True).condition_on_prediction is False
-    with pytest.raises(ValueError, match="GemSettings.protocol: 'all' is not one of"):
-        GemExplainer(protocol="all")
-    with pytest.raises(ValueError, match="GemSettings.topk_policy"):
-        GemExplainer(topk_policy="best")
-    assert GemExplainer(ensemble=3).gem_settings("graph", 3, phenomenon=False).ensemble == 3
-    assert graph.ensemble == 1
-    with pytest.raises(ValueError, match="GemSettings.ensemble"):
-        GemExplainer(ensemble=0)
-    with pytest.raises(ValueError, match="GemSettings.necessity_lead"):
-        GemExplainer(necessity_lead=-2)
-    assert (graph.decoder, node.decoder) == ("mlp", "inner")  # the levels' validated defaults
-    assert GemExplainer(decoder="mlp").gem_settings("node", 3, phenomenon=False).decoder == "mlp"
-    assert GemExplainer(decoder="inner").gem_settings("graph", 3, phenomenon=False).decoder == "inner"
-    with pytest.raises(ValueError, match="GemSettings.decoder: 'dot' is not one of inner, mlp"):
-        GemExplainer(decoder="dot")
+    assert (node.teacher.topk_policy, node.teacher.kind, node.inputs.condition_on_prediction,
+            node.teacher.necessity_weight) == ("nosplit", "mix", False, 0.0)
+    assert not GemExplainer().gem_settings("graph", 3, True).inputs.condition_on_prediction
+    with pytest.raises(ValueError, match="GemSettings.teacher.protocol: 'all' is not one of"):
+        GemExplainer(settings={"teacher.protocol": "all"})
+    with pytest.raises(ValueError, match="GemSettings.check.rule: 'often'"):
+        GemExplainer(check="often")
+    ens = GemExplainer(settings={"network.ensemble": 3}).gem_settings("graph", 3, False)
+    assert ens.network.ensemble == 3 and graph.network.ensemble == 1
+    with pytest.raises(ValueError, match="GemSettings.network.ensemble"):
+        GemExplainer(settings={"network.ensemble": 0})
+    assert (graph.network.decoder, node.network.decoder) == ("mlp", "inner")  # the presets
+    # a named preset, or a whole GemSettings, replaces the level's preset
+    paper = GemExplainer(preset="paper").gem_settings("graph", 3, phenomenon=False)
+    assert paper.teacher.kind == "weights" and not paper.network.decoder_bias
+    assert paper.teacher.label_source == "predicted"  # what the fit explains decides it
+    mine = GemSettings().with_overrides({"network.ensemble": 2})
+    own = GemExplainer(epochs=7, settings=mine).gem_settings("node", 2, phenomenon=True)
+    assert own.network.ensemble == 2 and own.training.max_epochs == 7
+    assert own.teacher.label_source == "true" and own.inputs.num_hops == 2
 
 
 def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():
@@ -800,10 +815,11 @@ def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():
     model = GraphNet("gin", 3, 2).eval()
     fitted = {}
     for protocol in ("keep_nodes", "drop_isolated"):
-        explainer = graph_explainer(model, k=(1, 2, 3), protocol=protocol, epochs=20)
+        explainer = graph_explainer(model, k=(1, 2, 3), settings={"teacher.protocol": protocol},
+                                    epochs=20)
         explainer.algorithm.fit(model, graphs)
-        assert explainer.algorithm.settings_.condition_on_prediction
-        assert explainer.algorithm.settings_.protocol == protocol
+        assert explainer.algorithm.settings_.inputs.condition_on_prediction
+        assert explainer.algorithm.settings_.teacher.protocol == protocol
         fitted[protocol] = explainer
     g = graphs[5]
     batch = torch.zeros(g.num_nodes, dtype=torch.long)
@@ -811,3 +827,40 @@ def test_graph_level_gem_reads_the_predicted_class_and_the_protocol():
     check_explanation(explanation, None, MaskType.object)
     gems = [fitted[p].algorithm.gem_ for p in fitted]
     assert gems[0].in_features_ == gems[1].in_features_ == 3 + 2  # features + one-hot class
+
+
+# ----------------------------------------------------------------------------- one explain path
+
+@pytest.mark.parametrize("check", ["off", "repair"])
+def test_the_adapter_and_the_registry_gem_share_one_explain_function(check, monkeypatch):
+    """Issue 53: the adapter explains through gem_core.gem.explain.explain_packed, as the
+    registry's Gem (GemPipeline.explain) does: the same fit and instances give equal scores,
+    Gem alone and Gem + check."""
+    import gem_core.gem.explain as explain_module
+    import gem_core.gem.pipeline as pipeline_module
+    import gem_core.pyg.explainer as adapter_module
+    from gem_core.evaluation.outside import instances_of
+    from gem_core.gem.pipeline import GemPipeline
+    from gem_core.pyg.black_box import PyGBlackBox
+    from gem_core.pyg.computation_graphs import graph_computation_graphs
+
+    torch.manual_seed(0)
+    model = GraphNet("gcn", 3, 2).eval()
+    graphs = graph_list(12)
+    explainer = graph_explainer(model, k=(2, 3), epochs=4, check=check)
+    algo = explainer.algorithm
+    algo.fit(model, graphs[:8])
+    calls = []
+    real = explain_module.explain_packed
+    spy = lambda *a, **kw: calls.append(True) or real(*a, **kw)  # noqa: E731
+    monkeypatch.setattr(adapter_module, "explain_packed", spy)
+    monkeypatch.setattr(pipeline_module, "explain_packed", spy)
+    batch = Batch.from_data_list(graphs[8:])
+    cut = graph_computation_graphs(batch.x, batch.edge_index, batch.batch)
+    ours = algo._scores(cut, model, {})
+    box = PyGBlackBox(model, "graph", algo.model_config.mode, algo.model_config.return_type,
+                      torch.device("cpu"), {}, None)
+    pipeline = GemPipeline(algo._explain_settings(), algo.k_grid, box, algo.num_classes_)
+    theirs = torch.cat(pipeline.explain(algo.gem_, instances_of(graphs[8:])))
+    assert len(calls) == 2  # both went through the one function
+    assert ours.shape == theirs.shape and torch.equal(ours, theirs)

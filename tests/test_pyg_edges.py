@@ -108,7 +108,7 @@ def test_a_bond_feature_model_is_fitted_and_its_bonds_found(bonds_fitted):
     model, explainer = bonds_fitted
     algo = explainer.algorithm
     assert algo.edge_inputs_.names == ("edge_attr",)
-    assert algo.settings_.edge_features  # Gem's auto-encoder reads the bond features too
+    assert algo.settings_.inputs.edge_features  # Gem's auto-encoder reads the bond features too
     # the distillation deleted bonds with their features: on every training graph with a double
     # bond, that bond has the largest effect (the only bond whose deletion flips the prediction)
     dist = algo.distillation_

@@ -62,7 +62,7 @@ def toy_context(task: str) -> tuple[ExplainerContext, list[Instance], list[Insta
         model = (NodeGCN if task == "node" else GraphGCN)(4, 2, hidden=8).eval()
     target = TrainedTarget(model, TargetMetrics(1.0, 1.0, 1.0, 0.0, 1), "toy", f"toy-{task}")
     spec = DatasetSpec(name="toy", title="Toy", task=task, num_classes=2, k_grid=(2, 3),
-                       connected=True, gem={"lr": 0.01, "max_epochs": 5})
+                       connected=True, gem={"training.lr": 0.01, "training.max_epochs": 5})
     insts = [toy_instance(6 + i % 4, 1000 + i, task == "node") for i in range(14)]
     if bonds:
         gen = torch.Generator().manual_seed(3)
@@ -212,7 +212,8 @@ def test_gem_conditioned_on_the_prediction_reads_the_predicted_class():
     from gem_core.models.predict import predict_proba
 
     ctx, train, val, test = toy_context("graph")
-    gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
+    gem = REGISTRY["gem"].create(
+        ctx, settings={"inputs.condition_on_prediction": True, "teacher.label_source": "predicted"})
     gem.fit(train, val)
     assert gem.autoencoder_.in_features_ == test[0].x.size(1) + ctx.spec.num_classes
     predicted = predict_proba(ctx.black_box, test).argmax(-1)
@@ -231,7 +232,8 @@ def test_gem_uses_given_predictions_instead_of_running_the_target_again(monkeypa
     from gem_core.models.predict import predict_proba
 
     ctx, train, val, test = toy_context("graph")
-    gem = REGISTRY["gem"].create(ctx, condition_on_prediction=True, label_source="predicted")
+    gem = REGISTRY["gem"].create(
+        ctx, settings={"inputs.condition_on_prediction": True, "teacher.label_source": "predicted"})
     gem.fit(train, val)
     assert gem.reads_prediction
     predicted = predict_proba(ctx.black_box, test).argmax(-1)

@@ -30,7 +30,7 @@ def test_gem_end_to_end_on_ba_shapes(ba_bench):
 def test_explainer_targets_are_in_unit_interval(ba_bench):
     dist = ba_bench.distillation("val")
     for kind in ("weights", "graded", "mix"):
-        settings = ba_bench.gem_settings.replace(target_kind=kind)
+        settings = ba_bench.gem_settings.with_overrides({"teacher.kind": kind})
         # the dataset's row leads with its necessity order (forward passes of the target)
         assert settings.necessity_lead > 0
         targets = explainer_targets(dist, settings, ba_bench.spec.k_grid,
@@ -39,7 +39,7 @@ def test_explainer_targets_are_in_unit_interval(ba_bench):
         assert len(targets) == len(dist)
         assert all(t.numel() == 0 or (float(t.min()) >= 0 and float(t.max()) <= 1) for t in targets)
     with pytest.raises(ValueError, match="target_kind: 'bogus' is not one of"):
-        ba_bench.gem_settings.replace(target_kind="bogus")
+        ba_bench.gem_settings.with_overrides({"teacher.kind": "bogus"})
 
 
 def test_a_subset_of_methods_never_overwrites_the_shipped_results(ba_bench, monkeypatch, tmp_path):

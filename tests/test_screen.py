@@ -135,8 +135,8 @@ def test_without_check_the_screen_ranks_with_gems_one_pass(tmp_path):
     model = _model(settings)
     plain = _explainer(model, settings)
     searched = _explainer(model, check_settings(ScreenSettings(method="gem_check")))
-    assert str(plain.settings.check) == "off" and not plain.settings.asks_target
-    assert str(searched.settings.check) != "off"  # the molecule row's choice
+    assert str(plain.settings.check.rule) == "off" and not plain.settings.asks_target
+    assert str(searched.settings.check.rule) != "off"  # the molecule row's choice
     # one fit: the same saved auto-encoder behind both
     assert plain.state_key(model.context) == searched.state_key(model.context)
     assert plain.loaded_from_ == searched.loaded_from_ is not None

@@ -138,13 +138,14 @@ def test_protocol_is_one_concept_for_settings_and_metrics():
     from gem_core.evaluation import faithfulness
 
     assert faithfulness.Protocol is check_protocol("keep_nodes").__class__
-    assert GemSettings(protocol="drop_isolated").protocol == "drop_isolated"
-    assert GemSettings(protocol="drop_isolated").key_parts()["protocol"] == "drop_isolated"
+    assert GemSettings().with_overrides(
+        {"teacher.protocol": "drop_isolated"}).teacher.protocol == "drop_isolated"
+    assert GemSettings().with_overrides({"teacher.protocol": "drop_isolated"}).key_parts()["protocol"] == "drop_isolated"
     assert "protocol" not in GemSettings().key_parts()  # saved Gems keep their keys
-    with pytest.raises(ValueError, match="GemSettings.protocol: 'both' is not one of"):
-        GemSettings(protocol="both")
-    with pytest.raises(ValueError, match="GemSettings.necessity_weight"):
-        GemSettings(necessity_weight=-1.0)
+    with pytest.raises(ValueError, match="GemSettings.teacher.protocol: 'both' is not one of"):
+        GemSettings().with_overrides({"teacher.protocol": "both"})
+    with pytest.raises(ValueError, match="GemSettings.teacher.necessity_weight"):
+        GemSettings().with_overrides({"teacher.necessity_weight": -1.0})
 
 
 def test_training_targets_follow_the_protocol():
@@ -155,8 +156,7 @@ def test_training_targets_follow_the_protocol():
     dist = distill(instances, bb, connected=False, label_source="predicted", device="cpu")
     targets = {}
     for protocol in PROTOCOLS:
-        settings = GemSettings(topk_policy="sufficient", protocol=protocol,
-                               label_source="predicted", target_ks=(1, 2, 3))
+        settings = GemSettings().with_overrides({"teacher.topk_policy": "sufficient", "teacher.protocol": protocol, "teacher.label_source": "predicted", "teacher.ks": (1, 2, 3)})
         targets[protocol] = explainer_targets(dist, settings, (1, 2, 3), instances=instances,
                                               black_box=bb)
     assert any(not torch.equal(a, b) for a, b in zip(*targets.values()))
@@ -166,15 +166,17 @@ def test_blend_target_averages_the_removal_and_the_growth_rankings():
     bb = _black_box("graph", seed=6)
     instances = [i for i in _instances("graph", seed=8) if i.num_pairs > 2]
     dist = distill(instances, bb, connected=True, label_source="predicted", device="cpu")
-    common = dict(protocol="drop_isolated", label_source="predicted", target_ks=(1, 2, 3),
-                  necessity_weight=1.0, connected_growth=False)
+    common = GemSettings().with_overrides({
+        "teacher.protocol": "drop_isolated", "teacher.label_source": "predicted",
+        "teacher.ks": (1, 2, 3), "teacher.necessity_weight": 1.0})
     kw = dict(instances=instances, black_box=bb)
-    graded = explainer_targets(dist, GemSettings(target_kind="graded", topk_policy="nosplit",
-                                                 **common), (1, 2, 3), **kw)
-    grown = explainer_targets(dist, GemSettings(target_kind="graded", topk_policy="sufficient",
-                                                **common), (1, 2, 3), **kw)
-    blend = explainer_targets(dist, GemSettings(target_kind="blend", topk_policy="nosplit",
-                                                **common), (1, 2, 3), **kw)
+
+    def targets(kind, policy):
+        settings = common.with_overrides({"teacher.kind": kind, "teacher.topk_policy": policy})
+        return explainer_targets(dist, settings, (1, 2, 3), **kw)
+
+    graded, grown = targets("graded", "nosplit"), targets("graded", "sufficient")
+    blend = targets("blend", "nosplit")
     for g, s, b in zip(graded, grown, blend):
         assert torch.allclose(b, 0.5 * g + 0.5 * s)
     assert any(not torch.equal(g, s) for g, s in zip(graded, grown))

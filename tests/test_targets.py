@@ -116,26 +116,27 @@ def test_a_target_brings_its_own_gem_settings_and_keeps_its_fits_apart():
 
     from gem_core.data.config import get_spec, target_config
     from gem_core.explainers.registry import method_spec
-    from gem_core.gem.settings import GemSettings
+    from gem_core.gem.presets import dataset_settings, preset
     from gem_core.service.session import Workbench
 
     mut = get_spec("mutagenicity")
-    strong = GemSettings.for_dataset(mut, "strong")
-    paper = GemSettings.for_dataset(mut, "paper")
-    assert paper == GemSettings.for_dataset(mut)
+    strong = dataset_settings(mut, "strong")
+    paper = dataset_settings(mut, "paper")
+    assert paper == dataset_settings(mut)
     chosen = dict(target_config(mut, "strong").gem)
-    assert chosen and all(getattr(strong, k) == v for k, v in chosen.items())
-    assert strong.target_ks != paper.target_ks
+    assert strong == preset(chosen["preset"]).with_overrides(
+        {k: v for k, v in chosen.items() if k != "preset"})
+    assert strong.teacher.ks != paper.teacher.ks
     # a misspelt setting is a clear error, not a silently ignored choice
-    typo = replace(mut, strong_target=replace(mut.strong_target, gem={"decodr": "mlp"}))
-    with pytest.raises(ValueError, match="unknown Gem setting 'decodr'"):
-        GemSettings.for_dataset(typo, "strong")
+    typo = replace(mut, strong_target=replace(mut.strong_target, gem={"network.decodr": "mlp"}))
+    with pytest.raises(ValueError, match="unknown Gem setting 'network.decodr'"):
+        dataset_settings(typo, "strong")
     assert Workbench("mutagenicity", "cpu", target="strong").gem_settings == strong
     assert Workbench("mutagenicity", "cpu").gem_settings == paper
     # the budgets are part of Gem's key: another grid is another fit
     wb = Workbench("mutagenicity", "cpu")
     gem = method_spec("gem").create(wb.context)
-    other = replace(wb.context, gem_settings=paper.replace(target_ks=(1, 2, 3)))
+    other = replace(wb.context, gem_settings=paper.with_overrides({"teacher.ks": (1, 2, 3)}))
     assert gem.state_key(wb.context) != method_spec("gem").create(other).state_key(other)
 
 

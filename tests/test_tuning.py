@@ -16,27 +16,31 @@ from gem_core.evaluation.tuning import (CURRENT, Variant, check_variants, format
 
 
 def test_parse_variant_types_each_setting():
-    v = parse_variant("wide:hidden=64/64/32,decoder=mlp,degree_features=yes,lr=3e-3,patience=7")
+    v = parse_variant("wide:network.hidden=64/64/32,network.decoder=mlp,"
+                      "inputs.degree_features=yes,training.lr=3e-3,training.patience=7")
     assert v.name == "wide"
-    assert v.overrides == {"hidden": (64, 64, 32), "decoder": "mlp", "degree_features": True,
-                           "lr": 0.003, "patience": 7}
+    assert v.overrides == {"network.hidden": (64, 64, 32), "network.decoder": "mlp",
+                           "inputs.degree_features": True, "training.lr": 0.003,
+                           "training.patience": 7}
+    assert v.refits()
     assert parse_variant("plain").overrides == {}
-    t = parse_variant("t:topk_policy=paper,target=weights,label_source=predicted,train_on=correct")
-    assert t.explainer_overrides() == {}
-    assert parse_variant("f:target_ks=1-4").overrides == {"target_ks": (1, 2, 3, 4)}
-    assert parse_variant("f:target_ks=10/5/10").overrides == {"target_ks": (5, 10)}
-    assert parse_variant("n:necessity_lead=5").overrides == {"necessity_lead": 5}
-    c = parse_variant("c:check=sustain,check_width=5,check_late=climb")
-    assert c.overrides == {"check": "sustain", "check_width": 5, "check_late": "climb"}
-    assert c.explainer_overrides() == {}  # read at explain time
+    t = parse_variant("t:teacher.topk_policy=paper,teacher.kind=weights,"
+                      "teacher.label_source=predicted,train_on=correct")
+    assert t.train_on == "correct" and t.refits()
+    assert parse_variant("f:teacher.ks=1-4").overrides == {"teacher.ks": (1, 2, 3, 4)}
+    assert parse_variant("f:teacher.ks=10/5/10").overrides == {"teacher.ks": (5, 10)}
+    assert parse_variant("n:teacher.necessity_lead=5").overrides == {"teacher.necessity_lead": 5}
+    c = parse_variant("c:check.rule=sustain,check.width=5,check.late=climb")
+    assert c.overrides == {"check.rule": "sustain", "check.width": 5, "check.late": "climb"}
+    assert not c.refits()  # read at explain time
     settings = c.settings(Workbench("nci1", "cpu").gem_settings)
-    assert (settings.check.value, settings.check_width, settings.check_late.value) == (
+    assert (settings.check.rule.name, settings.check.width, settings.check.late.name) == (
         "sustain", 5, "climb")
-    b = parse_variant("b:check_backward=grid,check_lead=5")
-    assert b.overrides == {"check_backward": "grid", "check_lead": 5}
-    assert b.explainer_overrides() == {}  # read at explain time too
+    b = parse_variant("b:check.backward=grid,check.lead=5")
+    assert b.overrides == {"check.backward": "grid", "check.lead": 5}
+    assert not b.refits()
     settings = b.settings(Workbench("nci1", "cpu").gem_settings)
-    assert (settings.check_backward.value, settings.check_lead) == ("grid", 5)
+    assert (settings.check.backward.name, settings.check.lead) == ("grid", 5)
     from gem_core.gem.training_targets import format_ks, parse_ks
 
     assert format_ks(parse_ks("1-4")) == "1-4" and format_ks(parse_ks("10/5")) == "5/10"
@@ -44,13 +48,13 @@ def test_parse_variant_types_each_setting():
 
 @pytest.mark.parametrize("text, message", [
     ("x:foo=1", "unknown setting 'foo'"),
-    ("x:decoder", "expected key=value"),
-    (":lr=0.1", "needs a name"),
-    ("x:degree_features=maybe", "expected true or false"),
-    ("x:hidden=a/b", "hidden widths"),
-    ("x:patience=1.5", "patience"),
-    ("x:target_ks=a-b", "budgets look like"),
-    ("x:target_ks=0-3", "at least 1"),
+    ("x:network.decoder", "expected key=value"),
+    (":training.lr=0.1", "needs a name"),
+    ("x:inputs.degree_features=maybe", "expected true or false"),
+    ("x:network.hidden=a/b", "hidden widths"),
+    ("x:training.patience=1.5", "patience"),
+    ("x:teacher.ks=a-b", "budgets look like"),
+    ("x:teacher.ks=0-3", "at least 1"),
 ])
 def test_parse_variant_errors_are_clear(text, message):
     with pytest.raises(ValueError, match=message):
@@ -60,14 +64,14 @@ def test_parse_variant_errors_are_clear(text, message):
 @pytest.mark.parametrize("variants, message", [
     ([Variant(CURRENT)], "dataset's own settings"),
     ([Variant("a"), Variant("a")], "unique"),
-    ([Variant("a", {"target": "nope"})], "target_kind: 'nope' is not one of"),
-    ([Variant("a", {"topk_policy": "nope"})], "topk_policy: 'nope' is not one of"),
+    ([Variant("a", {"teacher.kind": "nope"})], "teacher.kind: 'nope' is not one of"),
+    ([Variant("a", {"teacher.topk_policy": "nope"})], "topk_policy: 'nope' is not one of"),
     ([Variant("a", {"train_on": "some"})], "train_on must be one of"),
-    ([Variant("a", {"label_source": "guess"})], "label"),
-    ([Variant("a", {"decoder": "dense"})], "decoder: 'dense' is not one of"),
-    ([Variant("a", {"check_late": "off"})], "check_late: 'off' is not one of"),
-    ([Variant("a", {"check_backward": "always"})], "check_backward: 'always' is not one of"),
-    ([Variant("a", {"check_lead": -1})], "check_lead"),
+    ([Variant("a", {"teacher.label_source": "guess"})], "label"),
+    ([Variant("a", {"network.decoder": "dense"})], "decoder: 'dense' is not one of"),
+    ([Variant("a", {"check.late": "off"})], "check.late: 'off' is not a rule"),
+    ([Variant("a", {"check.backward": "always"})], "check.backward: 'always' is not one of"),
+    ([Variant("a", {"check.lead": -1})], "check.lead"),
 ])
 def test_check_variants_rejects_bad_settings(variants, message):
     with pytest.raises(ValueError, match=message):
@@ -84,8 +88,8 @@ class _NoTestSplit(Workbench):
 
 def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
     wb = _NoTestSplit("tree_cycles", "cpu")
-    variants = [Variant("short", {"max_epochs": 4}), Variant("inner-nobias", {"max_epochs": 4,
-                                                                              "decoder_bias": False})]
+    variants = [Variant("short", {"training.max_epochs": 4}),
+                Variant("inner-nobias", {"training.max_epochs": 4, "network.decoder_bias": False})]
     result = validation_sweep(wb, variants, seeds=[0, 1], include_current=False)
     assert list(result["variants"]) == ["short", "inner-nobias"]
     assert result["split"] == "val" and result["val_instances"] == len(wb.instances("val"))
@@ -111,7 +115,8 @@ def test_sweep_scores_each_variant_on_validation_like_a_direct_fit():
         assert short["accuracy_at_k"][str(k)] == pytest.approx(mean)
     # each variant keeps its own overrides and scores
     a = [r["accuracy_at_k"] for r in result["variants"]["inner-nobias"]["per_seed"]]
-    assert result["variants"]["inner-nobias"]["overrides"] == {"max_epochs": 4, "decoder_bias": False}
+    assert result["variants"]["inner-nobias"]["overrides"] == {"training.max_epochs": 4,
+                                                               "network.decoder_bias": False}
     assert all(0.0 <= x <= 1.0 for acc in a for x in acc.values())
     # stability across the two seeds: the Jaccard of their top-K edges at the smallest K
     from gem_core.evaluation.faithfulness import stability
@@ -142,7 +147,7 @@ def test_correct_only_training_fits_on_the_correctly_classified_instances(monkey
         return real_fit(self, instances, weights, val_instances, val_weights, progress)
 
     monkeypatch.setattr(GemAutoEncoder, "fit", spy)
-    validation_sweep(wb, [Variant("c", {"max_epochs": 2, "train_on": "correct"})], seeds=[0],
+    validation_sweep(wb, [Variant("c", {"training.max_epochs": 2, "train_on": "correct"})], seeds=[0],
                      include_current=False)
     assert seen["train"] == [i.index for n, i in enumerate(train) if n % 3 != 0]
     assert seen["val"] == [i.index for n, i in enumerate(val) if n % 3 != 0]
@@ -150,11 +155,11 @@ def test_correct_only_training_fits_on_the_correctly_classified_instances(monkey
 
 def test_cli_tune_prints_current_and_variants(capsys, tmp_path):
     out = tmp_path / "tune.json"
-    assert main(["tune", "--dataset", "tree_cycles", "--variant", "short:max_epochs=3",
+    assert main(["tune", "--dataset", "tree_cycles", "--variant", "short:training.max_epochs=3",
                  "--seeds", "0", "--no-progress", "--threads", "1", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "validation instances" in text and "current" in text and "short" in text
-    assert "short: max_epochs=3" in text
+    assert "short: training.max_epochs=3" in text
     import json
     data = json.loads(out.read_text())
     assert list(data["variants"]) == [CURRENT, "short"]
@@ -175,10 +180,11 @@ def test_finer_target_budgets_grade_the_order_inside_the_smallest_explanation():
     dist = wb.distillation("val")
     # the "refine" descent: nested top-K masks, one descent for every budget
     spec = wb.spec
-    settings = replace(wb.gem_settings, target_kind="graded", topk_policy="refine",
-                       necessity_lead=0)
+    settings = wb.gem_settings.with_overrides({"teacher.kind": "graded",
+                                               "teacher.topk_policy": "refine",
+                                               "teacher.necessity_lead": 0})
     coarse = explainer_targets(dist, settings, spec.k_grid, instances=val, black_box=wb.black_box)
-    fine_settings = replace(settings, target_ks=tuple(range(1, max(spec.k_grid) + 1)))
+    fine_settings = settings.with_overrides({"teacher.ks": tuple(range(1, max(spec.k_grid) + 1))})
     fine = explainer_targets(dist, fine_settings, spec.k_grid, instances=val,
                              black_box=wb.black_box)
     smallest = min(spec.k_grid)

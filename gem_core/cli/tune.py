@@ -8,32 +8,25 @@ from gem_core.cli.common import add_command, add_target_arg, progress_bar, write
 
 EXAMPLES = """\
 examples:
-  python -m gem_core tune --dataset mutagenicity --variant mlp:decoder=mlp \\
-      --variant paper-targets:topk_policy=paper --seeds 0 1 2
-  python -m gem_core tune --dataset ba_shapes --variant inner:decoder=inner,degree_features=false
+  python -m gem_core tune --dataset mutagenicity --variant mlp:network.decoder=mlp \\
+      --variant paper-targets:teacher.topk_policy=paper --seeds 0 1 2
+  python -m gem_core tune --dataset ba_shapes \\
+      --variant inner:network.decoder=inner,inputs.degree_features=false
+  python -m gem_core tune --dataset nci1 --variant climb-late:check.late=climb
 
-settings a variant may change:
-  explainer: lr, hidden (e.g. 64/64/32), batch_size, max_epochs, patience, kl_weight,
-             weight_decay, wl_rounds, max_colors, decoder_bias, decoder (inner|mlp),
-             degree_features, wl_edge_labels, edge_features, ensemble (networks averaged)
-  training targets: target (weights|graded|mix|graded+add|blend),
-             topk_policy (nosplit|exact|paper|refine|sufficient), label_source (true|predicted),
-             train_on (all|correct: only instances the target classifies correctly),
-             condition_on_prediction (true|false: Gem reads the target's predicted class),
-             target_ks (budgets K the graded targets average: 1-30 or 5/10/15; default: the
-             dataset's K grid, or the target's own budgets),
-             protocol (keep_nodes|drop_isolated: what the sufficient rule judges by),
-             necessity_weight (the sufficient rule's weight of necessity, e.g. 1.0),
-             connected_growth (true|false: may the sufficient rule pick edges anywhere),
-             necessity_lead (pairs of each target ranked first by greedy necessity, e.g. 5)
-  explaining (no refit needed, but each variant is fitted anew): check
-             (off|repair|best|search|sustain|climb), check_width (next pairs compared),
-             check_late (the rule from the grid's smallest K on: same|repair|best|search|
-             sustain|climb), check_backward (off|grid|late: at the grid's K, or those above
-             its smallest, where the top-K does not hold, search backwards from the whole
-             instance), check_lead (the first pairs of the smallest explanation
-             put in the target's deletion order, e.g. 5), e.g.
-             --variant climb-late:check_late=climb
+a variant changes settings by their paths (docs/settings.md lists them all):
+  teacher.*   what Gem learns from: kind (weights|graded|mix|graded+add|blend), topk_policy
+              (nosplit|exact|paper|refine|sufficient), ks (1-30 or 5/10/15), label_source
+              (true|predicted), protocol (keep_nodes|drop_isolated), necessity_weight,
+              necessity_lead
+  inputs.*    what it reads: condition_on_prediction, num_hops, wl_rounds, max_colors,
+              degree_features, wl_edge_labels, edge_features
+  network.*   hidden (e.g. 64/64/32), decoder (inner|mlp), decoder_bias, ensemble
+  training.*  lr, batch_size, max_epochs, patience
+  check.*     the explain-time check (no refit needed, but each variant is fitted anew): rule
+              (off|repair|best|search|sustain|climb), width, late (same or a rule), backward
+              (off|grid|late), lead
+  seed, and train_on (all|correct: only instances the target classifies correctly)
 """
 
 

@@ -41,8 +41,9 @@ class TargetConfig:
     unknown_bond_prob: float = 0.0  # gine: share of training graphs with their bonds hidden
     drop_edge: float = 0.0  # gine: share of bonds dropped from training graphs
     ema: float = 0.0  # gine: decay of a weight average kept per step (0: off)
-    # Gem's settings chosen for explanations of this target (GemSettings field -> value), over
-    # the dataset's ``gem`` row; merged by gem_core.gem.settings.GemSettings.for_dataset
+    # Gem's settings for explanations of this target, over the dataset's ``gem`` row: a
+    # ``preset`` name (it then starts over from that preset) and/or at most 5 setting paths;
+    # merged by gem_core.gem.presets.dataset_settings
     gem: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
@@ -85,9 +86,9 @@ class DatasetSpec:
     k_grid: tuple[int, ...]
     connected: bool  # connectivity rule of the distillation (Appendix C)
     target: TargetConfig = field(default_factory=TargetConfig)
-    # Gem's settings for this dataset (GemSettings field -> value; the rest keep GemSettings'
-    # defaults), merged with the target's own row by gem_core.gem.settings.GemSettings.for_dataset.
-    # lr: the paper used 0.001 node / 0.01 graph; 0.001 left node-task Gem undertrained
+    # Gem's settings for this dataset: a ``preset`` of gem_core.gem.presets (why its values:
+    # docs/decisions/) and at most 5 setting paths (``"check.rule": "repair"``), merged with the
+    # target's own row by gem_core.gem.presets.dataset_settings
     gem: Mapping[str, Any] = field(default_factory=dict, hash=False)
     num_hops: int = 3
     # a second, stronger target model selectable as "strong" (None: only the paper's)
@@ -130,15 +131,6 @@ class DatasetSpec:
         return min(steps) if steps else 1
 
 
-# Gem trains 3 auto-encoders and averages their scores (GemSettings.ensemble): refitted with
-# another seed it keeps far more of the same top-K edges. Validation split, 6 single fits (an
-# ensemble of 3 = the mean of 3 of them), stability at the smallest K: Mutagenicity (paper target)
-# 0.80 -> 0.87, BA-shapes 0.75 -> 0.89; accuracy@K the same or higher (docs/history/results-diary.md,
-# "Stability across seeds"); Mutagenicity's strong target inherits the row (0.81 -> 0.87).
-# Tree-cycles keeps one; NCI1 and, since 2026-11-26, both Mutagenicity targets average 5 (their
-# rows below).
-_ENSEMBLE = {"ensemble": 3}
-
 DATASETS: dict[str, DatasetSpec] = {
     "ba_shapes": DatasetSpec(
         name="ba_shapes",
@@ -152,33 +144,7 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
         class_names=("base", "top", "middle", "bottom"),
         target=TargetConfig(lr=0.01, weight_decay=0.0, max_epochs=2000, patience=400),
-        gem={
-            "lr": 0.003,
-            "target_kind": "graded+add",
-            # 1000 epochs, patience 100, MLP decoder and degree labels: the misses were pairs
-            # the inner product cannot tell apart (house attachment / hub spokes vs house edges)
-            "max_epochs": 1000,
-            "patience": 100,
-            "decoder": "mlp",
-            "degree_features": True,
-            # the first 3 pairs in greedy necessity order (validation, one network, seeds 0-2:
-            # necessity over k = 1..5 .584 -> .704, accuracy@K mean 97.9 -> 98.2 %, stability
-            # 0.80 -> 0.86)
-            "necessity_lead": 3,
-            **_ENSEMBLE,
-            # the target checks Gem's ranking after the lead (gem_core/gem/checked_ranking.py):
-            # Gem's next pair unless the prediction fails on it and holds with one of the next 3
-            # (validation, the shipped Gem: sufficiency over k = 1..10 .853 -> .855, every other
-            # figure unchanged; "best" lost a node at K = 5 and 6)
-            "check": "repair",
-            "check_width": 3,
-            # and the target orders the first 4 pairs of the top 5 itself, by greedy deletion,
-            # before the check grows from pair 5 (2026-11-26, validation, the shipped Gem and
-            # refits with seeds 1-2; off -> lead of 3 / of 4: necessity over k = 1..5 .718 ->
-            # .774 / .798, accuracy and sufficiency at K = 5..9 97.4 -> 98.2 / 98.2, stability@5
-            # .939 -> .934 / .934; 0.7 -> 1.8 ms per node)
-            "check_lead": 4,
-        },
+        gem={"preset": "ba_shapes"},
         default_k_value=6,
     ),
     "tree_cycles": DatasetSpec(
@@ -198,24 +164,7 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
         class_names=("tree", "cycle"),
         target=TargetConfig(lr=0.001, weight_decay=0.0, max_epochs=5000, patience=1500),
-        # one auto-encoder: its stability across seeds is already 0.97 on validation, and an
-        # ensemble of 3 lowered accuracy@K there (mean 0.93 -> 0.84-0.93 on 36 nodes)
-        # the first 3 pairs in greedy necessity order (validation, seeds 0-4: accuracy@K mean
-        # 89.3 -> 94.2 %, stability 0.977 -> 1.000, necessity over k = 1..5 .967 -> .969)
-        # and the MLP decoder: the inner product ranked the cycle edges at the node above the
-        # next ones, whose deletion flips the prediction (validation, seeds 0-4: necessity
-        # .969 -> 1.000, accuracy@K mean 94.2 -> 97.3 %, sufficiency .942 -> .973)
-        # and the target's check after the lead (gem_core/gem/checked_ranking.py; validation, the
-        # shipped Gem: accuracy and sufficiency at K = 7 97.2 -> 100 %, every other cell 100 %)
-        gem={
-            "lr": 0.003,
-            "target_kind": "mix",
-            "max_epochs": 600,
-            "necessity_lead": 3,
-            "decoder": "mlp",
-            "check": "repair",
-            "check_width": 3,
-        },
+        gem={"preset": "tree_cycles"},
         default_k_value=6,
     ),
     "mutagenicity": DatasetSpec(
@@ -230,12 +179,7 @@ DATASETS: dict[str, DatasetSpec] = {
         atom_symbols=("C", "O", "Cl", "H", "N", "F", "Br", "S", "P", "I", "Na", "K", "Li", "Ca"),
         mutagen_label=0,
         prediction_phrase="a mutagen call differently from a non-mutagen one",
-        # Gem's first 5 pairs in greedy necessity order within the K = 15 explanation
-        # (validation, one network, seeds 0-2: necessity over k = 1..5 .343 -> .410 keep_nodes,
-        # .232 -> .288 drop_isolated; accuracy 79.7 both, agreement 90.5 -> 90.6 %)
-        target=TargetConfig(
-            lr=0.005, weight_decay=0.0, max_epochs=300, patience=60, gem={"necessity_lead": 5}
-        ),
+        target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
         # the bond-aware target (gem_core/strong_target.py): 14 recipes compared on validation
         # over 2-3 seeds, the best mean chosen (87.4 %; test 82.5 / 83.6 / 83.0 % for seeds 0-2)
         strong_target=TargetConfig(
@@ -251,118 +195,9 @@ DATASETS: dict[str, DatasetSpec] = {
             schedule="plateau",
             unknown_bond_prob=0.1,
             ema=0.99,
-            gem={
-                # Gem's graded targets over K = 1-30 (validation, seeds 0-2: toxicophore AUC 0.710 ->
-                # 0.785, recall@8 0.657 -> 0.741, accuracy 84.4 -> 85.1 %, agreement 96.0 -> 96.6 %)
-                "target_ks": tuple(range(1, 31)),
-                # then bond types, as this target reads them: WL colours refined with them, per-node
-                # counts in the encoder, e_uv in an MLP decoder (recall@8 0.741 -> 0.783, higher in
-                # each seed; AUC 0.785 -> 0.780, accuracy +0.1, agreement +0.1)
-                "wl_edge_labels": True,
-                "edge_features": True,
-                "decoder": "mlp",
-                # 3 auto-encoders averaged, as the paper target's row (validation, 6 single fits:
-                # stability across seeds 0.81 -> 0.87, toxicophore AUC 0.777 -> 0.787, mean
-                # accuracy@K 85.3 -> 85.1 %); then 5, as the paper target's row (2026-11-26,
-                # validation, the check's "search", seeds 0-2, 3 -> 5: stability@15 .862 -> .887,
-                # sufficiency keep_nodes 99.0, 99.4, 99.7, 100 -> 99.0, 99.4, 99.8, 100,
-                # drop_isolated 99.2, 99.3, 99.7, 100 -> 99.2, 99.2, 99.7, 100, accuracy@K mean
-                # 87.5 -> 87.4 %, necessity@1..5 .328 -> .326)
-                # The check of the paper target's row until 2026-11-26: "search", then "sustain"
-                # from K = 15. "climb", the paper target's rule since, starts at the first pair
-                # here (no necessity lead) and climbs the wrong way (validation, the shipped Gem
-                # and refits with seeds 1-2; search then sustain / then climb / climb throughout:
-                # sufficiency keep_nodes at K = 15, 20, 25, 30 99.0, 99.4, 99.8, 100 / 99.0, 99.4,
-                # 99.8, 99.8 / 94.4, 94.4, 96.7, 98.5, accuracy 87.1, 87.2, 87.6, 87.8 / 87.1, 87.2,
-                # 87.6, 87.6 / 83.6, 83.1, 84.5, 86.3; stability@15 .887 / .887 / .894)
-                "check": "search",
-                "check_late": "sustain",
-                # and at K = 15, 20, 25, 30, where the grown top-K does not hold, backwards from the
-                # whole molecule (2026-11-26, same runs; off -> grid: sufficiency keep_nodes 99.0,
-                # 99.4, 99.8, 100 -> 100, 99.8, 100, 100, drop_isolated 99.2, 99.2, 99.7, 100 ->
-                # 100, 99.8, 100, 100, accuracy mean 87.42 -> 87.75, stability@15 .887 -> .885,
-                # necessity@1..5 .326 -> .327; 3.7 -> 4.5 ms per molecule)
-                "check_backward": "grid",
-                # not the paper row's lead ordered by the target: with no necessity lead here, the
-                # first 5 pairs are the check's sufficient ones, and ordering the top 15's first 5 by
-                # deletion (validation, the shipped Gem, a first version that ordered them after the
-                # check: necessity .331 / .327 -> .644 / .652) made the small explanations the
-                # Molecule page shows far less sufficient (k = 5: 90.6 -> 66.8 %)
-                "check_lead": 0,
-            },
+            gem={"preset": "mutagenicity_strong"},
         ),
-        gem={
-            "lr": 0.01,
-            # loss-driven top-K masks as Gem's targets: validation accuracy 74.9 -> 77.1 % (mean
-            # over K and seeds 0-2), mutagen-only 70.1 -> 75.5 %; on NCI1 it changes nothing
-            # (74.6 both)
-            "topk_policy": "refine",
-            # Gem reads the target's predicted class and learns the predicted-label teacher:
-            # validation agreement@K 86.4 -> 90.5 %, accuracy 77.1 -> 79.7 % (mean over K,
-            # seeds 0-2)
-            "condition_on_prediction": True,
-            "label_source": "predicted",
-            # 5 auto-encoders averaged, as NCI1's row (2026-11-26, validation, the check's
-            # "search", seeds 0-2, 3 -> 5: stability@15 .864 -> .887, sufficiency keep_nodes
-            # 97.5, 98.6, 98.6, 98.8 -> 97.5, 98.9, 98.6, 98.8, drop_isolated 98.6, 99.2, 99.2,
-            # 99.8 -> 99.0, 99.5, 99.4, 99.8, accuracy@K mean 84.0 -> 84.2, necessity the same)
-            "ensemble": 5,
-            # the target checks Gem's ranking after the lead (gem_core/gem/checked_ranking.py):
-            # Gem's next pair unless the prediction fails on it and holds with one of the next
-            # 8, up to K = 30. Chosen on validation (the shipped Gems and two refits, seeds 1-2):
-            # the highest sufficiency whose stability across the seeds stays >= 0.85. Paper
-            # target, no check -> "repair" of 5 / of 8 / "best" of 3 / of 5: stability@15 .882 ->
-            # .871 / .867 / .842 / .809, sufficiency (drop_isolated) at K = 15, 20, 25, 30 83.2,
-            # 88.2, 91.0, 94.9 -> 96.8 ... / 98.6, 99.1, 98.8, 99.5 (repair of 8) / ... / 99.1,
-            # 98.6, 99.3, 99.3 (best of 5); strong target: stability .869 -> .866 / .861 / .836
-            # / .814, sufficiency 93.1, 97.5, 99.3, 99.1 -> 97.7, 99.3, 99.8, 100 (repair of 8).
-            # Necessity unchanged (paper target: the check starts after the lead). About 1.2 ms
-            # per molecule (paper target) and 5 (strong) on 2 cores, against 0.1 unchecked.
-            # Then "search": where none of the 8 holds, every pair left is asked (2026-11-26,
-            # same rule, validation, the shipped Gems and refits with seeds 1-2; repair ->
-            # search / sustain): paper target stability .867 -> .864 / .867, sufficiency
-            # keep_nodes 96.7, 98.2, 98.2, 98.7 -> 97.5, 98.6, 98.6, 98.8 / 97.1, 98.8, 98.5,
-            # 98.9, drop_isolated 97.9, 98.3, 98.5, 99.2 -> 98.6, 99.2, 99.2, 99.8 / 98.2, 99.2,
-            # 99.2, 99.7, accuracy mean 83.7 -> 84.0 / 84.0, necessity unchanged; strong target
-            # stability .861 -> .862 / .860, sufficiency keep_nodes 98.2, 99.2, 99.8, 99.9 ->
-            # 99.0, 99.4, 99.7, 100 / 98.4, 99.3, 99.9, 100, accuracy mean 87.2 -> 87.5 / 87.3,
-            # necessity@1..5 .335 -> .328 / .335. 1.2 ms (paper) and 3.4 ms (strong) per molecule
-            "check": "climb",
-            "check_width": 8,
-            # and from K = 15 on, once the explanation has held, "sustain" keeps it as close
-            # to holding as one pair can (2026-11-26, same rule, 5 networks; search -> search
-            # then sustain / then best): paper target stability@15 .887 (both, the top 15 is
-            # the same), @20/25/30 .918/.942/.964 -> .918/.941/.964 / .884/.909/.940,
-            # sufficiency at K = 20, 25, 30 keep_nodes 98.9, 98.6, 98.8 -> 99.2, 98.6, 99.0,
-            # drop_isolated 99.5, 99.4, 99.8 -> 99.5, 99.5, 99.8, accuracy 84.6, 84.2, 84.9 ->
-            # 84.9, 84.6, 84.7; strong target: every figure the same). Then "climb" from
-            # K = 15: where no pair makes the prediction hold, the surest pair instead of Gem's
-            # next (2026-11-26, same runs, same cost; sustain -> climb: stability@20 .918 ->
-            # .917, sufficiency at K = 20, 25, 30 keep_nodes 99.2, 98.6, 99.0 -> 99.3, 99.2,
-            # 99.0, drop_isolated 99.5, 99.5, 99.8 -> 99.7, 99.8, 99.8, accuracy 84.9, 84.6,
-            # 84.7 -> 84.9, 84.9, 84.6; K = 15 and necessity unchanged). Then "climb" from
-            # the lead on, as the only rule (same runs; search then climb -> climb throughout:
-            # stability@15 .887 -> .883, sufficiency at K = 15, 20, 25, 30 keep_nodes 97.5,
-            # 99.3, 99.2, 99.0 -> 98.7, 99.2, 99.0, 99.0 (mean 98.75 -> 98.98), drop_isolated
-            # 99.0, 99.7, 99.8, 99.8 -> 99.8 at each K, accuracy 83.1, 84.9, 84.9, 84.6 -> 84.4,
-            # 84.7, 84.7, 84.6, necessity unchanged; NCI1's stability fell below 0.85 with it)
-            "check_late": "same",
-            # and at K = 15, 20, 25, 30, where the grown top-K does not hold, backwards from
-            # the whole molecule: growing pair by pair never reaches "all but one bond" once
-            # that bond is placed (2026-11-26, same runs; off -> grid: sufficiency keep_nodes
-            # 98.7, 99.2, 99.0, 99.0 -> 99.6, 100, 99.7, 99.5, drop_isolated 99.8 -> 100 at
-            # each K, accuracy 84.4, 84.7, 84.7, 84.6 -> 84.9, 85.3, 84.9, 85.1, stability@15
-            # .883 -> .884, necessity unchanged; 1.2 ms per molecule both)
-            "check_backward": "grid",
-            # and the target orders the first 5 pairs of the top 15 itself, by greedy deletion
-            # under both protocols, before the check grows from pair 6 (2026-11-26, same runs;
-            # off -> lead of 5: necessity over k = 1..5 keep / drop .407 / .290 -> .830 / .666,
-            # stability@15 .884 -> .882, sufficiency keep_nodes at K = 15, 20 99.6, 100 -> 99.3,
-            # 99.9 (25, 30 and drop_isolated the same), accuracy at K = 15, 20 84.9, 85.3 ->
-            # 84.6, 85.2, toxicophore AUC .657 -> .667, recall@8 .697 -> .651; 1.2 -> 2.3 ms):
-            # necessity doubles for a third of a point of sufficiency at K = 15
-            "check_lead": 5,
-        },
+        gem={"preset": "mutagenicity"},
     ),
     "nci1": DatasetSpec(
         name="nci1",
@@ -374,64 +209,7 @@ DATASETS: dict[str, DatasetSpec] = {
         source=TUSource("NCI1"),
         class_names=("inactive", "active"),
         target=TargetConfig(lr=0.005, weight_decay=0.0, max_epochs=300, patience=60),
-        gem={
-            "lr": 0.01,
-            # as Mutagenicity: validation agreement@K 85.1 -> 92.8 %, accuracy 74.6 -> 77.0 %
-            "condition_on_prediction": True,
-            "label_source": "predicted",
-            # graded targets over K = 1-30: validation accuracy 77.0 -> 77.7 %, agreement 92.8
-            # both
-            "target_ks": tuple(range(1, 31)),
-            # 5 auto-encoders averaged: validation stability across seeds 0.74 (one network) ->
-            # 0.82 (3) -> 0.86 (5), mean accuracy@K 77.6 -> 78.1 % (10 single fits)
-            "ensemble": 5,
-            # the first 5 pairs in greedy necessity order, judged as GNNX-Bench judges
-            # (drop_isolated; validation, one network, seeds 0-2: necessity over k = 1..5 .330 ->
-            # .366 drop_isolated, .458 -> .486 keep_nodes; accuracy 77.7 -> 77.3 %, agreement
-            # 92.8 -> 93.2 %)
-            "necessity_lead": 5,
-            "protocol": "drop_isolated",
-            # the target's check, as Mutagenicity (validation, the shipped Gem and two refits:
-            # stability@15 .864 -> "repair" of 5 / of 8 / "best" of 3 / of 5 .854 / .845 / .818 /
-            # .782; repair of 5, the one that keeps it >= 0.85: sufficiency (drop_isolated) at
-            # K = 15, 20, 25, 30 86.4, 93.9, 94.4, 95.9 -> 94.6, 96.8, 97.3, 97.3, necessity
-            # unchanged; 1.6 ms per molecule). Then "sustain": once the explanation holds and none
-            # of the 5 keeps it so, the surest of every pair left (2026-11-26, same rule; repair
-            # -> search / sustain: stability .854 -> .848 / .851, so "search" is out;
-            # sufficiency keep_nodes 97.6, 97.6, 98.2, 98.9 -> 98.0, 98.1, 98.9, 99.4,
-            # drop_isolated 95.8, 97.2, 97.6, 97.6 -> 96.4, 97.5, 98.1, 98.1, accuracy@K 78.8,
-            # 79.2, 80.0, 80.4 -> 79.0, 78.8, 79.8, 80.3, necessity unchanged; 0.8 ms)
-            "check": "sustain",
-            "check_width": 5,
-            # and "search" from K = 15 on, where the top 15 (and its stability) is already
-            # decided (2026-11-26, same runs: stability@15 .851 both, @20/25/30 .886/.921/.948
-            # -> .886/.922/.948; sufficiency at K = 20, 25, 30 keep_nodes 98.1, 98.9, 99.4 ->
-            # 98.5, 99.3, 99.5, drop_isolated 97.5, 98.1, 98.1 -> 98.0, 98.5, 98.1; accuracy
-            # 78.8, 79.8, 80.3 -> 79.2, 80.1, 80.4; K = 15 and necessity unchanged. "best"
-            # from K = 15: stability@20 .859). Then "climb" from K = 15: where no pair makes
-            # the prediction hold, the surest pair instead of Gem's next (2026-11-26, same runs,
-            # same cost; search -> climb: stability@20/25/30 .886/.922/.948 -> .885/.920/.947,
-            # sufficiency at K = 20, 25, 30 keep_nodes 98.5, 99.3, 99.5 -> 99.5, 99.8, 99.8,
-            # drop_isolated 98.0, 98.5, 98.1 -> 98.5, 98.7, 98.6, accuracy 79.2, 80.1, 80.4 ->
-            # 80.2, 80.4, 80.5; K = 15 and necessity unchanged)
-            "check_late": "climb",
-            # and at K = 20, 25, 30, where the grown top-K does not hold, backwards from the
-            # whole molecule, the top 15 kept (2026-11-26, same runs; off -> late: sufficiency
-            # keep_nodes at K = 20, 25, 30 99.5, 99.8, 99.8 -> 99.7, 99.8, 100, drop_isolated
-            # 98.5, 98.7, 98.6 -> 98.8, 98.9, 98.8, accuracy 80.2, 80.4, 80.5 -> 80.4, 80.4,
-            # 80.5, stability and necessity unchanged; 1.2 -> 2.4 ms per molecule). At K = 15
-            # too ("grid") it held on more molecules (keep_nodes 98.0 -> 99.8, drop_isolated
-            # 96.4 -> 99.5, accuracy 79.0 -> 80.3), but stability@15 fell .851 -> .841
-            "check_backward": "late",
-            # and the target orders the first 3 pairs of the top 15 itself, by greedy deletion
-            # under both protocols, before the check grows from pair 6 (2026-11-26, same runs;
-            # off -> lead of 2 / 3 / 5: necessity over k = 1..5 keep / drop .498 / .382 -> .694 /
-            # .624, .762 / .699, .829 / .770, stability@15 .851 -> .852, .853, .846 (5 is out),
-            # sufficiency keep_nodes at K = 15 98.0 -> 97.6, 97.6, 97.5, drop_isolated 96.4 ->
-            # 96.3, 96.2, 96.4, accuracy 79.0, 80.4, 80.4, 80.5 -> 79.0, 80.5, 80.5, 80.5 / 79.1,
-            # 80.6, 80.5, 80.5; 2.1 -> 3.3 ms)
-            "check_lead": 3,
-        },
+        gem={"preset": "nci1"},
     ),
 }
 

@@ -378,12 +378,27 @@ def checked_control(
     """``scores`` (random ones: the control) put through the same explain-time search as the
     fitted adapter's with ``check`` (its width, budgets and protocols)."""
     from gem_core.data.packed import PackedGraphs
-    from gem_core.gem.pipeline import GemPipeline
+    from gem_core.gem.explain import apply_check
 
-    settings = algorithm.settings_.replace(**{**algorithm._check_options("graph"), "check": check})
+    settings = algorithm._explain_settings().with_overrides({"check.rule": check})
     packed = PackedGraphs.from_instances(instances)
-    pipeline = GemPipeline(settings, algorithm.k_grid, black_box, algorithm.num_classes_)
-    return list(packed.split_pairs(pipeline.check(packed, torch.cat(scores), predicted)))
+    checked = apply_check(
+        settings, algorithm.k_grid, black_box, packed, torch.cat(scores), predicted
+    )
+    return list(packed.split_pairs(checked))
+
+
+def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's options as JSON values (tuples as lists, the settings' paths nested)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return list(value)
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return plain(options)
 
 
 def instances_of(graphs: Sequence[Any]) -> list[Instance]:
@@ -554,8 +569,8 @@ def run_outside(
     """Every method on the outside model ``model_name`` under every protocol, on ``split``.
 
     Gem is fitted on the training graphs (the first ``train_limit`` when given), once per
-    protocol it is judged by: its ``protocol`` option follows the judging protocol unless
-    ``gem_options`` fixes it. ``limit``: only the first graphs of ``split``.
+    protocol it is judged by: its ``teacher.protocol`` follows the judging protocol unless
+    ``gem_options``' ``settings`` fix it. ``limit``: only the first graphs of ``split``.
     ``stability_seeds``: also refit Gem with each of these seeds and report its stability (mean
     Jaccard of the top-k edge sets across the seeds, :func:`.faithfulness.stability`) at k =
     5, 10, 15, 20, 25 and their mean.
@@ -620,8 +635,11 @@ def run_outside(
                     "epochs": 300,
                     "k": SUFFICIENCY_K,
                     "seed": seed,
-                    "protocol": protocol,
                     **(gem_options or {}),
+                }
+                options["settings"] = {
+                    "teacher.protocol": protocol,
+                    **options.get("settings", {}),
                 }
                 if not fitted:
                     t0 = time.perf_counter()
@@ -637,9 +655,7 @@ def run_outside(
                     fitted, graphs, instances, black_box, predicted, baseline
                 )
                 extra["fit_seconds"] = round(fitted["algo"].fit_seconds_, 2)
-                extra["options"] = {
-                    k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()
-                }
+                extra["options"] = _plain_options(options)
                 if stability_seeds and method == OUTSIDE_GEM_METHODS[0]:
                     report(progress, 0.0, f"{model_name} / {protocol}: Gem stability")
                     runs = [

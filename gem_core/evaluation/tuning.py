@@ -1,8 +1,9 @@
 """Validation sweeps of Gem's settings: how each design choice of ``config.py`` was (and can be) made.
 
-A *variant* is a set of overrides of a dataset's Gem settings — explainer hyperparameters
-(``decoder=mlp``, ``hidden=64/64/32``, ``weight_decay=1e-4`` …) and what the explainer learns from
-(``target=graded``, ``topk_policy=refine``, ``label_source=predicted``, ``train_on=correct``). Every
+A *variant* is a set of overrides of a dataset's Gem settings, named by their paths — the
+auto-encoder (``network.decoder=mlp``, ``network.hidden=64/64/32`` …), what it learns from
+(``teacher.kind=graded``, ``teacher.topk_policy=refine``, ``teacher.label_source=predicted``) or the
+explain-time check (``check.rule=repair``) — and ``train_on=correct``. Every
 variant is fitted on the training split with the same seeds and scored by explanation accuracy at
 each K on the **validation** split, beside the dataset's current settings measured in the same run.
 The test split is never read, so the choice made from a sweep does not leak into the reported tables.
@@ -21,7 +22,7 @@ from typing import Any, Optional
 import torch
 
 from gem_core.data.config import DatasetSpec
-from gem_core.gem.settings import GemSettings
+from gem_core.gem.settings import SETTING_PATHS, GemSettings, setting_kind
 from gem_core.gem.training_targets import format_ks, parse_ks
 from gem_core.runtime.progress import ProgressFn, report, scaled
 
@@ -52,49 +53,27 @@ def _parse_hidden(text: str) -> tuple[int, ...]:
         raise ValueError(f"hidden widths look like 32/32/16, got {text!r}") from None
 
 
-EXPLAINER_KEYS: dict[str, Callable[[str], Any]] = {
-    "lr": float,
-    "hidden": _parse_hidden,
-    "batch_size": int,
-    "max_epochs": int,
-    "patience": int,
-    "kl_weight": float,
-    "weight_decay": float,
-    "wl_rounds": int,
-    "max_colors": int,
-    "decoder_bias": _parse_bool,
-    "decoder": str,
-    "degree_features": _parse_bool,
-    "wl_edge_labels": _parse_bool,
-    "edge_features": _parse_bool,
-    "ensemble": int,
-}
-# what the explainer learns from
-TARGET_KEYS: dict[str, Callable[[str], Any]] = {
-    "target": str,
-    "topk_policy": str,
-    "label_source": str,
-    "train_on": str,
-    "condition_on_prediction": _parse_bool,
-    "target_ks": parse_ks,
-    "protocol": str,
-    "necessity_weight": float,
-    "connected_growth": _parse_bool,
-    "necessity_lead": int,
-}
-# what it does when it explains (read at explain time: no refit)
-EXPLAIN_KEYS: dict[str, Callable[[str], Any]] = {
-    "check": str,
-    "check_width": int,
-    "check_late": str,
-    "check_backward": str,
-    "check_lead": int,
-}
+def _parser(path: str) -> Callable[[str], Any]:
+    """How a command-line value of the setting at ``path`` is read (the settings validate it)."""
+    kind = setting_kind(path)
+    if kind in ("bool", "optional_bool"):
+        return _parse_bool
+    if kind in ("positive_int", "non_negative_int", "int"):
+        return int
+    if kind in ("positive", "non_negative", "fraction"):
+        return float
+    if kind == "widths":
+        return _parse_hidden
+    if kind == "budgets":
+        return parse_ks
+    return str  # choices and the check's rules: the settings turn names into values
+
+
 #: necessity is averaged over k = 1..5 (issue 26's yardstick on this project's own targets)
 NECESSITY_K = (1, 2, 3, 4, 5)
 TRAIN_ON = ("all", "correct")  # "correct": only instances the target classifies correctly
-# the GemSettings field of a variant's key where the command line names it differently
-_SETTING_OF = {"target": "target_kind"}
+#: the variant key that is no setting: which training instances Gem is fitted on
+TRAIN_ON_KEY = "train_on"
 
 
 @dataclass(frozen=True)
@@ -104,26 +83,27 @@ class Variant:
     name: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
 
-    def explainer_overrides(self) -> dict[str, Any]:
-        return {k: v for k, v in self.overrides.items() if k in EXPLAINER_KEYS}
+    def refits(self) -> bool:
+        """Whether the variant changes the fitted Gem (anything but the explain-time check)."""
+        return any(not k.startswith("check.") for k in self.overrides if k != TRAIN_ON_KEY)
 
     def settings(self, base: GemSettings) -> GemSettings:
         """``base`` (the dataset's current Gem settings) with this variant's overrides."""
-        return base.replace(
-            **{_SETTING_OF.get(k, k): v for k, v in self.overrides.items() if k != "train_on"}
-        )
+        return base.with_overrides({k: v for k, v in self.overrides.items() if k != TRAIN_ON_KEY})
 
     @property
     def train_on(self) -> str:
         """Which training instances Gem is fitted on: ``all`` or ``correct``."""
-        return self.overrides.get("train_on", "all")
+        return self.overrides.get(TRAIN_ON_KEY, "all")
 
 
 CURRENT = "current"
 
 
 def parse_variant(text: str) -> Variant:
-    """``NAME:key=value[,key=value…]`` (or just ``NAME`` with no overrides) as a :class:`Variant`."""
+    """``NAME:path=value[,path=value…]`` (or just ``NAME`` with no overrides) as a
+    :class:`Variant`; a path names a setting (``network.decoder=mlp``, ``check.rule=repair``,
+    :data:`gem_core.gem.settings.SETTING_PATHS`), or ``train_on=all|correct``."""
     name, _, body = text.partition(":")
     name = name.strip()
     if not name:
@@ -134,12 +114,11 @@ def parse_variant(text: str) -> Variant:
         key = key.strip()
         if not eq:
             raise ValueError(f"variant {name!r}: expected key=value, got {item!r}")
-        parser = EXPLAINER_KEYS.get(key) or TARGET_KEYS.get(key) or EXPLAIN_KEYS.get(key)
-        if parser is None:
-            known = ", ".join(sorted(EXPLAINER_KEYS) + sorted(TARGET_KEYS) + sorted(EXPLAIN_KEYS))
+        if key != TRAIN_ON_KEY and key not in SETTING_PATHS:
+            known = ", ".join((*SETTING_PATHS, TRAIN_ON_KEY))
             raise ValueError(f"variant {name!r}: unknown setting {key!r} (known: {known})")
         try:
-            overrides[key] = parser(value.strip())
+            overrides[key] = str(value.strip()) if key == TRAIN_ON_KEY else _parser(key)(value)
         except ValueError as exc:
             raise ValueError(f"variant {name!r}, {key}: {exc}") from None
     return Variant(name, overrides)
@@ -223,17 +202,8 @@ def validation_sweep(
 
     def training_data(v: Variant, pipeline: GemPipeline):
         s = pipeline.settings
-        label_source = s.label_source.value
-        key = (
-            s.target_kind,
-            s.topk_policy,
-            label_source,
-            s.target_ks,
-            s.protocol,
-            s.necessity_weight,
-            s.connected_growth,
-            s.necessity_lead,
-        )
+        label_source = s.teacher.label_source.value
+        key = s.teacher
         if key not in targets:
             made = []
             for split, insts in (("train", train), ("val", val)):
@@ -282,7 +252,7 @@ def validation_sweep(
             # the recipe of the registry's Gem, with this variant's settings and seed (the
             # distillations and training targets cached across variants and seeds)
             pipeline = GemPipeline(
-                v.settings(current).replace(seed=seed),
+                v.settings(current).with_overrides({"seed": seed}),
                 spec.k_grid,
                 bb,
                 spec.num_classes,
@@ -393,8 +363,8 @@ def _summary(v: Variant, per_seed: list[dict[str, Any]], k_grid: Sequence[int]) 
 
 
 def _format_value(key: str, value: Any) -> str:
-    """An override as typed on the command line (``target_ks`` ranges as ``1-30``)."""
-    if key == "target_ks":
+    """An override as typed on the command line (``teacher.ks`` ranges as ``1-30``)."""
+    if key == "teacher.ks":
         return format_ks(value)
     if isinstance(value, (list, tuple)):
         return "/".join(map(str, value))

@@ -22,6 +22,7 @@ Gem stays model-agnostic. Chosen on validation over 3 seeds (Mutagenicity: agree
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from torch import Tensor
@@ -30,6 +31,7 @@ from gem_core.data.instances import Instance
 from gem_core.explainers.base import Explainer, ExplainerContext
 from gem_core.gem.autoencoder import EXPLAINER_KIND, GemAutoEncoder
 from gem_core.gem.pipeline import GemPipeline
+from gem_core.gem.presets import dataset_settings
 from gem_core.gem.settings import GemSettings
 from gem_core.runtime.progress import ProgressFn
 from gem_core.runtime.store import config_key
@@ -45,9 +47,9 @@ class GemExplainer(Explainer):
         context: the target (outputs only), the dataset's settings, Gem's settings
             (``context.gem_settings``; default: the dataset's for its paper target) and the
             session's cache.
-        **overrides: changes to those settings, by :class:`~gem_core.gem.settings.GemSettings`
-            field (``target_kind``, ``topk_policy``, ``label_source``,
-            ``condition_on_prediction``, ``lr``, ``decoder``, …); None keeps the setting.
+        seed: the auto-encoder's seed (None: the settings').
+        settings: changes to those settings by path (``{"teacher.label_source": "predicted",
+            "training.lr": 0.003}``; :meth:`~gem_core.gem.settings.GemSettings.with_overrides`).
 
     Attributes:
         settings: the :class:`~gem_core.gem.settings.GemSettings` this Gem is fitted with.
@@ -65,13 +67,27 @@ class GemExplainer(Explainer):
     #: :class:`CheckedGemExplainer`, a separate method with its own row and its own time
     checks: bool = False
 
-    def __init__(self, context: ExplainerContext, **overrides: Any):
+    def __init__(
+        self,
+        context: ExplainerContext,
+        seed: Optional[int] = None,
+        settings: Optional[Mapping[str, Any]] = None,
+    ):
         self.context = context
-        base = context.gem_settings or GemSettings.for_dataset(context.spec)
-        settings = base.replace(**{k: v for k, v in overrides.items() if v is not None})
+        base = context.gem_settings or dataset_settings(context.spec)
+        changes = dict(settings or {})
+        if seed is not None:
+            changes["seed"] = seed
+        resolved = base.with_overrides(changes)
+        connected = resolved.teacher.connected
+        if connected is not None and connected != context.spec.connected:
+            raise ValueError(
+                f"teacher.connected={connected}: the engine distils {context.spec.title} with "
+                f"its own connectivity rule ({context.spec.connected}); leave it None"
+            )
         # the fit never reads the check (a fitted Gem is the same whatever it is), so Gem and
         # Gem + check share one fit and its saved file
-        self.settings: GemSettings = settings if self.checks else settings.unchecked()
+        self.settings: GemSettings = resolved if self.checks else resolved.unchecked()
         self.autoencoder_: Optional[GemAutoEncoder] = None
         self.fit_seconds_ = 0.0
         self.distill_seconds_ = 0.0
@@ -118,7 +134,7 @@ class GemExplainer(Explainer):
     # ------------------------------------------------------------------ explain
     @property
     def reads_prediction(self) -> bool:  # type: ignore[override]
-        return self.settings.condition_on_prediction or self.settings.asks_target
+        return self.settings.inputs.condition_on_prediction or self.settings.asks_target
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
         return self._explain_predicted(instances, progress, None)

@@ -41,7 +41,7 @@ class RandomExplainer(Explainer):
 
 class CheckedRandomExplainer(RandomExplainer):
     """Random + check: uniform random scores put through the same explain-time search as Gem +
-    check (the settings' check of the target, :meth:`gem_core.gem.pipeline.GemPipeline.check`).
+    check (the settings' check of the target, :func:`gem_core.gem.explain.apply_check`).
 
     The control of every table that reports the search: what the search reaches from a ranking
     that knows nothing. Where Gem + check is not above it, the generator does not help the search.
@@ -69,16 +69,17 @@ class CheckedRandomExplainer(RandomExplainer):
         self, instances: list[Instance], progress: Optional[ProgressFn], predicted: Optional[Tensor]
     ) -> list[Tensor]:
         from gem_core.data.packed import PackedGraphs
-        from gem_core.gem.pipeline import GemPipeline
-        from gem_core.gem.settings import GemSettings
+        from gem_core.gem.explain import apply_check
+        from gem_core.gem.presets import dataset_settings
 
         scores = super()._explain(instances, None)
         if not instances:
             return scores
         ctx = self.context
-        settings = ctx.gem_settings or GemSettings.for_dataset(ctx.spec)
-        pipeline = GemPipeline(settings, ctx.spec.k_grid, ctx.black_box, ctx.spec.num_classes)
+        settings = ctx.gem_settings or dataset_settings(ctx.spec)
         packed = PackedGraphs.from_instances(instances)
-        checked = pipeline.check(packed, torch.cat(scores), predicted)
+        checked = apply_check(
+            settings, ctx.spec.k_grid, ctx.black_box, packed, torch.cat(scores), predicted
+        )
         report(progress, 1.0, "done")
         return list(packed.split_pairs(checked))

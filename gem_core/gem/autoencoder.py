@@ -44,7 +44,7 @@ from gem_core.data.packed import PackedGraphs
 from gem_core.gem.inputs import DEGREE_BUCKETS, PreparedInstances, label_columns
 from gem_core.gem.labeling import WLLabeler, pack
 from gem_core.gem.network import GemNet
-from gem_core.gem.settings import AUTOENCODER_FIELDS, GemSettings
+from gem_core.gem.settings import AUTOENCODER_PATHS, GemSettings, autoencoder_settings
 from gem_core.gem.training import check_weights, network_inputs, run_network, train_network
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.errors import NotFittedError
@@ -111,8 +111,8 @@ class GemAutoEncoder:
         batch_size: int = _D["batch_size"],
         max_epochs: int = _D["max_epochs"],
         patience: int = _D["patience"],
-        kl_weight: float = _D["kl_weight"],
-        weight_decay: float = _D["weight_decay"],
+        kl_weight: float = 0.0,
+        weight_decay: float = 0.0,
         num_hops: int = _D["num_hops"],
         wl_rounds: int = _D["wl_rounds"],
         max_colors: int = _D["max_colors"],
@@ -146,7 +146,13 @@ class GemAutoEncoder:
         self.device = device
         self.max_nodes_per_pass = max_nodes_per_pass
 
-    _PARAMS = AUTOENCODER_FIELDS + ("device", "max_nodes_per_pass")
+    _PARAMS = (
+        *AUTOENCODER_PATHS,
+        "kl_weight",
+        "weight_decay",
+        "device",
+        "max_nodes_per_pass",
+    )
 
     @classmethod
     def from_settings(
@@ -177,10 +183,20 @@ class GemAutoEncoder:
                 "with GemAutoEncoder.from_state(state) before explaining."
             )
 
-    def _label_columns(self, packed: PackedGraphs) -> Tensor:
+    def _label_columns(self, packed: PackedGraphs, hops: Optional[Tensor] = None) -> Tensor:
         return label_columns(
-            packed, self.num_hops, self.labeler_, self.degree_features, self.label_dim_
+            packed, self.num_hops, self.labeler_, self.degree_features, self.label_dim_, hops
         )
+
+    def prepare_packed(
+        self, packed: PackedGraphs, hops: Optional[Tensor] = None
+    ) -> PreparedInstances:
+        """Label instances already packed (float32 node features): the input side of
+        :meth:`explain` without per-instance objects. ``hops``: node tasks, every node's hop
+        distance to its target when the caller has them."""
+        self._check_fitted()
+        self._check_compatible(packed)
+        return PreparedInstances(packed, self._label_columns(packed, hops))
 
     def prepare(self, instances: Sequence[Instance]) -> PreparedInstances:
         """Pack and label instances (WL colours / hop distances): the input side of :meth:`explain`."""
@@ -359,7 +375,11 @@ class GemAutoEncoder:
 
     def _validate_params(self) -> None:
         """The hyperparameters checked as :class:`GemSettings` checks them (one-line errors)."""
-        GemSettings(**{k: getattr(self, k) for k in AUTOENCODER_FIELDS})
+        autoencoder_settings({k: getattr(self, k) for k in AUTOENCODER_PATHS})
+        for name in ("kl_weight", "weight_decay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
         value = self.max_nodes_per_pass
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"max_nodes_per_pass must be a positive integer, got {value!r}")

@@ -54,7 +54,7 @@ first pair, …) and made strictly decreasing there, so that every top-k reads t
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
@@ -62,12 +62,9 @@ from torch import Tensor
 from gem_core.data.packed import InstanceBatch, PackedGraphs
 from gem_core.data.protocol import PROTOCOLS, Protocol
 from gem_core.data.ranking import pair_order
+from gem_core.gem.check_rules import BEST, CheckRule, check_rule
+from gem_core.gem.necessity_order import necessity_order_packed
 from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
-
-#: the rules of the check (``off``: Gem's ranking as it is)
-CHECK_RULES = ("off", "repair", "best", "search", "sustain", "climb")
-#: the rules that look past the ``width`` candidates where none of them holds
-_LOOK_FURTHER = ("search", "sustain", "climb")
 
 
 def checked_scores(
@@ -79,9 +76,9 @@ def checked_scores(
     start: int,
     stop: int,
     width: int,
-    rule: str,
+    rule: Union[CheckRule, str],
     protocols: tuple[str, ...] = PROTOCOLS,
-    late: Optional[tuple[int, str]] = None,
+    late: Optional[tuple[int, Union[CheckRule, str]]] = None,
     backward: tuple[tuple[int, int], ...] = (),
 ) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances, reordered by the check.
@@ -94,8 +91,9 @@ def checked_scores(
         start / stop: the positions of the ranking the check decides (``start`` ≥ 0; pairs
             ranked before ``start`` or from ``stop`` on keep Gem's order).
         width: how many of Gem's next pairs are candidates at each position (≥ 1).
-        rule: ``"repair"``, ``"best"``, ``"search"``, ``"sustain"`` or ``"climb"`` (see the module
-            docstring); ``"off"`` returns ``scores`` unchanged.
+        rule: a :class:`~gem_core.gem.check_rules.CheckRule` or its name (``"repair"``,
+            ``"best"``, ``"search"``, ``"sustain"``, ``"climb"``; see the module docstring);
+            ``off`` returns ``scores`` unchanged.
         protocols: the protocols under which the prediction must hold.
         late: ``(position, rule)``: from that position on, that rule instead of ``rule``.
         backward: ``(previous, K)`` spans (K between ``start`` and ``stop``): where the top-K
@@ -104,16 +102,17 @@ def checked_scores(
     Returns:
         ``[P]`` float32 scores, the same values as ``scores`` in another order.
     """
-    if rule not in CHECK_RULES:
-        raise ValueError(f"check rule {rule!r} is not one of {', '.join(CHECK_RULES)}")
-    if late is not None and late[1] not in CHECK_RULES[1:]:
-        raise ValueError(f"late check rule {late[1]!r} is not one of {', '.join(CHECK_RULES[1:])}")
+    rule = _rule(rule, "check rule")
+    if late is not None:
+        late = (int(late[0]), _rule(late[1], "late check rule"))
+        if not late[1].asks_target:
+            raise ValueError(f"late check rule {late[1].name!r} must ask the target")
     if int(width) < 1:
         raise ValueError(f"check width must be at least 1, got {width}")
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
     if scores.numel() != packed.num_pairs:
         raise ValueError(f"{scores.numel()} scores for {packed.num_pairs} pairs")
-    if rule == "off" or packed.num_pairs == 0 or stop <= start:
+    if not rule.asks_target or packed.num_pairs == 0 or stop <= start:
         return scores
     order = _gem_order(packed, scores)  # [B, Pmax] local pair ids, -1 padded
     counts = packed.pair_counts()
@@ -138,6 +137,13 @@ def checked_scores(
     return _reassign(packed, scores, ranking, counts)
 
 
+def _rule(value: Union[CheckRule, str], what: str) -> CheckRule:
+    try:
+        return check_rule(value)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
 def _gem_order(packed: PackedGraphs, scores: Tensor) -> Tensor:
     """Each instance's pairs in Gem's order (best first, ties to the lower pair index), as
     local pair ids in a ``[B, Pmax]`` table padded with -1."""
@@ -158,9 +164,9 @@ def _check(
     start: int,
     stop: int,
     width: int,
-    first_rule: str,
+    first_rule: CheckRule,
     protocols: tuple[str, ...],
-    late: Optional[tuple[int, str]] = None,
+    late: Optional[tuple[int, CheckRule]] = None,
     backward: Optional[dict[int, int]] = None,
 ) -> Tensor:
     """The checked order: ``order`` with positions ``start`` to ``stop`` decided by the
@@ -182,7 +188,7 @@ def _check(
             break
         # where the answers asked ahead say that Gem's next pairs hold for every instance, the
         # check places them (what the position-by-position rules do when Gem's next pair holds)
-        run = 0 if rule == "best" else ahead.holding_run(active, pos)
+        run = 0 if rule.compares_all else ahead.holding_run(active, pos)
         if late is not None and pos < late[0]:
             run = min(run, late[0] - pos)  # the late rule decides from its position on
         if run > 0:
@@ -203,7 +209,7 @@ def _check(
             break
         holds = torch.zeros(row.numel(), dtype=torch.bool)
         prob = torch.full((row.numel(),), -1.0, dtype=torch.float64)
-        if rule != "best":  # Gem's next pair first; the others only where it fails
+        if not rule.compares_all:  # Gem's next pair first; the others only where it fails
             first = rank[row, col] == 1
             asked = torch.nonzero(first).view(-1)
             holds[asked], prob[asked] = ahead.next_pair(
@@ -221,7 +227,7 @@ def _check(
         pick = _pick(row, holds, prob, rule, len(active))
         chosen_col = col[pick]
         chosen_row = row[pick]
-        if rule in _LOOK_FURTHER:
+        if rule.looks_further:
             chosen_col, held[active] = _look_further(
                 judge,
                 rule,
@@ -260,7 +266,7 @@ def _check(
 
 def _look_further(
     judge,
-    rule: str,
+    rule: CheckRule,
     order: Tensor,
     placed: Tensor,
     active: Tensor,
@@ -281,7 +287,7 @@ def _look_further(
     n_rows = int(active.numel())
     any_holds = torch.zeros(n_rows, dtype=torch.bool)
     any_holds.scatter_reduce_(0, row, holds, reduce="amax", include_self=True)
-    stuck = ~any_holds & held if rule == "sustain" else ~any_holds
+    stuck = ~any_holds & held if rule.only_once_held else ~any_holds
     stuck = torch.nonzero(stuck).view(-1)
     if stuck.numel() == 0:
         return chosen_col, chosen_holds
@@ -300,9 +306,9 @@ def _look_further(
     all_row, all_col = all_row[at], all_col[at]
     all_holds = torch.cat([holds[mine], extra_holds])[at]
     all_prob = torch.cat([prob[mine], extra_prob])[at]
-    best = _pick(all_row, all_holds, all_prob, "best", n_rows)
+    best = _pick(all_row, all_holds, all_prob, BEST, n_rows)
     out_col, out_holds = chosen_col.clone(), chosen_holds.clone()
-    take = stuck if rule in ("sustain", "climb") else stuck[all_holds[best[stuck]]]
+    take = stuck if rule.places_failing else stuck[all_holds[best[stuck]]]
     out_col[take] = all_col[best[take]]
     out_holds[take] = all_holds[best[take]]
     return out_col, out_holds
@@ -575,7 +581,7 @@ class _Judge:
         return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
 
 
-def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> Tensor:
+def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: CheckRule, n_rows: int) -> Tensor:
     """Per row, the index (into the flat candidates) of the candidate the rule places
     (candidates not asked about have ``prob`` -1 and do not hold)."""
     first = torch.full((n_rows,), -1, dtype=torch.long)
@@ -589,7 +595,7 @@ def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: str, n_rows: int) -> T
     is_best = key == best_key[row]
     best = torch.full((n_rows,), row.numel(), dtype=torch.long)
     best.scatter_reduce_(0, row[is_best], idx[is_best], reduce="amin", include_self=True)
-    if rule == "best":
+    if rule.compares_all:
         return best
     # repair (search and sustain before they look further): Gem's next pair unless it fails
     # while another candidate holds
@@ -624,11 +630,6 @@ def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Ten
     return out
 
 
-def check_stop(budgets: tuple[int, ...], start: int) -> int:
-    """Where the check stops: at the largest budget K (never before ``start``)."""
-    return max(max(budgets, default=start), start)
-
-
 def deletion_lead(
     black_box,
     packed: PackedGraphs,
@@ -646,10 +647,6 @@ def deletion_lead(
     pairs of the top-``within`` follow in their order, every later pair keeps its place: the
     top-``within`` set and every larger top-K stay as they are. The values stay Gem's,
     reassigned along the new order (ties in index order stay ties)."""
-    # imported here: the settings import this module, and reading settings needs none of the
-    # distillation's modules that the deletion order runs on
-    from gem_core.gem.necessity_order import necessity_order_packed
-
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
     if scores.numel() != packed.num_pairs:
         raise ValueError(f"{scores.numel()} scores for {packed.num_pairs} pairs")
@@ -676,28 +673,4 @@ def deletion_lead(
     return _reassign(packed, scores, ranking, counts)
 
 
-def backward_budgets(k_grid: tuple[int, ...], where: str) -> tuple[tuple[int, int], ...]:
-    """Where the check also searches backwards, as ``(previous K, K)`` spans of the grid's
-    budgets (the first K's previous is 0: the check's start): ``"grid"`` at every K of
-    ``k_grid``, ``"late"`` at those above its smallest, ``"off"`` nowhere."""
-    if where not in ("off", "grid", "late"):
-        raise ValueError(f"backward check {where!r} is not one of off, grid, late")
-    ks = sorted({int(k) for k in k_grid})
-    spans = tuple(zip([0] + ks[:-1], ks))
-    return () if where == "off" else spans if where == "grid" else spans[1:]
-
-
-def check_late_start(k_grid: tuple[int, ...], start: int) -> int:
-    """Where a late rule takes over: at the grid's smallest K, past the explanation whose
-    stability is measured (never before ``start``)."""
-    return max(min(k_grid, default=start), start)
-
-
-__all__ = [
-    "CHECK_RULES",
-    "checked_scores",
-    "check_stop",
-    "check_late_start",
-    "backward_budgets",
-    "deletion_lead",
-]
+__all__ = ["checked_scores", "deletion_lead"]

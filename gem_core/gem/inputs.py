@@ -38,12 +38,18 @@ def label_columns(
     labeler: Optional[WLLabeler],
     degree_features: bool,
     label_dim: int,
+    hops: Optional[Tensor] = None,
 ) -> Tensor:
-    """Active label column(s) of every node ``[N, R]``: hop distance (node tasks) or WL colours
-    (graph tasks, ``labeler``), then with ``degree_features`` the degree bucket, which takes the
-    last :data:`DEGREE_BUCKETS` of the ``label_dim`` columns."""
+    """Active label column(s) of every node ``[N, R]``: hop distance (node tasks; ``hops``: the
+    distances when the caller has them, else a search finds them) or WL colours (graph tasks,
+    ``labeler``), then with ``degree_features`` the degree bucket, which takes the last
+    :data:`DEGREE_BUCKETS` of the ``label_dim`` columns."""
     if packed.task == "node":
-        dist = hop_distances(packed.pairs, packed.num_nodes, packed.targets, num_hops)
+        dist = (
+            hops
+            if hops is not None
+            else hop_distances(packed.pairs, packed.num_nodes, packed.targets, num_hops)
+        )
         cols = hop_columns(dist, num_hops).unsqueeze(1)
     else:
         cols = labeler.columns(packed)

@@ -6,17 +6,17 @@ validation sweeps of ``tune`` (:mod:`gem_core.evaluation.tuning`). Each brings a
 :class:`~gem_core.gem.settings.GemSettings`, the target's black box (outputs only) and a way to
 distil; the pipeline does the rest the same way for all of them.
 
-1. *distil* the fit instances against the settings' ``label_source`` (the front-end's
+1. *distil* the fit instances against the settings' ``teacher.label_source`` (the front-end's
    distiller: a session's cache, or the plain batched distillation);
 2. turn each distillation into per-pair *training targets*
-   (:func:`~gem_core.gem.training_targets.explainer_targets`: ``target_kind``, ``topk_policy``,
-   ``target_ks`` or the K grid);
+   (:func:`~gem_core.gem.training_targets.explainer_targets`: the ``teacher`` settings and the
+   K grid);
 3. *fit* the graph auto-encoder (:class:`~gem_core.gem.autoencoder.GemAutoEncoder`) on what it
-   reads, the instances with, under ``condition_on_prediction``, the target's predicted class
+   reads, the instances with, under ``inputs.condition_on_prediction``, the target's predicted class
    appended to every node (:func:`with_predicted_class`), early-stopped on the validation targets.
 
-At explain time, :meth:`GemPipeline.check` applies the settings' ``check`` (the target checks
-Gem's ranking, :mod:`gem_core.gem.checked_ranking`) the same way for every front-end.
+At explain time, :meth:`GemPipeline.explain` goes through the one explain path,
+:func:`gem_core.gem.explain.explain_packed` (the auto-encoder's pass, then the settings' check).
 """
 
 from __future__ import annotations
@@ -32,14 +32,8 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
-from gem_core.gem.checked_ranking import (
-    backward_budgets,
-    check_late_start,
-    check_stop,
-    checked_scores,
-    deletion_lead,
-)
 from gem_core.gem.distill import Distillation
+from gem_core.gem.explain import apply_check, explain_packed
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
 from gem_core.runtime.progress import ProgressFn, report, scaled
@@ -118,7 +112,7 @@ class GemPipeline:
         """Step 1: the distillation of ``instances`` against ``settings.label_source``."""
         if self.distiller is None:
             raise ValueError("this pipeline has no distiller: give the distillations to fit")
-        return self.distiller(instances, self.settings.label_source.value, progress)
+        return self.distiller(instances, self.settings.teacher.label_source.value, progress)
 
     def targets(self, dist: Distillation, instances: Sequence[Instance]) -> list[Tensor]:
         """Step 2: per-pair training targets in [0, 1] of the distilled ``instances``."""
@@ -131,7 +125,7 @@ class GemPipeline:
     ) -> list[Instance]:
         """What the auto-encoder reads: the instances, with ``condition_on_prediction`` their
         predicted class (one-hot; given, or the target's) appended to every node's features."""
-        if not self.settings.condition_on_prediction or not instances:
+        if not self.settings.inputs.condition_on_prediction or not instances:
             return instances
         num_classes = self.black_box.num_classes if self.num_classes is None else self.num_classes
         return with_predicted_class(instances, self.black_box, int(num_classes), predicted)
@@ -142,66 +136,30 @@ class GemPipeline:
         instances: Sequence[Instance],
         predicted: Optional[Tensor] = None,
     ) -> list[Tensor]:
-        """Gem's scores of ``instances``: one forward pass of the fitted ``autoencoder`` on
-        what it reads (:meth:`inputs`), then the settings' check (:meth:`check`).
-        ``predicted``: the target's classes on the instances, when the caller has them."""
+        """Gem's scores of ``instances`` through the one explain path
+        (:func:`gem_core.gem.explain.explain_packed`: the auto-encoder's pass on what it reads,
+        then the settings' check). ``predicted``: the target's classes, when the caller has
+        them."""
         instances = list(instances)
-        if not self.settings.asks_target or not instances:
-            return list(autoencoder.explain(self.inputs(instances, predicted)))
-        if predicted is None:
+        if not instances:
+            return []
+        s = self.settings
+        if predicted is None and (s.inputs.condition_on_prediction or s.asks_target):
             from gem_core.models.predict import predict_proba
 
             predicted = predict_proba(self.black_box, instances).argmax(-1)
-        scores = autoencoder.explain(self.inputs(instances, predicted))
         packed = PackedGraphs.from_instances(instances)
-        return packed.split_pairs(self.check(packed, torch.cat(list(scores)), predicted))
+        scores = explain_packed(
+            autoencoder, s, self.k_grid, packed, self.black_box, predicted, self.num_classes
+        )
+        return list(packed.split_pairs(scores))
 
     def check(
         self, packed: PackedGraphs, scores: Tensor, predicted: Optional[Tensor] = None
     ) -> Tensor:
-        """Gem's flat pair ``scores`` of the ``packed`` instances (their own features): the first
-        ``check_lead`` pairs of Gem's smallest explanation put in the target's deletion order,
-        then the settings' ``check`` from position max(``necessity_lead``, ``check_lead``) to the
-        largest budget K (``check_late`` from the smallest K of the grid on, ``check_backward``
-        at the grid's K); unchanged when neither asks the target.
-        ``predicted``: the target's classes on the whole instances, when the caller has them
-        (else one batched forward computes them)."""
-        s = self.settings
-        if not s.asks_target or packed.num_instances == 0:
-            return scores
-        if predicted is None:
-            with torch.no_grad():
-                predicted = self.black_box(packed.forward_batch()).argmax(-1).cpu()
-        start = s.necessity_lead
-        if s.check_lead:  # the target orders the lead; the check grows from after it
-            scores = deletion_lead(
-                self.black_box,
-                packed,
-                scores,
-                predicted,
-                lead=s.check_lead,
-                within=min(self.k_grid),
-                device=getattr(self.black_box, "device", None),
-            )
-            start = max(start, s.check_lead)
-        stop = check_stop(s.budgets(self.k_grid), start)
-        late = (
-            None
-            if s.check_late.value == "same"
-            else (check_late_start(self.k_grid, start), s.check_late.value)
-        )
-        return checked_scores(
-            self.black_box,
-            packed,
-            scores,
-            predicted,
-            start=start,
-            stop=stop,
-            width=s.check_width,
-            rule=s.check.value,
-            late=late,
-            backward=backward_budgets(self.k_grid, s.check_backward.value),
-        )
+        """Gem's flat pair ``scores`` of the ``packed`` instances with the settings' check
+        (:func:`gem_core.gem.explain.apply_check`), e.g. for random scores put through it."""
+        return apply_check(self.settings, self.k_grid, self.black_box, packed, scores, predicted)
 
     def autoencoder(self) -> GemAutoEncoder:
         """A new, unfitted auto-encoder with the settings' hyperparameters."""

@@ -112,15 +112,14 @@ def _graded(
 ) -> list[Tensor]:
     """Per instance, the mean over ``ks`` of the distilled top-K masks under ``policy`` ("refine"
     and "sufficient" need the instances and the black box; "sufficient" reads the settings'
-    protocol, necessity weight and connectivity)."""
+    protocol and necessity weight)."""
     grid = dist.topk_grid(
         ks,
         policy,
         instances=instances,
         black_box=black_box,
-        protocol=settings.protocol.value,
-        necessity_weight=settings.necessity_weight,
-        connected_growth=settings.connected_growth,
+        protocol=settings.teacher.protocol.value,
+        necessity_weight=settings.teacher.necessity_weight,
     )
     return [torch.stack(per_k).float().mean(0) for per_k in zip(*(grid[k] for k in ks))]
 
@@ -133,10 +132,10 @@ def explainer_targets(
     black_box=None,
 ) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem (:func:`base_targets`), with
-    ``settings.necessity_lead`` pairs of each ranked first by greedy necessity within its top-K
+    ``settings.teacher.necessity_lead`` pairs of each ranked first by greedy necessity within its top-K
     set at the smallest K of ``k_grid`` (:mod:`gem_core.gem.necessity_order`)."""
     targets = base_targets(dist, settings, k_grid, instances, black_box)
-    if not settings.necessity_lead:
+    if not settings.teacher.necessity_lead:
         return targets
     if instances is None or black_box is None:
         raise ValueError("necessity_lead needs the instances and the black box (forward passes)")
@@ -149,8 +148,8 @@ def explainer_targets(
         candidate_sets(targets, min(k_grid)),
         predicted,
         black_box,
-        settings.necessity_lead,
-        drop_isolated=settings.protocol.value == "drop_isolated",
+        settings.teacher.necessity_lead,
+        drop_isolated=settings.teacher.protocol.value == "drop_isolated",
     )
     return lead_with(targets, leads)
 
@@ -164,24 +163,24 @@ def base_targets(
 ) -> list[Tensor]:
     """Per-pair training targets in [0, 1] for Gem, distilled from a :class:`Distillation`.
 
-    The kind is ``settings.target_kind``:
+    The kind is ``settings.teacher.kind``:
 
     * ``weights``: the normalised greedy weights (the paper's distilled adjacency);
     * ``graded``: the mean over the budgets ``settings.budgets(k_grid)`` (the K grid unless
-      ``target_ks`` is set) of the distilled top-K masks (``settings.topk_policy``), so a pair
+      ``teacher.ks`` is set) of the distilled top-K masks (``teacher.topk_policy``), so a pair
       in every top-K set gets 1 and Gem learns the ranking the evaluation uses;
     * ``mix``: the average of ``graded`` and ``weights``;
     * ``blend``: the average of ``graded`` and the same under the ``sufficient`` rule (its
-      ``protocol``, ``necessity_weight`` and ``connected_growth``);
+      ``protocol`` and ``necessity_weight``);
     * ``graded+add``: ``graded`` mapped into [0.5, 1] for the pairs of any distilled top-K set;
       the other pairs get (0, 0.45], ranked by their addition effect, least disturbing highest
       (needs ``instances`` and ``black_box``).
     """
-    kind = settings.target_kind.value
+    kind = settings.teacher.kind.value
     if kind == "weights":
         return dist.normalized_weights()
     ks = settings.budgets(k_grid)
-    graded = _graded(dist, settings, ks, settings.topk_policy.value, instances, black_box)
+    graded = _graded(dist, settings, ks, settings.teacher.topk_policy.value, instances, black_box)
     if kind == "graded":
         return graded
     if kind == "mix":

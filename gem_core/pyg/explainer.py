@@ -51,10 +51,10 @@ output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -72,11 +72,11 @@ from torch_geometric.explain.config import (
 )
 
 from gem_core.gem.autoencoder import GemAutoEncoder
-from gem_core.gem.distill import DEFAULT_TOPK_POLICY, Distillation, distill
-from gem_core.gem.inputs import PreparedInstances
-from gem_core.gem.labeling import hop_columns
+from gem_core.gem.distill import Distillation, distill
+from gem_core.gem.explain import explain_packed
 from gem_core.gem.pipeline import GemPipeline
-from gem_core.gem.settings import GemSettings
+from gem_core.gem.presets import preset
+from gem_core.gem.settings import GemSettings, TopKPolicy
 from gem_core.pyg.black_box import PyGBlackBox, count_hops
 from gem_core.pyg.computation_graphs import (
     ComputationGraphs,
@@ -105,88 +105,36 @@ class GemExplainer(ExplainerAlgorithm):
 
     Args:
         epochs: maximum training epochs of the Gem auto-encoder (early stopping on a held-out
-            part of the fit instances, ``patience`` epochs).
+            part of the fit instances); default: the preset's (300).
         k: explanation budget in *undirected* edges the distilled ground truth is cut to, or a
             sequence of budgets (Gem then learns the ranking shared by all of them: its target
             is the mean of the distilled top-K masks). PyG's ``topk`` counts directed edges: use
             ``threshold_config=topk_config(K)`` (``value=2*K``) on a symmetric ``edge_index``.
         num_hops: hops of a node's computation graph; default: the number of ``MessagePassing``
             modules of the model.
-        connected: keep the distilled explanations connected (the component of the target node,
-            or the largest component of a graph), as the paper does; default: on for node level,
-            off for graph level (see :meth:`connects`).
-        target_kind: Gem's training target, one of :class:`gem_core.gem.settings.TargetKind`;
-            default ``"mix"`` for node level (the mean of the distilled top-K masks over ``k``,
-            averaged with the normalised distilled weights; on BA-Community's validation nodes it
-            beat ``"graded"`` and ``"graded+add"`` in accuracy and edge AUC), ``"graded"`` for
-            graph level (the engine's choice for Mutagenicity and NCI1).
-        lr: Adam learning rate of the auto-encoder (default 0.003 node level, 0.01 graph level).
-        hidden: GCN widths of the auto-encoder (paper: 32, 32, 16).
-        batch_size: instances per optimisation step.
-        patience: early-stopping patience in epochs.
-        val_fraction: share of the fit instances held out for early stopping (when at least 10).
-        seed: seeds the split, the auto-encoder's initialisation and its training noise.
+        seed: seeds the split, the auto-encoder's initialisation and its training noise
+            (default: the settings', 0).
         device: where Gem runs (default: the device of the data given to :meth:`fit`).
+        check: an explain-time search on top of Gem (a separate method, "Gem + check", that
+            asks the model: batched forwards per checked position, see
+            :mod:`gem_core.gem.checked_ranking`): ``"off"`` (Gem's one-pass ranking, the model
+            not asked), ``"repair"``, ``"best"``, ``"search"``, ``"sustain"`` or ``"climb"``;
+            default: the preset's (off). Read when explaining: change it after the fit freely.
+        preset: a named set of settings (:mod:`gem_core.gem.presets`); default ``"node"`` or
+            ``"graph"`` by the task level, chosen on validation for models Gem knows nothing of
+            (``docs/decisions/007-pyg-adapter-defaults.md``); ``"paper"`` is the paper's Gem.
+        settings: everything else, by setting path over the preset
+            (``{"network.ensemble": 3, "teacher.necessity_lead": 5, "check.width": 5}``; the
+            paths are listed in ``docs/settings.md``), or a whole
+            :class:`~gem_core.gem.settings.GemSettings` instead of a preset.
 
-    The options below are :class:`~gem_core.gem.settings.GemSettings` fields of the same names
-    (the engine's registry Gem reads the same ones); the defaults are those picked on validation:
-
-        topk_policy: the distilled top-K rule Gem learns from; default ``"sufficient"`` for
-            graph level (grow each explanation by the edge that best keeps the model's
-            prediction under ``protocol``), ``"nosplit"`` for node level.
-        protocol: the evaluation protocol Gem is taught for, ``"drop_isolated"`` (the default:
-            nodes left without an edge are dropped, as the field's yardstick, GNNX-Bench, judges)
-            or ``"keep_nodes"`` (deleted edges leave their nodes). Pass the protocol you will
-            judge the explanations by.
-        condition_on_prediction: Gem reads the model's predicted class beside the structure
-            (one batched forward of the model per explained batch); default on for ``"model"``
-            graph-level explanations, so that each predicted class gets its own explanation.
-        target_ks: the budgets whose distilled top-K masks Gem's graded target averages;
-            default 1 … max(``k``) for ``"sufficient"`` (a full ranking), else ``k``.
-        necessity_weight: the ``"sufficient"`` rule's weight of necessity (a candidate edge is
-            also judged by how much its removal takes from the prediction); default 1.0 for it.
-        necessity_lead: how many edges of each training target are ranked first by greedy
-            necessity (within the distilled explanation at the smallest ``k``, the edge whose
-            deletion most raises the loss of the model's prediction under ``protocol``, then the
-            next with it deleted …); the top-K sets Gem learns stay the same. Default 0 (off);
-            the engine's Gem uses 5 on Mutagenicity (its paper target) and NCI1, 3 on
-            BA-shapes and Tree-cycles, where validation chose it.
-        ensemble: how many auto-encoders are trained and averaged; default 1. The engine's Gem
-            uses 3: refitted with another seed, it then keeps more of the same top-K edges
-            (Mutagenicity validation: top-15 Jaccard 0.80 -> 0.87), at three times the fit time.
-        decoder: Gem's edge scorer, ``"inner"`` (the paper's inner product of the two nodes'
-            embeddings, plus a learned bias) or ``"mlp"`` (an MLP on ``[z_u * z_v, |z_u - z_v|]``
-            added to it); default ``"mlp"`` for graph level (chosen on Mutagenicity's validation
-            split on three outside models), ``"inner"`` for node level. The engine's Gem uses
-            ``"mlp"`` on BA-shapes and Tree-cycles, where the inner product could not tell apart
-            edges at the same nodes.
-        check: an explain-time search on top of Gem, which asks the model (not Gem's
-            amortized explanation: one batched forward of ``check_width`` copies of each graph
-            per checked position and protocol; positions ``necessity_lead`` to max(``k``)):
-            ``"off"`` (the default: Gem's one-pass ranking, the model not asked), ``"repair"``
-            (Gem's next edge unless the prediction fails on it and holds with another of the
-            next ``check_width``), ``"best"`` (of those, the one the prediction holds on most
-            surely), ``"search"``, ``"sustain"`` or ``"climb"`` (``"repair"`` looking at every
-            edge left where none of the next ``check_width`` holds; see
-            :mod:`gem_core.gem.checked_ranking`). ``docs/pyg.md`` reports Gem and Gem + check
-            (``"repair"``) side by side with the same search over random scores, and what each
-            costs.
-        check_width: how many of Gem's next edges the check compares; default 8 for graph level
-            (the engine's Mutagenicity row), 3 for node level (BA-shapes, Tree-cycles).
-        check_late: the check's rule from the smallest ``k`` on (``"same"``, the default:
-            ``check`` throughout; the engine's NCI1 row uses ``"climb"`` after ``"sustain"``,
-            its Mutagenicity row ``"climb"`` throughout).
-        check_backward: where the checked top-k at one of the ``k`` does not hold, the model is
-            also asked backwards (the edges after the previous ``k`` dropped from the whole graph
-            a few at a time, the prediction kept surest, down to k): ``"grid"`` at every ``k``,
-            ``"late"`` at those above the smallest, ``"off"`` (the default). The engine's
-            molecule rows use it at their K = 15, 20, 25, 30; with ``k`` every integer it adds
-            little to ``"search"`` or ``"climb"``, which already ask about every edge left.
-        check_lead: at explain time, the first ``check_lead`` edges of the smallest ``k``'s
-            explanation put in the model's own greedy deletion order (step by step, the edge
-            whose deletion most lowers the predicted class under both protocols: necessity),
-            before the check grows the rest; default 0 (off). The engine's BA-shapes, NCI1 and
-            Mutagenicity rows use it (see ``docs/history/results-diary.md``).
+    What a fit decides itself: distilled against the model's prediction for ``"model"``
+    explanations (the labels for ``"phenomenon"``, which then do not read the prediction
+    unless ``inputs.condition_on_prediction`` is set), the model's hops, whether Gem reads the
+    graphs' per-edge tensors (when the model does), distilled explanations connected at node
+    level only (unless ``teacher.connected`` is set), and under the ``"sufficient"`` top-K rule
+    (the graph preset's) targets over every budget 1 … max(``k``) (unless ``teacher.ks`` is
+    set).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -197,70 +145,36 @@ class GemExplainer(ExplainerAlgorithm):
 
     def __init__(
         self,
-        epochs: int = 300,
+        epochs: Optional[int] = None,
         k: Union[int, Sequence[int]] = 6,
         num_hops: Optional[int] = None,
-        connected: Optional[bool] = None,
-        target_kind: Optional[str] = None,
-        lr: Optional[float] = None,
-        hidden: Sequence[int] = (32, 32, 16),
-        batch_size: int = 32,
-        patience: int = 30,
-        val_fraction: float = 0.1,
-        seed: int = 0,
+        seed: Optional[int] = None,
         device: Union[str, torch.device, None] = None,
-        *,
-        topk_policy: Optional[str] = None,
-        protocol: str = "drop_isolated",
-        condition_on_prediction: Optional[bool] = None,
-        target_ks: Optional[Sequence[int]] = None,
-        necessity_weight: Optional[float] = None,
-        necessity_lead: int = 0,
-        ensemble: int = 1,
-        decoder: Optional[str] = None,
         check: Optional[str] = None,
-        check_width: Optional[int] = None,
-        check_late: str = "same",
-        check_backward: str = "off",
-        check_lead: int = 0,
+        preset: Optional[str] = None,
+        settings: Union[GemSettings, Mapping[str, Any], None] = None,
     ):
         super().__init__()
-        self.check_lead = check_lead
-        self.check = check
-        self.check_backward = check_backward
-        self.check_width = check_width
-        self.check_late = check_late
-        self.ensemble = ensemble
-        self.decoder = decoder
-        self.necessity_lead = necessity_lead
-        self.necessity_weight = necessity_weight
-        self.topk_policy = topk_policy
-        self.protocol = protocol
-        self.condition_on_prediction = condition_on_prediction
-        self.target_ks = None if target_ks is None else tuple(target_ks)
-        self.epochs = int(epochs)
+        self.epochs = None if epochs is None else int(epochs)
         self.k_grid = _k_grid(k)
         self.k = k
         if num_hops is not None and (isinstance(num_hops, bool) or int(num_hops) < 1):
             raise ValueError(f"num_hops must be a positive integer, got {num_hops!r}")
         self.num_hops = None if num_hops is None else int(num_hops)
-        self.connected = None if connected is None else bool(connected)
-        self.target_kind = target_kind
-        self.lr = lr
-        self.hidden = tuple(int(h) for h in hidden)
-        self.batch_size = int(batch_size)
-        self.patience = int(patience)
-        if not 0.0 <= float(val_fraction) < 1.0:
-            raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction!r}")
-        self.val_fraction = float(val_fraction)
-        self.seed = int(seed)
+        self.seed = None if seed is None else int(seed)
         self.device = device
+        self.check = check
+        if preset is not None and isinstance(settings, GemSettings):
+            raise ValueError("give a preset or a whole GemSettings, not both")
+        self.preset = preset
+        self.settings = settings
         self.gem_settings("node", 1, phenomenon=False)  # bad options fail here, one line each
+        self.gem_settings("graph", 1, phenomenon=False)
 
     def __repr__(self) -> str:
         return (
             f"{self.__class__.__name__}(epochs={self.epochs}, k={self.k!r}, "
-            f"num_hops={self.num_hops}, connected={self.connected})"
+            f"num_hops={self.num_hops}, check={self.check!r}, preset={self.preset!r})"
         )
 
     # ------------------------------------------------------------------ configuration
@@ -374,8 +288,9 @@ class GemExplainer(ExplainerAlgorithm):
                 "node's computation graph: pass GemExplainer(num_hops=...)"
             )
         edge_inputs = fit_edge_inputs(model, data, level)
+        settings = self.gem_settings(level, hops, phenomenon, edge_features=edge_inputs is not None)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+            torch.manual_seed(settings.seed)
             if level == "node":
                 instances, dev = node_fit_instances(
                     data, index, hops, target, phenomenon, edge_inputs
@@ -394,9 +309,6 @@ class GemExplainer(ExplainerAlgorithm):
             gem_device = resolve_device(self.device if self.device is not None else dev)
             was_training = model.training
             model.eval()
-            settings = self.gem_settings(
-                level, hops, phenomenon, edge_features=edge_inputs is not None
-            )
             if level == "node":
                 try:
                     check_receptive_field(
@@ -416,7 +328,7 @@ class GemExplainer(ExplainerAlgorithm):
                 return distill(
                     insts,
                     black_box,
-                    connected=self.connects(level),
+                    connected=bool(settings.teacher.connected),
                     label_source=label_source,
                     device=dev,
                     progress=prog,
@@ -432,7 +344,7 @@ class GemExplainer(ExplainerAlgorithm):
                 t0 = time.perf_counter()
                 dist = pipeline.distill(instances, scaled(progress, 0.0, 0.5))
                 self.distill_seconds_ = time.perf_counter() - t0
-                train_ids, val_ids = self._split(len(instances))
+                train_ids, val_ids = self._split(len(instances), settings)
                 report(progress, 0.5, "training targets")
                 gem = pipeline.fit(
                     [instances[i] for i in train_ids],
@@ -460,74 +372,48 @@ class GemExplainer(ExplainerAlgorithm):
         self, level: str, hops: int, phenomenon: bool, edge_features: bool = False
     ) -> GemSettings:
         """The :class:`~gem_core.gem.settings.GemSettings` of a fit at ``level`` (``"node"`` or
-        ``"graph"``) with ``hops``-hop computation graphs: this explainer's options, and where
-        not given, the level's defaults (target kind ``mix`` / ``graded``, lr 0.003 / 0.01);
-        distilled against the labels for ``phenomenon`` explanations, the model's prediction
-        otherwise. ``edge_features``: the model reads per-edge tensors, and so does Gem's
-        auto-encoder (per-node sums in the encoder, each pair's own in an MLP decoder)."""
-        graph = level == "graph"
-        policy = self.topk_policy or ("sufficient" if graph else DEFAULT_TOPK_POLICY)
-        target_ks = self.target_ks
-        if target_ks is None:  # the "sufficient" growth ranks every budget up to the largest K
-            target_ks = tuple(range(1, max(self.k_grid) + 1)) if policy == "sufficient" else ()
-        necessity = self.necessity_weight
-        if necessity is None:
-            necessity = 1.0 if policy == "sufficient" else 0.0
-        return GemSettings(
-            target_kind=self.target_kind or ("graded" if graph else "mix"),
-            topk_policy=policy,
-            protocol=self.protocol,
-            condition_on_prediction=(
-                graph and not phenomenon
-                if self.condition_on_prediction is None
-                else self.condition_on_prediction
-            ),
-            target_ks=target_ks,
-            necessity_weight=necessity,
-            necessity_lead=self.necessity_lead,
-            label_source="true" if phenomenon else "predicted",
-            lr=self._lr(level),
-            hidden=self.hidden,
-            batch_size=self.batch_size,
-            max_epochs=self.epochs,
-            patience=self.patience,
-            num_hops=max(hops, 1),
-            ensemble=self.ensemble,
-            decoder=self.decoder or ("mlp" if graph else "inner"),
-            edge_features=edge_features,
-            seed=self.seed,
-            **self._check_options(level),
-        )
-
-    def _check_options(self, level: str) -> dict[str, Any]:
-        """``check``, ``check_width``, ``check_late``, ``check_backward`` and ``check_lead`` as
-        given, else the level's defaults."""
-        graph = level == "graph"
-        return {
-            "check": self.check if self.check is not None else "off",
-            "check_width": (
-                self.check_width if self.check_width is not None else (8 if graph else 3)
-            ),
-            "check_late": self.check_late,
-            "check_backward": self.check_backward,
-            "check_lead": self.check_lead,
+        ``"graph"``) with ``hops``-hop computation graphs: the preset (the level's unless
+        named) or the given settings, the user's setting paths over it, then what the fit
+        decides itself (the class docstring), then ``epochs``, ``seed`` and ``check``.
+        ``edge_features``: the model reads per-edge tensors, and so does Gem's auto-encoder."""
+        if isinstance(self.settings, GemSettings):
+            base, given = self.settings, {}
+        else:
+            base, given = preset(self.preset or level), dict(self.settings or {})
+        chosen = base.with_overrides(given)
+        fit: dict[str, Any] = {
+            "teacher.label_source": "true" if phenomenon else "predicted",
+            "inputs.num_hops": max(int(hops), 1),
+            "inputs.edge_features": bool(edge_features),
         }
+        if phenomenon and "inputs.condition_on_prediction" not in given:
+            fit["inputs.condition_on_prediction"] = False  # the labels are explained
+        if chosen.teacher.connected is None:
+            fit["teacher.connected"] = level == "node"
+        if chosen.teacher.topk_policy == TopKPolicy.sufficient and not chosen.teacher.ks:
+            # the "sufficient" growth ranks every budget up to the largest K
+            fit["teacher.ks"] = tuple(range(1, max(self.k_grid) + 1))
+        explicit = {
+            "training.max_epochs": self.epochs,
+            "seed": self.seed,
+            "check.rule": self.check,
+        }
+        fit.update({path: value for path, value in explicit.items() if value is not None})
+        return chosen.with_overrides(fit)
 
     def connects(self, level: str) -> bool:
-        """The connectivity rule of a fit at ``level``: as given, else on for node level (the
-        paper's) and off for graph level, where the ``sufficient`` growth may pick edges of
-        several fragments (chosen on Mutagenicity's validation split: on three outside models
-        it raised mean sufficiency under ``drop_isolated`` from .86-.93 to .96-.98)."""
-        return self.connected if self.connected is not None else level == "node"
+        """The connectivity rule of a fit at ``level``: ``teacher.connected`` where set, else
+        on for node level (the paper's) and off for graph level, where the ``sufficient``
+        growth may pick edges of several fragments (decisions/007)."""
+        return bool(self.gem_settings(level, 1, phenomenon=False).teacher.connected)
 
-    def _lr(self, level: str) -> float:
-        return float(self.lr) if self.lr is not None else (0.003 if level == "node" else 0.01)
-
-    def _split(self, n: int) -> tuple[list[int], list[int]]:
-        n_val = int(round(self.val_fraction * n)) if n >= 10 else 0
+    def _split(self, n: int, settings: GemSettings) -> tuple[list[int], list[int]]:
+        share = settings.training.val_fraction
+        n_val = int(round(share * n)) if n >= 10 else 0
         if n_val == 0:
             return list(range(n)), []
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed)).tolist()
+        generator = torch.Generator().manual_seed(settings.seed)
+        perm = torch.randperm(n, generator=generator).tolist()
         return sorted(perm[n_val:]), sorted(perm[:n_val])
 
     # ------------------------------------------------------------------ explain
@@ -647,14 +533,14 @@ class GemExplainer(ExplainerAlgorithm):
         return structure
 
     def _explain_settings(self) -> GemSettings:
-        """The fitted settings with the check options as they are now: the check is read when
-        explaining, so changing it after the fit needs no refit (validated once per change,
-        not on every call)."""
-        options = self._check_options(self.task_level_)
-        key = tuple(sorted(options.items()))
+        """The fitted settings with the check as it is now (``check``, and the ``check.*``
+        paths of ``settings``): the check is read when explaining, so changing it after the fit
+        needs no refit (resolved once per change, not on every call)."""
+        key = (self.check, self.preset, repr(self.settings))
         cached = self.__dict__.get("_explain_settings_cache")
         if cached is None or cached[0] != key or cached[1] is not self.settings_:
-            cached = (key, self.settings_, self.settings_.replace(**options))
+            now = self.gem_settings(self.task_level_, self.num_hops_, phenomenon=False)
+            cached = (key, self.settings_, dataclasses.replace(self.settings_, check=now.check))
             self.__dict__["_explain_settings_cache"] = cached
         return cached[2]
 
@@ -680,57 +566,34 @@ class GemExplainer(ExplainerAlgorithm):
         model_kwargs: Optional[dict[str, Any]] = None,
         predicted: Optional[Tensor] = None,
     ) -> Tensor:
-        """Gem's score of every stacked pair, all computation graphs in one forward pass (plus,
-        under ``condition_on_prediction`` without ``predicted`` classes, or with the check, a
-        batched forward of ``model`` for its classes and the check's; the model in eval mode
-        meanwhile)."""
+        """Gem's score of every stacked pair through the engine's one explain path
+        (:func:`gem_core.gem.explain.explain_packed`): all computation graphs in one forward
+        pass, plus, where Gem reads the prediction and PyG gave none, or with the check, batched
+        forwards of ``model`` (in eval mode meanwhile)."""
         if len(graphs) == 0 or graphs.local_pairs.size(1) == 0:
             return torch.zeros(graphs.local_pairs.size(1))
         packed = graphs.packed()
         settings = self._explain_settings()
-        checks = settings.asks_target
         black_box = None
         was_training = model is not None and model.training
-        if checks or (settings.condition_on_prediction and predicted is None):
+        if settings.asks_target or (settings.inputs.condition_on_prediction and predicted is None):
             black_box = self._black_box(model, model_kwargs or {}, packed.x.device)
             if was_training:  # the model is called: in eval mode (eval() walks every module)
                 model.eval()
         try:
-            return self._checked_scores(graphs, packed, settings, black_box, checks, predicted)
+            return explain_packed(
+                self.gem_,
+                settings,
+                self.k_grid,
+                packed,
+                black_box,
+                predicted,
+                self.num_classes_,
+                hops=graphs.hops,
+            )
         finally:
             if was_training and black_box is not None:
                 model.train(True)
-
-    def _checked_scores(
-        self,
-        graphs: ComputationGraphs,
-        packed,
-        settings: GemSettings,
-        black_box: Optional[PyGBlackBox],
-        checks: bool,
-        predicted: Optional[Tensor] = None,
-    ) -> Tensor:
-        """:meth:`_scores` with the model (when called at all) in eval mode."""
-        own = packed
-        if predicted is None and black_box is not None:
-            predicted = self._predict(black_box, packed)
-        if settings.condition_on_prediction:
-            onehot = torch.eye(self.num_classes_)[predicted][packed.node_owner()]
-            packed = replace(packed, x=torch.cat([packed.x.float(), onehot.to(packed.x.device)], 1))
-        gem = self.gem_
-        gem._check_compatible(packed)
-        # the packed input side of gem.explain(instances), built without per-instance objects;
-        # node level: the hop-distance labels come from the BFS that cut the computation graphs
-        if graphs.hops is not None:
-            columns = hop_columns(graphs.hops, gem.num_hops).unsqueeze(1)
-        else:
-            columns = gem._label_columns(packed)
-        prepared = PreparedInstances(packed, columns)
-        scores = torch.cat(list(gem.explain(prepared))).float()
-        if checks:  # the model checks Gem's ranking, as the engine's Gem does
-            pipeline = GemPipeline(settings, self.k_grid, black_box, self.num_classes_)
-            scores = pipeline.check(own, scores, predicted)
-        return scores
 
     def _black_box(
         self, model: Optional[nn.Module], model_kwargs: dict[str, Any], device
@@ -751,12 +614,6 @@ class GemExplainer(ExplainerAlgorithm):
             kwargs,
             getattr(self, "edge_inputs_", None),
         )
-
-    @staticmethod
-    def _predict(black_box: PyGBlackBox, packed) -> Tensor:
-        """The model's class on every whole packed instance (one batched forward)."""
-        with torch.no_grad():
-            return black_box(packed.forward_batch()).argmax(-1).cpu()
 
 
 def _accepts_batch(model: nn.Module) -> bool:

@@ -31,6 +31,7 @@ from gem_core.explainers import (
     method_spec,
     title,
 )
+from gem_core.gem.presets import dataset_settings
 from gem_core.gem.settings import GemSettings
 from gem_core.models.targets import (
     GNNBlackBox,
@@ -68,7 +69,7 @@ class Workbench:
         self.spec: DatasetSpec = get_spec(dataset)
         # Gem's settings: the dataset's, with those its target chose for itself (a clear error
         # for a target the dataset lacks)
-        self.gem_settings: GemSettings = GemSettings.for_dataset(self.spec, target)
+        self.gem_settings: GemSettings = dataset_settings(self.spec, target)
         self.target_name = str(target).strip().lower()
         self.device = resolve_device(device)
         self._lock = threading.RLock()

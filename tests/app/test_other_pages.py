@@ -300,11 +300,11 @@ def test_explore_reads_non_mutagen_as_a_chemist_writes_it():
 def test_how_gem_is_described_says_when_its_first_edges_follow_necessity():
     from teaching import describe_gem
 
-    from gem_core.api import GemSettings
+    from gem_core.api import dataset_settings
 
     for name in DATASETS:
         for target in target_names(get_spec(name)):
-            lead = GemSettings.for_dataset(get_spec(name), target).necessity_lead
+            lead = dataset_settings(get_spec(name), target).teacher.necessity_lead
             text = describe_gem(get_spec(name), target)
             assert (f"its first {lead} edges" in text) == bool(lead), (name, target, text)
 
@@ -312,17 +312,18 @@ def test_how_gem_is_described_says_when_its_first_edges_follow_necessity():
 def test_how_gem_is_described_says_how_the_model_checks_its_ranking():
     from teaching import describe_gem
 
-    from gem_core.api import GemSettings
+    from gem_core.api import dataset_settings
 
     phrases = {"search": "looks at every edge left", "sustain": "comes closest",
                "climb": "it climbs"}
     for name in DATASETS:
         for target in target_names(get_spec(name)):
-            settings = GemSettings.for_dataset(get_spec(name), target)
-            rule, late = settings.check.value, settings.check_late.value
+            settings = dataset_settings(get_spec(name), target)
+            rule = settings.check.rule.name
+            late = settings.check.late.name if settings.check.late else "same"
             text = describe_gem(get_spec(name), target, checked=True)
             assert ("the model checks Gem's ranking" in text) == (rule != "off"), (name, text)
             for other, phrase in phrases.items():
                 used = rule == other or (rule != "off" and late == other)
                 assert (phrase in text) == used, (name, target, rule, late, text)
-    assert GemSettings.for_dataset(get_spec("nci1"), "paper").check.value == "sustain"
+    assert dataset_settings(get_spec("nci1"), "paper").check.rule.name == "sustain"
