@@ -109,7 +109,7 @@ def instance_to_mol(
     oddities of the data stay as they are: 83 graphs keep a 4-valent neutral N or 3-valent O, and
     some atoms lack hydrogens (RDKit marks them as radicals).
     """
-    inst = getattr(instance, "instance", instance)
+    inst = instance.instance if isinstance(instance, MoleculeInstance) else instance
     x = inst.x
     if x.dim() != 2 or x.size(1) != len(atom_symbols):
         raise ValueError(
@@ -231,7 +231,7 @@ def fragment_smiles(mol: Chem.Mol, pairs) -> str:
         return ""
     bond_indices(mol, pair_list)  # validates the pairs
     heavy, gone = _heavy_atom_mol(mol)  # a new molecule: _induced_smiles may change it
-    atoms = set()
+    atoms: set[int] = set()
     for i, j in pair_list:
         atoms.update(
             k

@@ -27,25 +27,33 @@ __all__ = [
     "ensure_depiction",
 ]
 
+
+def _rgb(hex_colour: str, offset: float = 0.0) -> tuple[float, float, float]:
+    """The RGB triple in [0, 1] of ``"#RRGGBB"``, each byte raised by ``offset`` first."""
+    r, g, b = ((int(hex_colour[i : i + 2], 16) + offset) / 255 for i in (1, 3, 5))
+    return (r, g, b)
+
+
 #: Colour of the most important explanation bond; weaker bonds are lighter shades of it.
 HIGHLIGHT_HEX = "#E8590C"
-HIGHLIGHT_RGB = tuple(int(HIGHLIGHT_HEX[i : i + 2], 16) / 255 for i in (1, 3, 5))
+HIGHLIGHT_RGB = _rgb(HIGHLIGHT_HEX)
 #: Colour of outlined parts (the molecule's toxicophores on the Molecule page).
 OUTLINE_HEX = "#1A9E8F"
-OUTLINE_RGB = tuple(int(OUTLINE_HEX[i : i + 2], 16) / 255 for i in (1, 3, 5))
+OUTLINE_RGB = _rgb(OUTLINE_HEX)
 #: The toxicophore layer as drawn: a pale halo of :data:`OUTLINE_HEX` around each outlined atom,
 #: never a bond colour, so on a polycyclic molecule whose rings are all "toxicophore" the
 #: explanation's bond colour stays the most visible layer
 HALO_HEX = "#97D3CC"  # OUTLINE_HEX blended 55 % towards white
 # half a step above each byte: RDKit writes colours back truncated, so the SVG says HALO_HEX
-HALO_RGB = tuple((int(HALO_HEX[i : i + 2], 16) + 0.5) / 255 for i in (1, 3, 5))
+HALO_RGB = _rgb(HALO_HEX, offset=0.5)
 _MIN_SHADE = 0.3  # intensity of the weakest highlighted bond when scores are given
 
 
 def _shade(intensity: float) -> tuple[float, float, float]:
     """The highlight colour at ``intensity`` in [0, 1] (0: white, 1: :data:`HIGHLIGHT_RGB`)."""
     a = min(max(float(intensity), 0.0), 1.0)
-    return tuple(1.0 - a * (1.0 - c) for c in HIGHLIGHT_RGB)
+    r, g, b = (1.0 - a * (1.0 - c) for c in HIGHLIGHT_RGB)
+    return (r, g, b)
 
 
 def _intensities(pairs: list[tuple[int, int]], scores) -> list[float]:
@@ -94,7 +102,8 @@ def molecule_drawer(size: tuple[int, int], kind: str = "svg"):
     """An RDKit drawer of ``size`` pixels (``"svg"`` or ``"png"``), small molecules kept small."""
     cls = rdMolDraw2D.MolDraw2DSVG if kind == "svg" else rdMolDraw2D.MolDraw2DCairo
     drawer = cls(int(size[0]), int(size[1]))
-    drawer.drawOptions().fixedBondLength = MAX_BOND_LENGTH
+    # rdkit-stubs type the option from its untyped (*args) property getter as MolDrawOptions
+    drawer.drawOptions().fixedBondLength = MAX_BOND_LENGTH  # type: ignore[assignment]
     return drawer
 
 

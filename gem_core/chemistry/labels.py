@@ -19,7 +19,7 @@ __all__ = ["BOND_SYMBOL", "bond_labels", "heavy_first", "toxicophore_groups"]
 BOND_SYMBOL = {"SINGLE": "–", "DOUBLE": "=", "TRIPLE": "≡", "AROMATIC": "–"}
 
 
-def bond_labels(mol: Chem.Mol, pairs: Sequence[tuple[int, int]]) -> tuple[list[str], list[str]]:
+def bond_labels(mol: Chem.Mol, pairs: Sequence[Sequence[int]]) -> tuple[list[str], list[str]]:
     """Readable labels of ``mol``'s bonds ``pairs`` ("C4–N5 (aromatic nitro)") and of its atoms
     ("N5", "H10 (on C0)"), with the toxicophore each bond or atom belongs to."""
     titles = {t.name: t.title for t in TOXICOPHORES}

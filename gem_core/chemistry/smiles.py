@@ -51,7 +51,9 @@ TRAINING_MOLECULES = 3469
 
 # gem_core.data.datasets.MUTAGENICITY_ATOMS, read from the dataset row: this module (and so the
 # rejection of a bad SMILES) loads without torch and PyG, which only a valid molecule needs.
-MUTAGENICITY_ATOMS: tuple[str, ...] = get_spec(DATASET).atom_symbols
+_atom_symbols = get_spec(DATASET).atom_symbols
+assert _atom_symbols is not None, "the mutagenicity row names its one-hot atom columns"
+MUTAGENICITY_ATOMS: tuple[str, ...] = _atom_symbols
 _BOND_LABEL = {Chem.BondType.SINGLE: 0, Chem.BondType.DOUBLE: 1, Chem.BondType.TRIPLE: 2}
 _ATOM_COLUMN = {s: i for i, s in enumerate(MUTAGENICITY_ATOMS)}
 
@@ -381,8 +383,7 @@ def smiles_to_instance(
     n0 = mol.GetNumAtoms()
     heavy_atoms = _atom_list(mol)  # atom k of mol is atom k of molh below
     symbols = [a.GetSymbol() for a in heavy_atoms]
-    columns = [_ATOM_COLUMN.get(sym) for sym in symbols]
-    if None in columns:
+    if any(sym not in _ATOM_COLUMN for sym in symbols):
         unsupported: list[str] = []
         for sym in symbols:
             if sym not in _ATOM_COLUMN and sym not in unsupported:
@@ -393,6 +394,7 @@ def smiles_to_instance(
             f"was not trained on: {listed}. Supported elements: {', '.join(MUTAGENICITY_ATOMS)}.",
             "element",
         )
+    columns = [_ATOM_COLUMN[sym] for sym in symbols]
 
     molh = Chem.AddHs(mol)
     n = molh.GetNumAtoms()

@@ -298,7 +298,7 @@ def _fused_aromatic_systems(m: Chem.Mol) -> list[tuple[int, ...]]:
 
 
 def _with_hetero_hydrogens(m: Chem.Mol, match: tuple[int, ...]) -> tuple[int, ...]:
-    extra = []
+    extra: list[int] = []
     for idx in match:
         atom = m.GetAtomWithIdx(idx)
         if atom.GetAtomicNum() in _HETERO_H:
@@ -547,7 +547,7 @@ def toxicophore_benchmark(
     # per method: one (auc, recall) per kept molecule
     per_molecule: dict[str, list[tuple[float, float]]] = {}
     for name, scores in scores_by_method.items():
-        rows = []
+        results: list[tuple[float, float]] = []
         for i, mask, _ in kept:
             s = torch.as_tensor(scores[i]).detach().reshape(-1).cpu()
             if s.numel() != mask.numel():
@@ -556,8 +556,10 @@ def toxicophore_benchmark(
                     f"{mask.numel()} pairs"
                 )
             hits = int((topk_mask(s, k) & mask).sum())
-            rows.append((roc_auc(s, mask), hits / min(k, int(mask.sum()))))
-        per_molecule[name] = rows
+            auc = roc_auc(s, mask)
+            assert auc is not None  # a kept molecule has toxicophore bonds and other bonds
+            results.append((auc, hits / min(k, int(mask.sum()))))
+        per_molecule[name] = results
     random_recall = [
         _expected_random_recall(mask.numel(), int(mask.sum()), k) for _, mask, _ in kept
     ]

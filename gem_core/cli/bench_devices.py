@@ -20,6 +20,7 @@ beside the device measured faster, so a wrong pick shows.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -155,7 +156,7 @@ def measure_dataset(
     baseline_set = test[:limit]
     for method in ("gnnexplainer", "integrated_gradients"):
         rows[method] = _median_ms(
-            lambda m=method: wb.explain(m, baseline_set), device, 1, len(baseline_set)
+            functools.partial(wb.explain, method, baseline_set), device, 1, len(baseline_set)
         )
     from gem_core.service.molecules import DATASET as SCREENED_DATASET
 
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     for dataset, by_device in results.items():
         for row in by_device[devices[0]]:
             ms = {d: by_device[d][row] for d in devices}
-            faster = min(ms, key=ms.get)
+            faster = min(ms, key=ms.__getitem__)
             workload = ROW_WORKLOAD.get(row)
             pick = auto[workload]["device"] if workload else "-"
             ratio = ""

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     dataset = load_dataset("mutagenicity")
     with progress_bar(args, "bench pyg") as progress:
         model, _ = outside_model(MODEL, dataset, seed=args.seed, progress=progress)
+    assert dataset.graphs is not None  # Mutagenicity: a graph task
     train = [dataset.graphs[i] for i in dataset.split.train.tolist()[: args.fit_graphs]]
     test = [dataset.graphs[i] for i in dataset.split.test.tolist()[: args.graphs]]
     config = dict(mode="multiclass_classification", task_level="graph", return_type="raw")

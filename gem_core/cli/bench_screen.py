@@ -86,6 +86,7 @@ def source_smiles() -> list[str]:
         from gem_core.data.instances import dataset_instances
 
         ds = load_dataset("mutagenicity")
+        assert ds.graphs is not None  # a graph task
         with rdBase.BlockLogs():
             for inst in dataset_instances(ds, list(range(len(ds.graphs)))):
                 out.append(Chem.MolToSmiles(instance_to_mol(inst)))
@@ -212,7 +213,7 @@ def _run_in(args: argparse.Namespace, folder: Path) -> int:
     if args.repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
     results: dict[str, Any] = {"rows": args.rows, "cores": workers, "runs": {}, "rounds": []}
-    outputs = []
+    outputs: list[Path] = []
     for round_ in range(args.repeat):
         if args.repeat > 1:
             print(f" round {round_ + 1} of {args.repeat}")

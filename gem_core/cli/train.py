@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save_asset:
         dst = shipped_target_path(ds.name, args.target)
         dst.parent.mkdir(parents=True, exist_ok=True)
+        assert target.path is not None  # get_target loads the target from its checkpoint
         shutil.copyfile(target.path, dst)
         print(f"shipped asset: {dst}")
     write_json(

@@ -38,7 +38,9 @@ TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels")
 
 # the Mutagenicity featurisation the chemistry layer reads (atoms of the one-hot columns, class
 # names), as its registry row states it
-MUTAGENICITY_ATOMS: tuple[str, ...] = get_spec("mutagenicity").atom_symbols
+_atom_symbols = get_spec("mutagenicity").atom_symbols
+assert _atom_symbols is not None, "the mutagenicity row names its one-hot atom columns"
+MUTAGENICITY_ATOMS: tuple[str, ...] = _atom_symbols
 MUTAGENICITY_CLASSES: tuple[str, ...] = get_spec("mutagenicity").class_names
 BOND_ORDERS = (1, 2, 3)  # Mutagenicity edge labels 0, 1, 2
 
@@ -101,7 +103,7 @@ class GemDataset:
 
     @property
     def num_features(self) -> int:
-        ref = self.graph if self.graph is not None else self.graphs[0]
+        ref = self.graph if self.graph is not None else self._graph_list()[0]
         return int(ref.x.size(1))
 
     @property
@@ -112,10 +114,15 @@ class GemDataset:
         """Label of every node (node task) or graph (graph task)."""
         if self.graph is not None:
             return self.graph.y
-        return torch.tensor([int(g.y) for g in self.graphs])
+        return torch.tensor([int(g.y) for g in self._graph_list()])
 
     def __len__(self) -> int:
-        return self.graph.num_nodes if self.graph is not None else len(self.graphs)
+        return self.graph.num_nodes if self.graph is not None else len(self._graph_list())
+
+    def _graph_list(self) -> list[Data]:
+        """``graphs`` of a dataset without its one ``graph`` (the loaders set one of the two)."""
+        assert self.graphs is not None, "a dataset holds either one graph or a list of graphs"
+        return self.graphs
 
 
 def random_split(
@@ -171,6 +178,7 @@ def _synthetic_graph(source: SyntheticSource, seed: int) -> Data:
 
 def _load_synthetic(spec: DatasetSpec, seed: int) -> GemDataset:
     """A node task: the generated graph, split over its nodes; its motif nodes are explained."""
+    assert isinstance(spec.source, SyntheticSource)  # LOADERS dispatches on the source's type
     graph = _synthetic_graph(spec.source, seed)
     split = random_split(graph.num_nodes, seed)
     motif = graph.y != 0
@@ -228,10 +236,10 @@ def _read_tu(source: TUSource) -> list[Data]:
     tu_name = source.tu_name
     cache_root = _tu_cache_root()
     cache_root.mkdir(parents=True, exist_ok=True)
-    source = data_root()
+    root = data_root()
     with _LOCK:
-        if source is not None:
-            _stage_raw_files(tu_name, source, cache_root)
+        if root is not None:
+            _stage_raw_files(tu_name, root, cache_root)
         try:
             import contextlib
             import io
@@ -257,6 +265,7 @@ def _read_tu(source: TUSource) -> list[Data]:
 
 def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
     """A graph task: the TU graphs with at least one edge, split over the graphs."""
+    assert isinstance(spec.source, TUSource)  # LOADERS dispatches on the source's type
     graphs = _read_tu(spec.source)
     # Graphs without any edge would have nothing to explain (none occur in Mutagenicity or NCI1).
     # Every other graph is kept: Mutagenicity splits 3,469 / 434 / 434 (the paper's Table 9 says

@@ -165,6 +165,7 @@ def dataset_instances(ds: GemDataset, indices: Union[Tensor, Sequence[int]]) -> 
     idx = [int(i) for i in indices]
     if ds.task == "node":
         return [node_instance(ds.graph, i, ds.spec.num_hops, ds.name) for i in idx]
+    assert ds.graphs is not None  # a graph task's dataset holds its graphs
     return [graph_instance(ds.graphs[i], i, ds.name) for i in idx]
 
 

@@ -124,7 +124,10 @@ class InstanceBatch:
             if nodes_only[0]
             else torch.cat([b.target_index + n for b, n in zip(batches, nodes)]),
             sum(b.num_instances for b in batches),
-            None if attrs[0] else torch.cat([b.edge_attr for b in batches]),
+            # all or none of the batches have edge features (checked above)
+            None
+            if attrs[0]
+            else torch.cat([b.edge_attr for b in batches if b.edge_attr is not None]),
         )
 
     def to(self, device: Device) -> "InstanceBatch":

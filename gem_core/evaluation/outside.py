@@ -57,7 +57,7 @@ class _PooledEdgeGNN(_PooledGNN):
     """:class:`_PooledGNN` whose layers also read the bond features, ``conv(h, edge_index,
     edge_attr)`` (GINE, GATv2 with ``edge_dim``): the molecule models PyG users train."""
 
-    def forward(  # type: ignore[override]
+    def forward(
         self,
         x: Tensor,
         edge_index: Tensor,
@@ -214,6 +214,7 @@ def train_outside_model(
         if acc > best:
             best, best_state = acc, {k: v.clone() for k, v in model.state_dict().items()}
         report(progress, (epoch + 1) / epochs, f"{name}: epoch {epoch + 1}, val {acc:.3f}")
+    assert best_state is not None  # the first epoch's accuracy (>= 0) beats the initial -1
     model.load_state_dict(best_state)
     model.eval()
     scores = {
@@ -666,7 +667,9 @@ def run_outside(
                         )[0]
                         for s_ in stability_seeds
                     ]
-                    stab = {str(k): round(stability(runs, k), 4) for k in STABILITY_K}
+                    stab: dict[str, Any] = {
+                        str(k): round(stability(runs, k), 4) for k in STABILITY_K
+                    }
                     stab["mean"] = round(sum(stab.values()) / len(STABILITY_K), 4)
                     stab["seeds"] = [int(s_) for s_ in stability_seeds]
                     extra["stability"] = stab

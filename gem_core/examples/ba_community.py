@@ -215,6 +215,12 @@ def _accuracies(model: nn.Module, data: Data) -> dict[str, float]:
 # ----------------------------------------------------------------------------- helpers
 
 
+def _target_node(inst: Instance) -> int:
+    """The explained node of a node-task instance, as its computation graph numbers it."""
+    assert inst.target is not None  # the instances here are all of a node task
+    return int(inst.target)
+
+
 def pair_scores(
     instance: Instance, edge_index: Tensor, num_nodes: int, edge_mask: Tensor
 ) -> Tensor:
@@ -228,6 +234,7 @@ def pair_scores(
     uniq, inverse = np.unique(keys, return_inverse=True)
     best = np.full(uniq.size, -np.inf)
     np.maximum.at(best, inverse.reshape(-1), edge_mask.detach().cpu().double().numpy())
+    assert instance.node_ids is not None  # a node-task instance knows its graph's node ids
     ids = instance.node_ids[instance.pairs].numpy()
     want = ids[0] * num_nodes + ids[1]
     pos = np.searchsorted(uniq, want)
@@ -320,7 +327,7 @@ def run_gnnexplainer(
         for i, inst in enumerate(instances):
             ei = inst.edge_index()
             start = time.perf_counter()
-            expl = explainer(inst.x, ei, index=int(inst.target))
+            expl = explainer(inst.x, ei, index=_target_node(inst))
             elapsed += time.perf_counter() - start
             scores.append(directed_to_pairs(expl.edge_mask, inst.num_pairs))
             report(progress, (i + 1) / len(instances), f"GNNExplainer {i + 1}/{len(instances)}")
@@ -357,7 +364,7 @@ def run_pgexplainer(
     )
     gen = torch.Generator().manual_seed(seed)
     fit_data = [
-        (inst.x, inst.edge_index(), _subgraph_targets(model, inst), int(inst.target))
+        (inst.x, inst.edge_index(), _subgraph_targets(model, inst), _target_node(inst))
         for inst in train
     ]
     start = time.perf_counter()
@@ -377,7 +384,7 @@ def run_pgexplainer(
         for inst, target in zip(instances, targets):
             ei = inst.edge_index()
             start = time.perf_counter()
-            expl = explainer(inst.x, ei, target=target, index=int(inst.target))
+            expl = explainer(inst.x, ei, target=target, index=_target_node(inst))
             elapsed += time.perf_counter() - start
             scores.append(directed_to_pairs(expl.edge_mask, inst.num_pairs))
         totals.append(elapsed)

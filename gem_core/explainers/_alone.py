@@ -198,6 +198,7 @@ def linear_rounding(layer: nn.Module) -> LinearRounding:
     packs run): measured once per shape at 16 row offsets and 15 memory offsets (a few
     milliseconds), then cached."""
     weight = layer.weight
+    assert isinstance(weight, Tensor)  # the layer's weight parameter (nn.Linear's, PyG's Linear's)
     return _linear_rounding(tuple(weight.shape), layer.bias is not None, weight.dtype)
 
 

@@ -135,6 +135,8 @@ def pack(instances: list[Instance], takes_edge_attr: bool, device: torch.device)
     edge_index = directed_edges(packed.pairs)[:, order]
     attr = None
     if takes_edge_attr:
+        # every instance has edge features (checked above), and so has the pack
+        assert packed.edge_attr is not None and instances[0].edge_attr is not None
         attr = directed_rows(packed.edge_attr.float())[order]
         attr = attr.reshape(-1, *instances[0].edge_attr.shape[1:])  # the instances' own shape
     counts = 2 * packed.pair_counts()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import torch
 from torch import Tensor
@@ -17,6 +17,9 @@ from torch import Tensor
 from gem_core.data.instances import Instance
 from gem_core.explainers.base import Explainer, ExplainerContext, Explanation
 from gem_core.runtime.progress import ProgressFn
+
+if TYPE_CHECKING:
+    from gem_core.gem.distill.result import Distillation
 
 
 class DistilledExplainer(Explainer):
@@ -35,7 +38,7 @@ class DistilledExplainer(Explainer):
         self.label_source = check_label_source(label_source)
         self.fit_seconds_ = 0.0
         self.explain_seconds_ = 0.0
-        self.last_distillation_ = None
+        self.last_distillation_: Optional[Distillation] = None
         self._scoring_seconds = 0.0
 
     @property

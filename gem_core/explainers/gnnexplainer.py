@@ -80,6 +80,7 @@ class GNNExplainerBaseline(Explainer):
     """
 
     name = "gnnexplainer"
+    task: str  # one task level, set by __init__
 
     def __init__(
         self,
@@ -153,6 +154,7 @@ class GNNExplainerBaseline(Explainer):
                 y_hat = packed.forward(self.model, self.task, self._takes_num_graphs)
                 loss = F.cross_entropy(y_hat, target, reduction="sum")
                 if hard is not None:
+                    assert size_w is not None and ent_w is not None  # set with ``hard``
                     # PyG's order (size term, then entropy): autograd then sums each mask
                     # entry's gradient terms in the same order, to the last bit
                     m = alone.sigmoid(mask[hard], hard_tail)
@@ -162,6 +164,7 @@ class GNNExplainerBaseline(Explainer):
                 loss.backward()
                 optimizer.step()
                 if epoch == 0:
+                    assert mask.grad is not None  # the target's message passing reads the mask
                     hard = mask.grad != 0.0
                     owner = packed.edge_owner[hard]
                     # each instance's mean over its own hard edges (PyG's per-instance reduce)

@@ -66,6 +66,7 @@ class IntegratedGradientsExplainer(Explainer):
     """
 
     name = "integrated_gradients"
+    task: str  # one task level, set by __init__
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,9 @@ from gem_core.explainers.base import Explainer, ExplainerContext
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.errors import NotFittedError
 from gem_core.runtime.progress import ProgressFn, report
+
+if TYPE_CHECKING:
+    from torch_geometric.explain import Explainer as PyGExplainer
 
 
 class PGExplainerBaseline(Explainer):
@@ -62,6 +65,7 @@ class PGExplainerBaseline(Explainer):
     """
 
     name = "pgexplainer"
+    task: str  # one task level, set by __init__
     #: the ``kind`` tag of a saved fit (its edge MLP's weights)
     state_kind: ClassVar[Optional[str]] = "pgexplainer-fit"
 
@@ -105,7 +109,7 @@ class PGExplainerBaseline(Explainer):
         self.fit_seconds_ = 0.0
         self.explain_seconds_ = 0.0
         self.losses_: list[float] = []
-        self.explainer_ = None
+        self.explainer_: Optional[PyGExplainer] = None
         self._takes_num_graphs = takes_num_graphs(self.model)
         self._takes_edge_attr = takes_edge_attr(self.model)
 
@@ -133,7 +137,7 @@ class PGExplainerBaseline(Explainer):
             )
         return out.argmax(-1).cpu()
 
-    def _new_explainer(self):
+    def _new_explainer(self) -> PyGExplainer:
         from torch_geometric.explain import Explainer as PyGExplainer
         from torch_geometric.explain import PGExplainer
 
@@ -250,6 +254,7 @@ class PGExplainerBaseline(Explainer):
         total = sum(counts)
         if total == 0:
             return [torch.zeros(0) for _ in insts]
+        assert self.explainer_ is not None  # explain() refuses an explainer not fitted
         algo = self.explainer_.algorithm
         b = collate(insts, device=self.device)
         src, dst = b.edge_index
@@ -265,6 +270,7 @@ class PGExplainerBaseline(Explainer):
             emb = get_embeddings(self.model, b.x, b.edge_index, **self._node_kwargs(b.edge_attr))[
                 -1
             ]
+            assert b.target_index is not None  # a batch of node-task instances
             owner_target = b.target_index[b.batch[src]]  # target node of each edge's instance
             inputs = torch.cat([emb[src], emb[dst], emb[owner_target]], dim=-1)
         logits = algo.mlp(inputs).view(-1).double()

@@ -53,6 +53,12 @@ class State:
     total: float = 0.0  # sum of the leaf rewards of the rollouts through it
     children: Optional[list["State"]] = field(default=None, repr=False)
 
+    @property
+    def value(self) -> float:
+        """The Shapley value of an evaluated state (``reward``, known not to be None)."""
+        assert self.reward is not None, "the state has not been evaluated"
+        return self.reward
+
 
 @dataclass
 class SearchResult:
@@ -148,14 +154,16 @@ class SubgraphSearch:
         state.children = children
 
     def _select(self, state: State) -> State:
-        total = sum(c.visits for c in state.children)
+        children = state.children
+        assert children, "only an expanded state with children is selected from"
+        total = sum(c.visits for c in children)
         explore = self.c_puct * math.sqrt(1 + total)
 
         def score(c: State) -> float:
             q = c.total / c.visits if c.visits else 0.0
-            return q + explore * float(c.reward) / (1 + c.visits)
+            return q + explore * float(c.value) / (1 + c.visits)  # children are evaluated
 
-        return max(state.children, key=score)  # ties: the first (highest-degree prune)
+        return max(children, key=score)  # ties: the first (highest-degree prune)
 
     def _is_leaf(self, state: State) -> bool:
         return len(state.nodes) <= self.max_nodes
@@ -182,7 +190,7 @@ class SubgraphSearch:
                 self._evaluate([state])
             for s in path:
                 s.visits += 1
-                s.total += float(state.reward)
+                s.total += float(state.value)
             done += 1
         if not any(s.reward is not None for s in self.states.values()):
             self._evaluate([root])  # nothing measured yet (a zero budget): at least the root
@@ -196,9 +204,9 @@ class SubgraphSearch:
         leaves = [s for s in scored if self._is_leaf(s)]
         leaves = [s for s in leaves if len(s.nodes) > 1] or leaves
         if leaves:
-            pick = min(leaves, key=lambda s: (-s.reward, len(s.nodes), sorted(s.nodes)))
+            pick = min(leaves, key=lambda s: (-s.value, len(s.nodes), sorted(s.nodes)))
         else:
-            pick = min(scored, key=lambda s: (len(s.nodes), -s.reward, sorted(s.nodes)))
+            pick = min(scored, key=lambda s: (len(s.nodes), -s.value, sorted(s.nodes)))
         return pick.nodes
 
 
@@ -299,7 +307,11 @@ class SubgraphXExplainer(Explainer):
         ).run()
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:
-        predicted = predict_proba(self.black_box, instances).argmax(-1) if instances else None
+        predicted = (
+            predict_proba(self.black_box, instances).argmax(-1)
+            if instances
+            else torch.zeros(0, dtype=torch.long)  # no instance: nothing to predict
+        )
         return self._explain_predicted(instances, progress, predicted)
 
     def _explain_predicted(

@@ -44,7 +44,7 @@ def label_columns(
     distances when the caller has them, else a search finds them) or WL colours (graph tasks,
     ``labeler``), then with ``degree_features`` the degree bucket, which takes the last
     :data:`DEGREE_BUCKETS` of the ``label_dim`` columns."""
-    if packed.task == "node":
+    if packed.targets is not None:  # a node task (a pack of graphs has no targets)
         dist = (
             hops
             if hops is not None
@@ -52,6 +52,7 @@ def label_columns(
         )
         cols = hop_columns(dist, num_hops).unsqueeze(1)
     else:
+        assert labeler is not None, "a graph task is labelled by its WL labeler"
         cols = labeler.columns(packed)
     if not degree_features:
         return cols
@@ -66,6 +67,7 @@ def node_inputs(packed: PackedGraphs, edge_dim: int) -> Tensor:
     if not edge_dim:
         return packed.x
     counts = torch.zeros(packed.num_nodes, edge_dim)
+    assert packed.edge_attr is not None  # edge_dim > 0: the pack carries the edge features
     attr = packed.edge_attr.float()
     counts.index_add_(0, packed.pairs[0], attr)
     counts.index_add_(0, packed.pairs[1], attr)

@@ -129,17 +129,18 @@ def _greedy_order(
         busy = [i for i, c in enumerate(remaining) if c.size]
         if not busy:
             break
-        copy_inst, copy_pair, kept, kept_copy = [], [], [], []
+        copy_inst: list[int] = []
+        copy_pair, kept, kept_copy = [], [], []
         for i in busy:
             pos = start[i] + np.arange(counts[i])
             live = pos[alive[pos]]
             for j in remaining[i]:
-                c = len(copy_inst)
+                copy_id = len(copy_inst)
                 copy_inst.append(i)
                 copy_pair.append(j)
                 keep = live[live != start[i] + j]
                 kept.append(keep)
-                kept_copy.append(np.full(keep.size, c, dtype=np.int64))
+                kept_copy.append(np.full(keep.size, copy_id, dtype=np.int64))
         inst = np.array(copy_inst)
         kept_all, kept_copy_all = np.concatenate(kept), np.concatenate(kept_copy)
         losses = sum(
@@ -164,10 +165,10 @@ def _greedy_order(
         for n, i in enumerate(busy):
             lo, hi = bounds[n], bounds[n + 1]
             best = lo + int(np.argmax(key[lo:hi]))
-            j = int(pair_of[best])
-            order[i].append(j)
-            alive[start[i] + j] = False
-            remaining[i] = remaining[i][remaining[i] != j]
+            pair = int(pair_of[best])
+            order[i].append(pair)
+            alive[start[i] + pair] = False
+            remaining[i] = remaining[i][remaining[i] != pair]
     return order
 
 

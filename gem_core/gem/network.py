@@ -68,7 +68,7 @@ class _Propagate(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, adj: Tensor, h: Tensor, bias: Optional[Tensor]) -> Tensor:  # type: ignore[override]
+    def forward(ctx, adj: Tensor, h: Tensor, bias: Optional[Tensor]) -> Tensor:
         ctx.adj = adj
         ctx.has_bias = bias is not None
         if bias is None:
@@ -76,7 +76,7 @@ class _Propagate(torch.autograd.Function):
         return torch.addmm(bias.expand(h.size(0), -1), adj, h)
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
+    def backward(ctx, grad: Tensor):
         grad_h = torch.sparse.mm(ctx.adj, grad) if ctx.needs_input_grad[1] else None
         grad_b = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return None, grad_h, grad_b
@@ -93,7 +93,7 @@ class SymGCNConv(GCNConv):
     def __init__(self, in_channels: int, out_channels: int):
         super().__init__(in_channels, out_channels, normalize=False, add_self_loops=False)
 
-    def forward(self, x: Tensor, adj: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(self, x: Tensor, adj: Tensor) -> Tensor:
         return self.propagate_linear(self.lin(x), adj)
 
     def propagate_linear(self, h: Tensor, adj: Tensor) -> Tensor:
@@ -147,6 +147,7 @@ class GemNet(nn.Module):
 
     def _first_layer(self, cols: Tensor, x: Tensor, adj: Tensor) -> Tensor:
         conv = self.convs[0]
+        assert isinstance(conv, SymGCNConv)  # __init__ builds the layers
         weight_t = conv.lin.weight.t()  # [label_dim + feat_dim, out]
         # one-hot label rows times the weight = a sum of row lookups (one per active column)
         h = F.embedding_bag(cols, weight_t[: self.label_dim].contiguous(), mode="sum")
@@ -171,6 +172,7 @@ class GemNet(nn.Module):
         if self.edge_mlp is not None:
             parts = [prod, (zu - zv).abs()]
             if self.edge_dim:
+                assert edge_attr is not None, "the decoder reads per-pair features: pass edge_attr"
                 parts.append(edge_attr)
             logits = logits + self.edge_mlp(torch.cat(parts, dim=-1)).squeeze(-1)
         if self.decoder_bias is not None:

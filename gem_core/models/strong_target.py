@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -258,6 +258,7 @@ def _train(
         none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single",
     ).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
+    sched: Optional[torch.optim.lr_scheduler.LRScheduler]
     if r["schedule"] == "plateau":
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
             opt, mode="min", factor=0.5, patience=15, min_lr=1e-5
@@ -295,8 +296,10 @@ def _train(
         kept = ema if ema is not None else model
         val_acc, val_loss = evaluate(kept, fixed["val"])
         history.append((epoch, total / max(n, 1), val_acc, val_loss))
-        if sched is not None:
-            sched.step(val_loss) if r["schedule"] == "plateau" else sched.step()
+        if isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau):  # schedule "plateau"
+            sched.step(val_loss)
+        elif sched is not None:
+            sched.step()
         if (val_acc, -val_loss) > (best[0], -best[1]):
             best, best_epoch, since_best = (val_acc, val_loss), epoch, 0
             best_state = copy.deepcopy(kept.state_dict())
@@ -311,9 +314,10 @@ def _train(
         if since_best >= r["patience"]:
             break
     seconds = time.perf_counter() - start
+    assert best_state is not None  # the first epoch's accuracy (>= 0) beats the initial -1
     model.load_state_dict(best_state)
     model.eval()
-    metrics = {
+    metrics: dict[str, Any] = {
         "seed": seed,
         "train_accuracy": evaluate(model, fixed["train"])[0],
         "val_accuracy": best[0],

@@ -190,7 +190,9 @@ class TrainedTarget:
         if spec is not None:
             return GNNBlackBox(self.model, spec.task, spec.num_classes, device)
         task = "node" if isinstance(self.model, NodeGCN) else "graph"  # a model of no dataset
-        return GNNBlackBox(self.model, task, self.model.lin.out_features, device)
+        head = self.model.lin
+        assert isinstance(head, nn.Linear)  # NodeGCN's / GraphGCN's classifier
+        return GNNBlackBox(self.model, task, head.out_features, device)
 
 
 # ----------------------------------------------------------------------------- training
@@ -219,7 +221,7 @@ def _graph_eval(model: nn.Module, loader, device) -> tuple[float, float]:
 def train_target(
     ds: GemDataset,
     cfg: Optional[TargetConfig] = None,
-    device: str = "auto",
+    device: Union[str, torch.device] = "auto",
     progress: Optional[ProgressFn] = None,
 ) -> tuple[nn.Module, TargetMetrics]:
     """Train the target GNN of ``cfg`` (default: the paper's) on ``ds`` on ``device``, with its
@@ -246,6 +248,7 @@ def _train_paper_target(
     since_best, epoch = 0, 0
     start = time.perf_counter()
     if ds.task == "node":
+        assert ds.graph is not None  # a node task's dataset holds its graph
         data = ds.graph.to(dev)
         tr, va, te = (i.to(dev) for i in (ds.split.train, ds.split.val, ds.split.test))
 
@@ -270,6 +273,7 @@ def _train_paper_target(
     else:
         gen = torch.Generator().manual_seed(cfg.seed)
         graphs = ds.graphs
+        assert graphs is not None  # a graph task's dataset holds its graphs
         loaders = {
             name: DataLoader(
                 [graphs[int(i)] for i in ds.split[name]],
@@ -305,9 +309,11 @@ def _train_paper_target(
         if since_best >= cfg.patience:
             break
     model.load_state_dict(best_state)
-    accs = accuracies()
+    train_acc, val_acc, test_acc = accuracies()
     report(progress, 1.0, "done")
-    metrics = TargetMetrics(*accs, train_seconds=time.perf_counter() - start, epochs=epoch)
+    metrics = TargetMetrics(
+        train_acc, val_acc, test_acc, train_seconds=time.perf_counter() - start, epochs=epoch
+    )
     return model.cpu().eval(), metrics
 
 
@@ -422,7 +428,7 @@ def load_saved_target(
 def get_target(
     ds: GemDataset,
     retrain: bool = False,
-    device: str = "auto",
+    device: Union[str, torch.device] = "auto",
     progress: Optional[ProgressFn] = None,
     name: str = DEFAULT_TARGET,
 ) -> TrainedTarget:

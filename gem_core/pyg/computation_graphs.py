@@ -111,7 +111,7 @@ class ComputationGraphs:
             node_task = self.targets is not None
             xs, pairs = g.split_nodes(g.x), g.split_pairs(self.local_pairs, dim=1)
             ids = g.split_nodes(self.node_ids) if node_task else [None] * len(self)
-            targets = self.targets.tolist() if node_task else [None] * len(self)
+            targets = self.targets.tolist() if self.targets is not None else [None] * len(self)
             attrs = g.split_pairs(g.edge_attr) if g.edge_attr is not None else [None] * len(self)
             self._instances = [
                 Instance(x=x, pairs=p, y=y, target=t, index=index, node_ids=n, edge_attr=a)
@@ -414,9 +414,14 @@ def graph_fit_instances(
             )
         if i < 100:  # a sample is enough to notice a directed dataset
             warn_if_directed(g.edge_index, int(g.x.size(0)))
-        tensors = None
+        tensors: Optional[dict[str, Tensor]] = None
         if edge_inputs is not None:
-            tensors = {name: getattr(g, name, None) for name in edge_inputs.names}
+            # a graph without one of them has fewer edge inputs: check_same refuses it
+            tensors = {
+                name: value
+                for name in edge_inputs.names
+                if (value := getattr(g, name, None)) is not None
+            }
             edge_inputs.check_same(EdgeInputs.of(tensors, int(g.edge_index.size(1))))
         inst = graph_computation_graphs(
             g.x, g.edge_index, None, [label], [i], edge_tensors=tensors, edge_inputs=edge_inputs

@@ -88,6 +88,7 @@ def edge_masks(
     if per_node:
         # one sparse row per instance: its pair scores written to the pairs' directed edges
         st = graphs.structure
+        assert st is not None  # per-node rows are asked of node-level graphs, which keep theirs
         num_edges = int(graphs.edge_pair.numel())
         counts = st.edge_ptr[ids + 1] - st.edge_ptr[ids]
         starts = torch.repeat_interleave(st.edge_ptr[ids], counts)

@@ -135,7 +135,8 @@ def read_explanation(
     if mol is not None:
         from gem_core.chemistry.toxicophores import _BY_NAME, match_toxicophores
 
-        touched, present = [], []
+        touched: list[dict[str, Any]] = []
+        present: list[str] = []
         for cls, matches in match_toxicophores(mol).items():
             atoms = [set(t) for t in matches]
             in_tox = [p for p in pairs if any(p[0] in s and p[1] in s for s in atoms)]

@@ -15,6 +15,7 @@ class DistillationFields(Protocol):
     """What a top-K rule reads of a :class:`~gem_core.gem.distill.result.Distillation`."""
 
     pairs: Tensor
+    pair_ptr: Tensor
     num_nodes: Tensor
     targets: Tensor
     labels: Tensor
@@ -24,6 +25,8 @@ class DistillationFields(Protocol):
     kept: Tensor
     connected: bool
     tol: float
+
+    def __len__(self) -> int: ...
 
     @property
     def num_pairs(self) -> Tensor: ...

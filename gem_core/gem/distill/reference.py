@@ -275,8 +275,8 @@ def reference_refine(
         if not any(valid for valid, _, _ in trials):
             trials = [(True, key, t) for _, key, t in trials]
         # the lowest loss among the valid trials; ties: the first in (weight, index) order
-        best = min(range(len(trials)), key=lambda i: (not trials[i][0], trials[i][1], i))
-        mask = trials[best][2]
+        pick = min(range(len(trials)), key=lambda i: (not trials[i][0], trials[i][1], i))
+        mask = trials[pick][2]
         for k in ks:
             if count > k >= int(mask.sum()):
                 out[k] = mask.clone()

@@ -261,6 +261,7 @@ def _refine_flat(
 ) -> dict[int, Tensor]:
     """Flat top-K masks of the ``"refine"`` policy for every K of ``ks`` (one descent)."""
     layout = _check_refine_inputs(dist, instances, black_box)
+    assert black_box is not None  # _check_refine_inputs refuses None
     dev = resolve_device(device)
     max_edges = _edge_budget(max_edges, dev)
     ks = sorted({int(k) for k in ks})

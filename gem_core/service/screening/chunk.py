@@ -257,8 +257,8 @@ def _fill_model_columns(
     from gem_core.service.molecules import CLASS_NAMES, molecule_k
 
     sizes = [mol.instance.num_pairs for _, mol in parsed]
-    flat = torch.cat([torch.as_tensor(s).detach().reshape(-1) for s in explained])
-    flat = flat.float().cpu().numpy()  # Gem's float32 scores, as the rows show them
+    flat_t = torch.cat([torch.as_tensor(s).detach().reshape(-1) for s in explained])
+    flat = flat_t.float().cpu().numpy()  # Gem's float32 scores, as the rows show them
     chosen, counts = ranked_flat(flat, sizes, [molecule_k(settings.k, n) for n in sizes])
     pairs = torch.cat([mol.instance.pairs for _, mol in parsed], 1).numpy()
     bonds = pairs[:, chosen].T.tolist()

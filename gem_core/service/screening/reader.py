@@ -143,7 +143,7 @@ def iter_rows(
             "the text after the SMILES.",
             "file",
         )
-    body = lines
+    body: Iterator[bytes] = lines
     if head.split()[0].lower() not in SMILES_HEADERS:
         body = _chain(first, lines)
     yield from _smi_rows(body, empty)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeGuard, Union
 
 from gem_core.data.config import check_k
 from gem_core.explainers import check_method, method_spec
@@ -271,7 +271,7 @@ class _Ray:
                 self.node = None
 
 
-def _engine_error(error: Any) -> bool:
+def _engine_error(error: Any) -> TypeGuard[Exception]:
     """Whether a worker's ``error`` is one the engine raises for the user (bad settings, a
     missing or corrupted model, missing data), rather than a broken worker environment."""
     return isinstance(error, (ValueError, FileNotFoundError)) or (
@@ -305,15 +305,18 @@ def _start_task_node(workers: int) -> Any:
         from ray._private.node import Node
         from ray._private.parameter import RayParams
 
+        # Ray annotates these narrower than the values it takes: include_log_monitor (a bool
+        # flag) as a string, the RayConfig overrides (of RayConfig's own types) as strings
+        system_config: dict[str, Any] = {
+            "enable_worker_prestart": True,
+            "max_direct_call_object_size": _INLINE_BYTES,
+        }
         params = RayParams(
             num_cpus=workers,
             include_dashboard=False,
             no_monitor=True,
-            include_log_monitor=False,
-            _system_config={
-                "enable_worker_prestart": True,
-                "max_direct_call_object_size": _INLINE_BYTES,
-            },
+            include_log_monitor=False,  # type: ignore[arg-type]
+            _system_config=system_config,
         )
     except (ImportError, TypeError):  # pragma: no cover (another Ray version)
         return None
