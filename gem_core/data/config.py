@@ -326,7 +326,9 @@ def target_config(spec: DatasetSpec, name: str = DEFAULT_TARGET) -> TargetConfig
             f"Unknown target {name!r} for {spec.title}. Choose one of: "
             f"{', '.join(target_names(spec))}."
         )
-    return TARGETS[key].recipe(spec)
+    config = TARGETS[key].recipe(spec)
+    assert config is not None, "target_names lists only the targets a dataset has"
+    return config
 
 
 def check_k(k: Any) -> int:

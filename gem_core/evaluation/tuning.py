@@ -197,7 +197,7 @@ def validation_sweep(
     train, val = bench.instances("train"), bench.instances("val")
 
     distillations: dict[tuple[str, str], Any] = {}
-    targets: dict[tuple, tuple[list, list]] = {}
+    targets: dict[Any, tuple[list, list]] = {}  # teacher settings -> train / val targets
     correct: dict[str, torch.Tensor] = {}
 
     def training_data(v: Variant, pipeline: GemPipeline):
@@ -266,7 +266,7 @@ def validation_sweep(
             seed_scores.append(scores)
             measured = evaluate_scores(bb, val, scores, spec.k_grid, fidelity=False)
             acc = {str(k): v for k, v in measured.accuracy_at_k.items()}
-            agree = {str(k): v for k, v in measured.agreement_at_k.items()}
+            agree = {str(k): v for k, v in (measured.agreement_at_k or {}).items()}
             row = {
                 "seed": seed,
                 "accuracy_at_k": acc,

@@ -133,7 +133,7 @@ class GemExplainer(Explainer):
 
     # ------------------------------------------------------------------ explain
     @property
-    def reads_prediction(self) -> bool:  # type: ignore[override]
+    def reads_prediction(self) -> bool:
         return self.settings.inputs.condition_on_prediction or self.settings.asks_target
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

@@ -59,7 +59,7 @@ class CheckedRandomExplainer(RandomExplainer):
         self.context = context
 
     @property
-    def reads_prediction(self) -> bool:  # type: ignore[override]
+    def reads_prediction(self) -> bool:
         return True
 
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

@@ -224,7 +224,11 @@ class GemAutoEncoder:
                 "this explainer reads edge features (edge_attr, e.g. bond types), "
                 "which these instances lack"
             )
-        if self.edge_dim_ and packed.edge_attr.size(1) != self.edge_dim_:
+        if (
+            self.edge_dim_
+            and packed.edge_attr is not None
+            and packed.edge_attr.size(1) != self.edge_dim_
+        ):
             raise ValueError(
                 f"instances have {packed.edge_attr.size(1)} edge features, the "
                 f"explainer was fitted with {self.edge_dim_}"
@@ -307,8 +311,9 @@ class GemAutoEncoder:
             raise ValueError("give both val_instances and val_weights, or neither")
         self._validate_params()
         target = check_weights(instances, weights, "training")
-        has_val = val_instances is not None and len(val_instances) > 0
-        val_target = check_weights(val_instances, val_weights, "validation") if has_val else None
+        val_target = None
+        if val_instances is not None and val_weights is not None and len(val_instances) > 0:
+            val_target = check_weights(val_instances, val_weights, "validation")
 
         dev = resolve_device(self.device)
         packed = pack(instances)
@@ -319,20 +324,22 @@ class GemAutoEncoder:
                 "edge_features / wl_edge_labels need instances with edge features "
                 "(edge_attr, e.g. the bond types of molecules)"
             )
-        self.edge_dim_ = int(packed.edge_attr.size(1)) if self.edge_features else 0
+        edge_attr = packed.edge_attr
+        self.edge_dim_ = (
+            int(edge_attr.size(1)) if self.edge_features and edge_attr is not None else 0
+        )
+        self.labeler_: Optional[WLLabeler] = None
         if self.task_ == "graph":
-            self.labeler_ = WLLabeler(
-                self.wl_rounds, self.max_colors, edge_labels=self.wl_edge_labels
-            ).fit(packed)
-            self.label_dim_ = self.labeler_.num_columns_
+            labeler = WLLabeler(self.wl_rounds, self.max_colors, edge_labels=self.wl_edge_labels)
+            self.labeler_ = labeler.fit(packed)
+            self.label_dim_ = labeler.num_columns_
         else:
-            self.labeler_ = None
             self.label_dim_ = self.num_hops + 2
         if self.degree_features:
             self.label_dim_ += DEGREE_BUCKETS
         self.device_ = dev
         train = PreparedInstances(packed, self._label_columns(packed))
-        val = self._prepare(val_instances) if has_val else None
+        val = self._prepare(val_instances) if val_instances and val_target is not None else None
         models, histories = [], []
         for j in range(self.ensemble):
             seed = member_seed(self.seed, j)

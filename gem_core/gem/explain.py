@@ -150,6 +150,7 @@ def explain_packed(
         predicted = predict_packed(black_box, packed)
     reads = packed.float_features()
     if reads_prediction:
+        assert predicted is not None  # computed above where not given
         width = int(num_classes if num_classes is not None else black_box.num_classes)
         if len(predicted) and int(predicted.max()) >= width:
             raise ValueError(

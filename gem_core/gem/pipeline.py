@@ -126,7 +126,7 @@ class GemPipeline:
         """What the auto-encoder reads: the instances, with ``condition_on_prediction`` their
         predicted class (one-hot; given, or the target's) appended to every node's features."""
         if not self.settings.inputs.condition_on_prediction or not instances:
-            return instances
+            return list(instances)
         num_classes = self.black_box.num_classes if self.num_classes is None else self.num_classes
         return with_predicted_class(instances, self.black_box, int(num_classes), predicted)
 
@@ -203,7 +203,7 @@ class GemPipeline:
         if val and val_dist is None:
             val_dist = self.distill(val, scaled(progress, 0.45, 0.5))
         train_targets = self.targets(train_dist, train)
-        val_targets = None if not val else self.targets(val_dist, val)
+        val_targets = None if not val or val_dist is None else self.targets(val_dist, val)
         self.distill_seconds_ = time.perf_counter() - start  # the training targets included
         report(progress, 0.5, "training Gem")
         fit_start = time.perf_counter()

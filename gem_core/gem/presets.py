@@ -10,7 +10,7 @@ validation showed the defaults lose.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_core.data.config import DatasetSpec, target_config
@@ -133,7 +133,9 @@ def preset(name: str) -> GemSettings:
     return PRESETS[key]
 
 
-def row_settings(rows: list[Mapping[str, Any]], where: str, base: str = "default") -> GemSettings:
+def row_settings(
+    rows: Sequence[Mapping[str, Any]], where: str, base: str = "default"
+) -> GemSettings:
     """The settings of ``rows`` applied in order: a row that names a ``preset`` starts over from
     it, its other keys are setting paths (at most :data:`MAX_ROW_DIFF` per row)."""
     settings = preset(base)

@@ -47,7 +47,7 @@ def network_inputs(
         cols=prep.cols.to(device),
         adj=normalized_adjacency(p.pairs, p.num_nodes, device),
         pairs=p.pairs.to(device),
-        edge_attr=None if not edge_dim else p.edge_attr.to(device),
+        edge_attr=None if not edge_dim or p.edge_attr is None else p.edge_attr.to(device),
     )
 
 
@@ -168,7 +168,7 @@ def train_network(
             count += y.numel()
         train_loss = total / max(count, 1)
         history["train_loss"].append(train_loss)
-        if val is not None:
+        if val_inputs is not None and val_target is not None:
             monitored = _eval_loss(model, val_inputs, val_target)
             history["val_loss"].append(monitored)
         else:

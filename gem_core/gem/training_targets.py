@@ -83,7 +83,7 @@ def parse_ks(text: str) -> tuple[int, ...]:
     try:
         if "-" in text:
             lo, hi = (int(w) for w in text.split("-", 1))
-            ks = range(lo, hi + 1)
+            ks = list(range(lo, hi + 1))
         else:
             ks = [int(w) for w in text.replace(",", "/").split("/") if w.strip()]
     except ValueError:
@@ -179,7 +179,7 @@ def base_targets(
     kind = settings.teacher.kind.value
     if kind == "weights":
         return dist.normalized_weights()
-    ks = settings.budgets(k_grid)
+    ks = settings.budgets(tuple(k_grid))
     graded = _graded(dist, settings, ks, settings.teacher.topk_policy.value, instances, black_box)
     if kind == "graded":
         return graded

@@ -578,7 +578,7 @@ class GemExplainer(ExplainerAlgorithm):
         was_training = model is not None and model.training
         if settings.asks_target or (settings.inputs.condition_on_prediction and predicted is None):
             black_box = self._black_box(model, model_kwargs or {}, packed.x.device)
-            if was_training:  # the model is called: in eval mode (eval() walks every module)
+            if was_training and model is not None:  # called: in eval mode (walks every module)
                 model.eval()
         try:
             return explain_packed(
@@ -592,7 +592,7 @@ class GemExplainer(ExplainerAlgorithm):
                 hops=graphs.hops,
             )
         finally:
-            if was_training and black_box is not None:
+            if was_training and model is not None and black_box is not None:
                 model.train(True)
 
     def _black_box(
@@ -627,7 +627,7 @@ def _accepts_batch(model: nn.Module) -> bool:
 
 
 def _k_grid(k: Union[int, Sequence[int]]) -> tuple[int, ...]:
-    values = [k] if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else list(k)
+    values = [k] if isinstance(k, (int, np.integer)) else list(k)  # bool: refused below
     if not values:
         raise ValueError("k must be a positive integer or a non-empty sequence of them")
     for v in values:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from torch import Tensor
 
@@ -83,7 +83,7 @@ class Workbench:
         self._never_saved: set[str] = set()
         # one lock per method: explainers (PyG's in particular) are not safe to share across threads
         self._method_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
-        self._memo: dict[tuple, object] = {}
+        self._memo: dict[tuple, Any] = {}  # (instances, labels) -> their Distillation
         self._memo_lock = threading.Lock()
 
     # ------------------------------------------------------------------ data and target
@@ -446,7 +446,7 @@ def _content_key(inst: Instance) -> tuple:
     return (inst.dataset, inst.index, inst.target, h.hexdigest())
 
 
-_WORKBENCHES: dict[tuple[str, str], Workbench] = {}
+_WORKBENCHES: dict[tuple[str, str, str], Workbench] = {}
 _WB_LOCK = threading.Lock()
 
 

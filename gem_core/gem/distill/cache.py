@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 import torch
 
-from gem_core.gem.distill.conventions import TIE_TOL, LabelSource, check_label_source
+from gem_core.gem.distill.conventions import TIE_TOL, check_label_source
 from gem_core.gem.distill.engine import distill
 from gem_core.gem.distill.result import DISTILL_KIND, DISTILL_VERSION, Distillation
 from gem_core.runtime.progress import ProgressFn, report
@@ -45,7 +45,7 @@ def load_distillation(
     ds: "GemDataset",
     target: "TrainedTarget",
     split: str = "train",
-    label_source: LabelSource = "true",
+    label_source: str = "true",  # checked: "true" or "predicted"
     connected: Optional[bool] = None,
 ) -> Optional[Distillation]:
     """The cached distillation of a split, or None when absent, corrupted or outdated."""
@@ -69,7 +69,7 @@ def distill_dataset(
     ds: "GemDataset",
     target: "TrainedTarget",
     split: str = "train",
-    label_source: LabelSource = "true",
+    label_source: str = "true",  # checked: "true" or "predicted"
     connected: Optional[bool] = None,
     device: Union[str, torch.device, None] = "auto",
     max_edges_per_forward: Optional[int] = None,

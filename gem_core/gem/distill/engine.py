@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import torch
 
 from gem_core.data.instances import Instance
-from gem_core.gem.distill.conventions import TIE_TOL, LabelSource, check_label_source, cross_entropy
+from gem_core.gem.distill.conventions import TIE_TOL, check_label_source, cross_entropy
 from gem_core.gem.distill.delta import _removal_logits
 from gem_core.gem.distill.greedy import _greedy
 from gem_core.gem.distill.layout import _edge_budget, _Layout
@@ -28,7 +28,7 @@ def distill(
     black_box: "BlackBox",
     *,
     connected: bool,
-    label_source: LabelSource = "true",
+    label_source: str = "true",  # checked: "true" or "predicted"
     device: Union[str, torch.device, None] = "auto",
     max_edges_per_forward: Optional[int] = None,
     tol: float = TIE_TOL,
