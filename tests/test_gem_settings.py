@@ -277,3 +277,11 @@ def test_the_tuning_sweep_fits_through_the_pipeline(monkeypatch):
     validation_sweep(wb, [variant], seeds=[3], include_current=False)
     assert calls == [wb.gem_settings.with_overrides(
         {"training.max_epochs": 1, "teacher.kind": "weights", "seed": 3})]
+
+
+def test_the_settings_page_lists_every_path_and_preset():
+    from gem_core.runtime.store import PROJECT_ROOT
+
+    page = (PROJECT_ROOT / "docs" / "settings.md").read_text()
+    for name in (*SETTING_PATHS, *PRESETS):
+        assert f"`{name}`" in page, name

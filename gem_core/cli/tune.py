@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="compare Gem settings by validation accuracy (never reads the test split)",
         description="Fit Gem with the dataset's current settings and with each --variant, for "
         "every seed, and print the explanation accuracy per K on the validation split. "
-        "This is how the settings in gem_core/data/config.py were chosen.",
+        "This is how the presets in gem_core/gem/presets.py were chosen (docs/decisions/).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
