@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from gem_core.api import (GreedyStep, Instance, TIE_TOL, reference_distill_one)
+from gem_core.api import TIE_TOL, GreedyStep, Instance, reference_distill_one
 
 
 @dataclass

@@ -12,11 +12,14 @@ from typing import Any, Optional
 
 import pandas as pd
 import streamlit as st
-
 from components import charts
-from gem_core.api import (METHODS, PROJECT_ROOT, REPRODUCE_METHODS, paper)
-from state import benchmark_chart, progress_bar, results_json, run_page, selection, show_error
+from messages import progress_bar, show_error
+from state.runtime import run_page
+from state.selection import selection
+from state.view_cache import benchmark_chart, results_json
 from theme import method_title
+
+from gem_core.api import METHODS, PROJECT_ROOT, REPRODUCE_METHODS, paper
 
 
 def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:

@@ -12,17 +12,37 @@ import json
 import pandas as pd
 import streamlit as st
 import torch
-
 from components import graph_view, molecule_view, network_view, whatif_view
 from components.instance_panels import PANEL_HEIGHT, draw_panel, molecule_look
-from gem_core.api import (DataUnavailableError, DEFAULT_TEACHER, Explanation, GemDataset, Instance,
-                          Workbench, method_spec, rank_scores)
+from messages import DATA_HELP, device_label, fit_offer, progress_bar, show_error, show_reading
+from state.engine_cache import (
+    contrast_teacher,
+    explain_test_instance,
+    explainer_token,
+    explanation_reading,
+    get_workbench,
+    method_ready,
+    prefetch_contrast,
+    probabilities_with,
+    test_predictions,
+    what_if_evaluator,
+)
+from state.runtime import run_page
+from state.selection import Selection, selection
+from state.session import random_pick, session_value, set_session_value
+from state.view_cache import graph_layout, hop_distances
 from theme import class_title, fmt_ms, method_color, method_title
-from state import (DATA_HELP, Selection, contrast_teacher, device_label, explain_test_instance,
-                   explainer_token, explanation_reading, fit_offer, get_workbench, graph_layout,
-                   hop_distances, method_ready, prefetch_contrast, probabilities_with,
-                   progress_bar, random_pick, run_page, selection, session_value, set_session_value, show_error,
-                   show_reading, test_predictions, what_if_evaluator)
+
+from gem_core.api import (
+    DEFAULT_TEACHER,
+    DataUnavailableError,
+    Explanation,
+    GemDataset,
+    Instance,
+    Workbench,
+    method_spec,
+    rank_scores,
+)
 
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
 CLOSE_UP_HOPS = 2
@@ -408,7 +428,7 @@ def _groups(mol) -> list[tuple[str, tuple[int, ...]]]:
 
 def _hop_distances(inst: Instance) -> list[int]:
     """Hops from the explained node to every node of the instance (made once per instance and
-    server process: :func:`state.hop_distances`)."""
+    server process: :func:`state.view_cache.hop_distances`)."""
     return list(hop_distances(inst.dataset, inst.index, inst.num_nodes,
                               int(inst.pairs.shape[1]), inst))
 

@@ -11,14 +11,23 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
-
 from components import charts, graph_view, network_view
-from gem_core.api import (TIE_TOL, GemDataset, topk_mask)
-from state import (distillation_trace, distilled_topk_and_targets, explain_test_instance,
-                   explainer_token, get_workbench, graph_layout, method_ready, run_page,
-                   selection, show_error)
+from messages import show_error
+from state.engine_cache import (
+    distillation_trace,
+    distilled_topk_and_targets,
+    explain_test_instance,
+    explainer_token,
+    get_workbench,
+    method_ready,
+)
+from state.runtime import run_page
+from state.selection import selection
+from state.view_cache import graph_layout
 from teaching import describe_gem, fmt_change, fmt_small
 from theme import method_color
+
+from gem_core.api import TIE_TOL, GemDataset, topk_mask
 
 EXAMPLE_DATASET = "ba_shapes"
 MAX_EXAMPLE_EDGES = 30

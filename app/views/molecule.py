@@ -8,18 +8,19 @@ molecule and method, so changing K only re-thresholds them.
 from __future__ import annotations
 
 import streamlit as st
-
 from components.molecule_file import render_file
 from components.molecule_single import render_single
-from state import molecule_default_reason, run_page, selection
-
+from messages import molecule_default_reason
+from state.runtime import run_page
+from state.selection import selection
 
 # ----------------------------------------------------------------------------- page
 
 def render() -> None:
     sel = selection()
     st.header("Explain a molecule", anchor="molecule")
-    st.caption("The Mutagenicity model (the graph neural network being explained) says whether a molecule is a mutagen (the Ames test "
+    st.caption("The Mutagenicity model (the graph neural network being explained) says whether "
+               "a molecule is a mutagen (the Ames test "
                "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
                "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
                "written with alternating bonds, as in the training data.")

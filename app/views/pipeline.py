@@ -10,11 +10,14 @@ import time
 
 import pandas as pd
 import streamlit as st
-
-from gem_core.api import (DataUnavailableError, forget_explainer)
+from messages import DATA_HELP, device_label, progress_bar, show_error
+from state.engine_cache import get_workbench
+from state.runtime import run_page
+from state.selection import selection
+from state.session import pipeline_summary, remember_pipeline_summary
 from theme import method_title
-from state import (DATA_HELP, device_label, get_workbench, pipeline_summary, progress_bar,
-                   remember_pipeline_summary, run_page, selection, show_error)
+
+from gem_core.api import DataUnavailableError, forget_explainer
 
 QUICK_LIMIT = 20
 EVAL_MODES = (f"Quick: first {QUICK_LIMIT} test instances (not saved)",
