@@ -3,6 +3,7 @@
 
 Run from the project root: ``python -m streamlit run app/streamlit_app.py``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,9 +26,10 @@ PAGES = (
 
 def main() -> None:
     st.set_page_config(page_title="Gem Explorer", page_icon=str(ICON), layout="wide")
-    pages = [st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url,
-                     default=(i == 0))
-             for i, (path, title, icon, url) in enumerate(PAGES)]
+    pages = [
+        st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url, default=(i == 0))
+        for i, (path, title, icon, url) in enumerate(PAGES)
+    ]
     nav = st.navigation(pages, position="sidebar")
     from sidebar import draw_sidebar, rerun_debug
     from state.runtime import timed_rerun
@@ -35,8 +37,10 @@ def main() -> None:
     with timed_rerun(nav.url_path) as so_far:
         draw_sidebar(nav.url_path)
         with st.sidebar:
-            st.caption("Gem: generative causal explanations of graph neural networks "
-                       "(Lin, Lan & Li, ICML 2021). Everything runs locally.")
+            st.caption(
+                "Gem: generative causal explanations of graph neural networks "
+                "(Lin, Lan & Li, ICML 2021). Everything runs locally."
+            )
         nav.run()
         rerun_debug(so_far)
 

@@ -5,6 +5,7 @@ intermediate graph. :func:`greedy_trace` gets them from the reference distillati
 (:func:`gem_core.gem.distill.reference.reference_distill_one`, paper Appendix C) through its
 ``on_step`` hook, so the page shows the engine's own steps; this module only presents them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,12 +30,14 @@ class Trace:
 def greedy_trace(instance: Instance, black_box, connected: bool, tol: float = TIE_TOL) -> Trace:
     """Δ of each edge, then the greedy pruning with every step recorded (against the true label)."""
     steps: list[GreedyStep] = []
-    result = reference_distill_one(instance, black_box, connected, "true", tol,
-                                   on_step=steps.append)
+    result = reference_distill_one(
+        instance, black_box, connected, "true", tol, on_step=steps.append
+    )
     return Trace(result.delta, result.full_loss, result.label, steps, result.weights, result.kept)
 
 
 # ----------------------------------------------------------------------------- wording
+
 
 def fmt_change(before: float, after: float) -> tuple[str, str]:
     """Two losses with just enough decimals that a change shows (0.00041 → 0.00043, not
@@ -55,42 +58,64 @@ _TARGETS = {
     "weights": "the distilled weights, divided by the largest (the paper's targets)",
     "graded": "how often each edge is in the distilled top-K explanation over {ks}",
     "mix": "the average of the distilled weights and how often each edge is in the distilled "
-           "top-K over {ks}",
+    "top-K over {ks}",
     "graded+add": "how often each edge is in the distilled top-K over {ks}, and, "
-                  "for the edges outside it, how little adding them back disturbs the "
-                  "prediction",
+    "for the edges outside it, how little adding them back disturbs the "
+    "prediction",
 }
 
 
 def _check_rule_text(check: str) -> str:
     """What the check does with Gem's next edges under rule ``check`` (not ``off``)."""
-    rule = ("takes the one the prediction holds on most surely" if check == "best" else
-            "keeps Gem's own next edge unless the prediction fails on it and holds with another")
+    rule = (
+        "takes the one the prediction holds on most surely"
+        if check == "best"
+        else "keeps Gem's own next edge unless the prediction fails on it and holds with another"
+    )
     if check == "search":
-        rule += (", and where it holds with none of them, it looks at every edge left for one "
-                 "it holds with")
+        rule += (
+            ", and where it holds with none of them, it looks at every edge left for one "
+            "it holds with"
+        )
     elif check == "sustain":
-        rule += (", and where the explanation so far held and none of them keeps it so, it "
-                 "takes the edge of all those left that comes closest")
+        rule += (
+            ", and where the explanation so far held and none of them keeps it so, it "
+            "takes the edge of all those left that comes closest"
+        )
     elif check == "climb":
-        rule += (", and where it holds with none of them, it climbs: of every edge left, it "
-                 "takes one it holds with, or else the one that brings it nearest to holding")
+        rule += (
+            ", and where it holds with none of them, it climbs: of every edge left, it "
+            "takes one it holds with, or else the one that brings it nearest to holding"
+        )
     return rule
 
 
-def describe_gem(spec, target: str = "paper", molecule_words: bool = False,
-                 checked: bool = False) -> str:
+def describe_gem(
+    spec, target: str = "paper", molecule_words: bool = False, checked: bool = False
+) -> str:
     """What Gem learns and reads for a dataset's target, from the settings the engine uses;
     ``molecule_words``: atoms and bonds instead of nodes and edges (the Molecule page);
     ``checked``: Gem + check, the separate method whose explain-time search asks the model."""
     alone, check = _describe_gem(spec, target)
-    text = (f"Gem + check starts from Gem's ranking. {alone} {check.strip()}" if checked else
-            alone + (" Gem + check, a separate explainer beside it, lets the model search "
-                     "Gem's ranking at explain time." if check else ""))
+    text = (
+        f"Gem + check starts from Gem's ranking. {alone} {check.strip()}"
+        if checked
+        else alone
+        + (
+            " Gem + check, a separate explainer beside it, lets the model search "
+            "Gem's ranking at explain time."
+            if check
+            else ""
+        )
+    )
     if molecule_words:
-        for graph_word, chem_word in ((" an edge", " a bond"), ("edge", "bond"),
-                                      ("node", "atom"), ("whole graph", "whole molecule"),
-                                      ("per instance", "per molecule")):
+        for graph_word, chem_word in (
+            (" an edge", " a bond"),
+            ("edge", "bond"),
+            ("node", "atom"),
+            ("whole graph", "whole molecule"),
+            ("per instance", "per molecule"),
+        ):
             text = text.replace(graph_word, chem_word)
     return text
 
@@ -105,52 +130,71 @@ def _describe_gem(spec, target: str) -> tuple[str, str]:
     if budgets == tuple(spec.k_grid):
         ks = f"the K grid ({', '.join(map(str, budgets))})"
     elif len(budgets) > 2 and budgets == tuple(range(budgets[0], budgets[-1] + 1)):
-        ks = (f"every K from {budgets[0]} to {budgets[-1]}, so it also learns which edges of "
-              f"the smallest explanation matter most")
+        ks = (
+            f"every K from {budgets[0]} to {budgets[-1]}, so it also learns which edges of "
+            f"the smallest explanation matter most"
+        )
     else:
         ks = f"K = {', '.join(map(str, budgets))}"
-    labels = ("each node's hop distance to the explained node" if spec.task == "node"
-              else "Weisfeiler-Lehman colours of the nodes (their structural roles)")
+    labels = (
+        "each node's hop distance to the explained node"
+        if spec.task == "node"
+        else "Weisfeiler-Lehman colours of the nodes (their structural roles)"
+    )
     if settings.degree_features:
         labels += " and its degree"
     if settings.wl_edge_labels:
         labels += ", refined with the bond types"
     if settings.edge_features:
         labels += " and each node's count of single, double and triple bonds"
-    decoder = ("scores an edge with the inner product of its two nodes' embeddings"
-               if settings.decoder == "inner" else
-               "scores an edge with the inner product of its two nodes' embeddings plus a small "
-               "network on the pair" + (" and its bond type" if settings.edge_features else ""))
-    teacher = ("the model's own prediction" if settings.label_source == "predicted"
-               else "the true label")
-    text = (f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
-            f"nodes' own features, and {decoder}. It learns "
-            f"{_TARGETS[settings.target_kind.value].format(ks=ks)}, distilled against {teacher}")
+    decoder = (
+        "scores an edge with the inner product of its two nodes' embeddings"
+        if settings.decoder == "inner"
+        else "scores an edge with the inner product of its two nodes' embeddings plus a small "
+        "network on the pair" + (" and its bond type" if settings.edge_features else "")
+    )
+    teacher = (
+        "the model's own prediction" if settings.label_source == "predicted" else "the true label"
+    )
+    text = (
+        f"Gem is a graph auto-encoder of 3 GCN layers that reads {labels}, beside the "
+        f"nodes' own features, and {decoder}. It learns "
+        f"{_TARGETS[settings.target_kind.value].format(ks=ks)}, distilled against {teacher}"
+    )
     if settings.topk_policy == "refine":
         text += ", the top-K cut by the loss"
     text += "."
     if settings.necessity_lead:
-        text += (f" Inside the smallest explanation, its first {settings.necessity_lead} edges "
-                 f"are the ones whose deletion, one after another, most shakes the model's "
-                 f"prediction (what the field's necessity score tests: delete the top edges, does "
-                 f"the prediction change?).")
+        text += (
+            f" Inside the smallest explanation, its first {settings.necessity_lead} edges "
+            f"are the ones whose deletion, one after another, most shakes the model's "
+            f"prediction (what the field's necessity score tests: delete the top edges, does "
+            f"the prediction change?)."
+        )
     if settings.condition_on_prediction:
-        text += (f" It also reads the class the model predicts, so it can explain "
-                 f"{spec.prediction_phrase}.")
+        text += (
+            f" It also reads the class the model predicts, so it can explain "
+            f"{spec.prediction_phrase}."
+        )
     check = settings.check.value
-    text += (" After training it never calls the model to explain: one forward pass of the "
-             "auto-encoder per batch." if not settings.condition_on_prediction else
-             " Explaining a batch is one forward pass of the model (for its prediction) and one "
-             "of the auto-encoder.")
+    text += (
+        " After training it never calls the model to explain: one forward pass of the "
+        "auto-encoder per batch."
+        if not settings.condition_on_prediction
+        else " Explaining a batch is one forward pass of the model (for its prediction) and one "
+        "of the auto-encoder."
+    )
     if not settings.asks_target:
         return text, ""
     ordered = ""
     if settings.check_lead:
-        ordered = (f" When it explains, the model itself orders the first "
-                   f"{settings.check_lead} edges of Gem's smallest explanation (K = "
-                   f"{min(spec.k_grid)}): one at a time, the edge whose deletion, with those "
-                   f"before it, most shakes its prediction (under both ways of judging), so the "
-                   f"explanation's first edges are the ones its prediction most depends on.")
+        ordered = (
+            f" When it explains, the model itself orders the first "
+            f"{settings.check_lead} edges of Gem's smallest explanation (K = "
+            f"{min(spec.k_grid)}): one at a time, the edge whose deletion, with those "
+            f"before it, most shakes its prediction (under both ways of judging), so the "
+            f"explanation's first edges are the ones its prediction most depends on."
+        )
     if check == "off":
         return text, ordered.strip() + (" That takes a few small batched passes of the model.")
     lead = max(settings.necessity_lead, settings.check_lead)
@@ -159,21 +203,26 @@ def _describe_gem(spec, target: str) -> tuple[str, str]:
     rule = _check_rule_text(check)
     late = settings.check_late.value
     if late not in ("same", check):
-        rule += (f"; from K = {check_late_start(spec.k_grid, lead)} on, where the smallest "
-                 f"explanation is already decided, it {_check_rule_text(late)}")
+        rule += (
+            f"; from K = {check_late_start(spec.k_grid, lead)} on, where the smallest "
+            f"explanation is already decided, it {_check_rule_text(late)}"
+        )
     backward = ""
     backward_ks = backward_budgets(spec.k_grid, settings.check_backward.value)
     if backward_ks:
         at_ks = ", ".join(str(k) for _, k in backward_ks)
-        backward = (f" Where the explanation at K = {at_ks} still "
-                    f"does not hold, the model is asked the other way round too: starting from "
-                    f"the whole graph, the edges after the previous K are taken away a few at a "
-                    f"time, each time those whose loss shakes the prediction least, until K "
-                    f"are left; if the prediction holds on those, they become that explanation.")
+        backward = (
+            f" Where the explanation at K = {at_ks} still "
+            f"does not hold, the model is asked the other way round too: starting from "
+            f"the whole graph, the edges after the previous K are taken away a few at a "
+            f"time, each time those whose loss shakes the prediction least, until K "
+            f"are left; if the prediction holds on those, they become that explanation."
+        )
     return text, ordered.strip() + (
         f" Then the model checks Gem's ranking, {where} up to K = {stop}: of Gem's next "
         f"{settings.check_width} edges it {rule}; the prediction holds when the model, shown "
         f"only the edges so far, still predicts what it predicts on the whole graph, whether "
         f"the nodes left without an edge stay or go.{backward} Explaining a batch is one "
         f"forward pass of the auto-encoder and a few small batched passes of the model per "
-        f"edge checked, milliseconds per instance.")
+        f"edge checked, milliseconds per instance."
+    )
