@@ -1,7 +1,9 @@
-"""Gem Explorer: the Streamlit entry point (router + the sidebar shared by all pages).
+"""Gem Explorer: the Streamlit entry point (router + the sidebar shared by all pages, from
+:mod:`sidebar`; every run timed by :mod:`state.runtime`).
 
 Run from the project root: ``python -m streamlit run app/streamlit_app.py``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,17 +26,21 @@ PAGES = (
 
 def main() -> None:
     st.set_page_config(page_title="Gem Explorer", page_icon=str(ICON), layout="wide")
-    pages = [st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url,
-                     default=(i == 0))
-             for i, (path, title, icon, url) in enumerate(PAGES)]
+    pages = [
+        st.Page(str(APP_DIR / path), title=title, icon=icon, url_path=url, default=(i == 0))
+        for i, (path, title, icon, url) in enumerate(PAGES)
+    ]
     nav = st.navigation(pages, position="sidebar")
-    from state import rerun_debug, sidebar, timed_rerun
+    from sidebar import draw_sidebar, rerun_debug
+    from state.runtime import timed_rerun
 
     with timed_rerun(nav.url_path) as so_far:
-        sidebar(nav.url_path)
+        draw_sidebar(nav.url_path)
         with st.sidebar:
-            st.caption("Gem: generative causal explanations of graph neural networks "
-                       "(Lin, Lan & Li, ICML 2021). Everything runs locally.")
+            st.caption(
+                "Gem: generative causal explanations of graph neural networks "
+                "(Lin, Lan & Li, ICML 2021). Everything runs locally."
+            )
         nav.run()
         rerun_debug(so_far)
 

@@ -4,6 +4,7 @@ their explain times read.
 Streamlit's theme would otherwise recolour Plotly traces, so every trace gets its method's colour
 explicitly. Titles come from the engine's registry; colours are the app's own.
 """
+
 from __future__ import annotations
 
 from gem_core.api import title as _registry_title

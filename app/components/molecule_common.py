@@ -8,8 +8,9 @@ import streamlit as st
 
 from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
                           molecule_model, target_checkpoint_available)
-from state import (DATA_HELP, fit_offer, molecule_target, probabilities_with, progress_bar,
-                   show_error)
+from messages import DATA_HELP, fit_offer, progress_bar, show_error
+from state.engine_cache import probabilities_with
+from state.selection import molecule_target
 from theme import class_title, method_title
 
 SPEC = get_spec(DATASET)

@@ -24,9 +24,11 @@ from components.molecule_common import (SPEC, display, literal, load_model, offe
 from gem_core.api import (CLASS_NAMES, METHODS, REJECTION_WORDS, MoleculeError, ScreenSettings,
                           Summary, Workbench, bond_labels, check_settings, csv_table,
                           explain_rows, iter_rows, method_spec, smiles_to_instance)
+from messages import show_error
+from state.engine_cache import explainer_token
+from state.selection import molecule_target
+from state.session import session_cache, session_value, set_session_value
 from theme import method_title
-from state import (explainer_token, molecule_target, session_cache, session_value,
-                   set_session_value, show_error)
 
 BATCH_ROW_CAP = 1000
 CLI_COMMAND = "python -m gem_core screen library.smi --out hits.parquet"

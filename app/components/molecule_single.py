@@ -17,12 +17,14 @@ from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_mo
 from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           fragment_smiles, method_spec, smiles_to_instance,
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
+from messages import device_label, show_error, show_reading
+from state.engine_cache import (explained_molecule, explainer_token, explanation_reading,
+                                what_if_evaluator)
+from state.selection import molecule_target
+from state.session import (prepare_molecule_k, prepare_smiles_box, set_molecule_example,
+                           submit_molecule, submitted_molecule)
 from teaching import describe_gem
 from theme import fmt_ms, method_title
-from state import (device_label, explained_molecule, explainer_token, explanation_reading,
-                   molecule_target, prepare_molecule_k, prepare_smiles_box, set_molecule_example,
-                   show_error, show_reading, submit_molecule, submitted_molecule,
-                   what_if_evaluator)
 
 # A few examples as buttons: nitro- and amino-aromatics and a non-mutagen.
 EXAMPLES = {

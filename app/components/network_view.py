@@ -17,7 +17,8 @@ from typing import Optional
 import streamlit as st
 import streamlit.components.v1 as components
 
-from state import session_value, vis_assets_published
+from state.session import session_value
+from state.view_cache import vis_assets_published
 
 from . import graph_pyvis, graph_view
 
@@ -28,7 +29,8 @@ _network_component = components.declare_component("gem_vis_network", path=str(CO
 
 
 def _assets_ready() -> bool:
-    """Publish vis-network next to the component (once per process, :mod:`state` caches it)."""
+    """Publish vis-network next to the component (once per process, cached in
+    :mod:`state.view_cache`)."""
     return vis_assets_published(str(COMPONENT_DIR / "lib"))
 
 

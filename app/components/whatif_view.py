@@ -22,7 +22,7 @@ import streamlit as st
 import torch
 
 from gem_core.api import (Edit, EditError, method_spec, rank_scores, ranked_pairs)
-from state import drop_session_value, session_cache, session_value, set_session_value
+from state.session import drop_session_value, session_cache, session_value, set_session_value
 
 # (removed pair positions, removed nodes, ranked pair positions, per-pair shown scores or None,
 #  method or None, slot) -> draws one picture

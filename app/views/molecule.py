@@ -5,46 +5,68 @@ dataset-like graph (explicit hydrogens, Kekulé bond orders, the 14 training ele
 explainers chosen in the sidebar mark the K bonds that matter most. Scores are kept per
 molecule and method, so changing K only re-thresholds them.
 """
+
 from __future__ import annotations
 
 import streamlit as st
-
 from components.molecule_file import render_file
 from components.molecule_single import render_single
-from state import molecule_default_reason, run_page, selection
-
+from messages import molecule_default_reason
+from state.runtime import run_page
+from state.selection import selection
 
 # ----------------------------------------------------------------------------- page
+
 
 def render() -> None:
     sel = selection()
     st.header("Explain a molecule", anchor="molecule")
-    st.caption("The Mutagenicity model (the graph neural network being explained) says whether a molecule is a mutagen (the Ames test "
-               "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
-               "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
-               "written with alternating bonds, as in the training data.")
+    st.caption(
+        "The Mutagenicity model (the graph neural network being explained) says whether "
+        "a molecule is a mutagen (the Ames test "
+        "data of Kazius et al. 2005); the explainers chosen in the sidebar mark the bonds "
+        "its prediction rests on. Hydrogens are added explicitly and aromatic rings "
+        "written with alternating bonds, as in the training data."
+    )
     reason = molecule_default_reason()
     if reason:
-        st.caption(reason, help="The sidebar's 'Model being explained' switches between the models; "
-                                "the figures are those of the shipped benchmark results "
-                                "(assets/results).")
+        st.caption(
+            reason,
+            help="The sidebar's 'Model being explained' switches between the models; "
+            "the figures are those of the shipped benchmark results "
+            "(assets/results).",
+        )
     c1, c2, c3 = st.columns(3)
     opts = {
-        "hide_h": c1.toggle("Hide hydrogens in the drawing", key="mol_hide_h",
-                            persist_state="session",
-                            help="Hydrogens on an explanation bond stay drawn."),
-        "numbers": c1.toggle("Show atom numbers", key="mol_numbers", persist_state="session",
-                             help="The numbering of the bond table and of the JSON: RDKit's "
-                                  "Chem.AddHs(Chem.MolFromSmiles(SMILES))."),
-        "outline": c2.toggle("Show toxicophores", key="mol_tox_outline", value=True,
-                             persist_state="session",
-                             help="Atoms of known mutagenicity toxicophores (Kazius et al. 2005) "
-                                  "get a pale teal halo, under the explanation's orange bonds, "
-                                  "to see at a glance whether the two agree."),
-        "largest": c3.toggle("Salts: keep the largest fragment", key="mol_largest",
-                             persist_state="session",
-                             help="Off: a SMILES with several fragments is refused with a "
-                                  "message. Applies to single molecules and files alike."),
+        "hide_h": c1.toggle(
+            "Hide hydrogens in the drawing",
+            key="mol_hide_h",
+            persist_state="session",
+            help="Hydrogens on an explanation bond stay drawn.",
+        ),
+        "numbers": c1.toggle(
+            "Show atom numbers",
+            key="mol_numbers",
+            persist_state="session",
+            help="The numbering of the bond table and of the JSON: RDKit's "
+            "Chem.AddHs(Chem.MolFromSmiles(SMILES)).",
+        ),
+        "outline": c2.toggle(
+            "Show toxicophores",
+            key="mol_tox_outline",
+            value=True,
+            persist_state="session",
+            help="Atoms of known mutagenicity toxicophores (Kazius et al. 2005) "
+            "get a pale teal halo, under the explanation's orange bonds, "
+            "to see at a glance whether the two agree.",
+        ),
+        "largest": c3.toggle(
+            "Salts: keep the largest fragment",
+            key="mol_largest",
+            persist_state="session",
+            help="Off: a SMILES with several fragments is refused with a "
+            "message. Applies to single molecules and files alike.",
+        ),
     }
     single, batch = st.tabs(["One molecule", "File of molecules"], key="mol_tabs")
     with single:

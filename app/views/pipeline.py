@@ -4,21 +4,27 @@ Each stage has its own progress bar. Everything lands in the artifact cache (tar
 distillations, the Gem explainer), so the Explore and Molecule pages use it at once; a full
 evaluation also rewrites ``assets/results/<dataset>.json`` for the Benchmarks page.
 """
+
 from __future__ import annotations
 
 import time
 
 import pandas as pd
 import streamlit as st
-
-from gem_core.api import (DataUnavailableError, forget_explainer)
+from messages import DATA_HELP, device_label, progress_bar, show_error
+from state.engine_cache import get_workbench
+from state.runtime import run_page
+from state.selection import selection
+from state.session import pipeline_summary, remember_pipeline_summary
 from theme import method_title
-from state import (DATA_HELP, device_label, get_workbench, pipeline_summary, progress_bar,
-                   remember_pipeline_summary, run_page, selection, show_error)
+
+from gem_core.api import DataUnavailableError, forget_explainer
 
 QUICK_LIMIT = 20
-EVAL_MODES = (f"Quick: first {QUICK_LIMIT} test instances (not saved)",
-              "Full test split (saved for the Benchmarks page)")
+EVAL_MODES = (
+    f"Quick: first {QUICK_LIMIT} test instances (not saved)",
+    "Full test split (saved for the Benchmarks page)",
+)
 
 
 def _stage(title: str):
@@ -37,11 +43,18 @@ def _run(sel, refit: bool, full: bool) -> dict:
         with progress_bar("loading or training the target GNN") as progress:
             target = wb.target(progress)
         m = target.metrics
-        summary["target"] = {"train": m.train_accuracy, "val": m.val_accuracy,
-                             "test": m.test_accuracy, "epochs": m.epochs}
+        summary["target"] = {
+            "train": m.train_accuracy,
+            "val": m.val_accuracy,
+            "test": m.test_accuracy,
+            "epochs": m.epochs,
+        }
         summary["stages"].append(("target", time.perf_counter() - t0))
-        box.update(label=f"1 · Target model: test accuracy {100 * m.test_accuracy:.1f} %",
-                   state="complete", expanded=False)
+        box.update(
+            label=f"1 · Target model: test accuracy {100 * m.test_accuracy:.1f} %",
+            state="complete",
+            expanded=False,
+        )
 
     with _stage("2 · Distillation (train and validation splits)") as box:
         from gem_core.api import ACCURACY_TOPK_POLICY, topk_accuracy
@@ -52,16 +65,27 @@ def _run(sel, refit: bool, full: bool) -> dict:
         with progress_bar("distilling the validation split") as progress:
             wb.distillation("val", progress)
         # the top-K rule the distillation accuracy is reported with everywhere (refine)
-        masks = train.topk_grid([spec.default_k], ACCURACY_TOPK_POLICY,
-                                instances=wb.instances("train"), black_box=wb.black_box,
-                                device=wb.device)[spec.default_k]
+        masks = train.topk_grid(
+            [spec.default_k],
+            ACCURACY_TOPK_POLICY,
+            instances=wb.instances("train"),
+            black_box=wb.black_box,
+            device=wb.device,
+        )[spec.default_k]
         acc = topk_accuracy(wb.instances("train"), masks, wb.black_box, device=wb.device)
-        summary["distillation"] = {"instances": len(train), "seconds": train.seconds,
-                                   "k": spec.default_k, "accuracy": acc}
+        summary["distillation"] = {
+            "instances": len(train),
+            "seconds": train.seconds,
+            "k": spec.default_k,
+            "accuracy": acc,
+        }
         summary["stages"].append(("distillation", time.perf_counter() - t0))
-        box.update(label=f"2 · Distillation: {len(train)} training instances, accuracy "
-                         f"{100 * acc:.1f} % at K = {spec.default_k}",
-                   state="complete", expanded=False)
+        box.update(
+            label=f"2 · Distillation: {len(train)} training instances, accuracy "
+            f"{100 * acc:.1f} % at K = {spec.default_k}",
+            state="complete",
+            expanded=False,
+        )
 
     with _stage("3 · Fit Gem") as box:
         t0 = time.perf_counter()
@@ -70,12 +94,19 @@ def _run(sel, refit: bool, full: bool) -> dict:
         with progress_bar("fitting the Gem explainer") as progress:
             gem = wb.fit("gem", progress, refresh=refit)
         hist = getattr(gem, "history_", {}) or {}
-        summary["gem"] = {"fit_seconds": float(getattr(gem, "fit_seconds_", 0.0) or 0.0),
-                          "best_epoch": hist.get("best_epoch"), "epochs": hist.get("epochs"),
-                          "refit": refit, "loaded_from": getattr(gem, "loaded_from_", None)}
+        summary["gem"] = {
+            "fit_seconds": float(getattr(gem, "fit_seconds_", 0.0) or 0.0),
+            "best_epoch": hist.get("best_epoch"),
+            "epochs": hist.get("epochs"),
+            "refit": refit,
+            "loaded_from": getattr(gem, "loaded_from_", None),
+        }
         summary["stages"].append(("gem", time.perf_counter() - t0))
-        box.update(label="3 · Gem fitted" if refit else "3 · Gem ready (fitted or from cache)",
-                   state="complete", expanded=False)
+        box.update(
+            label="3 · Gem fitted" if refit else "3 · Gem ready (fitted or from cache)",
+            state="complete",
+            expanded=False,
+        )
 
     with _stage("4 · Evaluate") as box:
         t0 = time.perf_counter()
@@ -83,13 +114,22 @@ def _run(sel, refit: bool, full: bool) -> dict:
 
         methods = list(sel.methods) or ["gem"]
         with progress_bar("evaluating " + ", ".join(method_title(m) for m in methods)) as p:
-            result = run_reproduce(sel.dataset, device=sel.device, methods=methods,
-                                   target=sel.target,
-                                   limit=None if full else QUICK_LIMIT, progress=p)
+            result = run_reproduce(
+                sel.dataset,
+                device=sel.device,
+                methods=methods,
+                target=sel.target,
+                limit=None if full else QUICK_LIMIT,
+                progress=p,
+            )
         summary["result"] = result
         summary["stages"].append(("evaluate", time.perf_counter() - t0))
-        box.update(label=f"4 · Evaluated {result.get('test_instances', '?')} test instances"
-                         + (" (saved)" if full else ""), state="complete", expanded=False)
+        box.update(
+            label=f"4 · Evaluated {result.get('test_instances', '?')} test instances"
+            + (" (saved)" if full else ""),
+            state="complete",
+            expanded=False,
+        )
     return summary
 
 
@@ -103,14 +143,17 @@ def _show(summary: dict) -> None:
         c3.metric("Target test accuracy", f"{100 * t['test']:.1f} %")
         d = summary.get("distillation")
         if d:
-            c4.metric(f"Distillation accuracy (train, K = {d['k']})",
-                      f"{100 * d['accuracy']:.1f} %")
+            c4.metric(
+                f"Distillation accuracy (train, K = {d['k']})", f"{100 * d['accuracy']:.1f} %"
+            )
     g = summary.get("gem")
     if g:
         epochs = f", best epoch {g['best_epoch']} of {g['epochs']}" if g.get("epochs") else ""
         if g.get("loaded_from"):
-            st.caption(f"Gem: loaded from {g['loaded_from']} (its fit took "
-                       f"{g['fit_seconds']:.1f} s{epochs})")
+            st.caption(
+                f"Gem: loaded from {g['loaded_from']} (its fit took "
+                f"{g['fit_seconds']:.1f} s{epochs})"
+            )
         else:
             st.caption(f"Gem: fitted now in {g['fit_seconds']:.1f} s{epochs}")
     result = summary.get("result")
@@ -139,7 +182,8 @@ def render() -> None:
         f"target GNN, (2) distil the Granger-causal ground truth of the training and validation "
         f"instances, (3) fit the Gem explainer on it, (4) evaluate the explainers selected in the "
         f"sidebar ({', '.join(method_title(m) for m in sel.methods) or 'Gem'}). Results are "
-        f"cached: the other pages use them immediately.")
+        f"cached: the other pages use them immediately."
+    )
     c1, c2 = st.columns(2)
     refit = c1.checkbox("Refit Gem even if a fitted one is cached", key="pl_refit")
     mode = c2.radio("Evaluation", EVAL_MODES, key="pl_eval")
@@ -147,8 +191,9 @@ def render() -> None:
         try:
             summary = _run(sel, refit, mode == EVAL_MODES[1])
         except DataUnavailableError as exc:
-            st.warning(f"The {spec.title} data is not available. {DATA_HELP}",
-                       icon=":material/folder_off:")
+            st.warning(
+                f"The {spec.title} data is not available. {DATA_HELP}", icon=":material/folder_off:"
+            )
             st.caption(str(exc))
             return
         except Exception as exc:

@@ -293,7 +293,7 @@ def test_the_app_collects_then_freezes_once_many_objects_are_new():
     import gc
     import weakref
 
-    from state import settle_heap
+    from state.runtime import settle_heap
 
     class Node:
         pass

@@ -1,5 +1,6 @@
 """The line between the app and the engine: the app reaches the engine through a small public API,
-and only app/state.py touches Streamlit's caching and session state."""
+only the app/state/ package touches Streamlit's caching and session state, and only the entry point
+draws the sidebar."""
 from __future__ import annotations
 
 import ast
@@ -31,11 +32,23 @@ def test_app_imports_at_most_five_engine_modules():
     assert len(used) <= MAX_ENGINE_MODULES, f"the app imports {len(used)} engine modules: {sorted(used)}"
 
 
-def test_streamlit_caching_and_session_state_live_in_state_py():
+def test_streamlit_caching_and_session_state_live_in_the_state_package():
     pattern = re.compile(r"st\.(cache_data|cache_resource|session_state)\b")
+    state = APP / "state"
     offenders = {str(p.relative_to(APP)): sorted(set(pattern.findall(p.read_text())))
-                 for p in _app_files() if p.name != "state.py" and pattern.search(p.read_text())}
-    assert not offenders, f"Streamlit caching / session state outside app/state.py: {offenders}"
+                 for p in _app_files()
+                 if state not in p.parents and pattern.search(p.read_text())}
+    assert not offenders, f"Streamlit caching / session state outside app/state/: {offenders}"
+    assert not (APP / "state.py").exists(), "app/state.py and the app/state/ package both exist"
+
+
+def test_only_the_entry_point_draws_the_sidebar():
+    importers = {str(p.relative_to(APP)) for p in _app_files()
+                 for node in ast.walk(ast.parse(p.read_text()))
+                 if isinstance(node, (ast.Import, ast.ImportFrom))
+                 and "sidebar" in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                                   else [node.module or ""])}
+    assert importers == {"streamlit_app.py"}, importers
 
 
 def test_every_name_of_the_public_api_loads_from_its_module():

@@ -174,7 +174,7 @@ def test_fit_offer_says_how_long_the_recorded_fit_took(pgexplainer_not_fitted):
     offer = [i for i in texts(at.info) if "PGExplainer has not been fitted" in i]
     assert offer and f"this fit took {took:.0f} s" in offer[0]
     # issue 27, item 9: on which machine, beside this one (a busy machine takes longer)
-    from state import device_label
+    from messages import device_label
 
     machine = json.loads(results_path("ba_shapes").read_text())["machine"]
     threads = machine["threads"]
@@ -213,7 +213,7 @@ def test_explore_explains_missing_data(monkeypatch):
 def test_networks_fall_back_on_self_contained_pyvis_pages(monkeypatch):
     """When vis-network cannot be published next to the live view, panels are pyvis pages."""
     from components import graph_pyvis
-    from state import vis_assets_published
+    from state.view_cache import vis_assets_published
 
     def iframes(at) -> list[str]:
         out: list[str] = []

@@ -267,7 +267,7 @@ def test_every_page_renders_for_a_graph_dataset_without_errors():
 def test_the_pipeline_names_the_device_it_runs_on():
     """Issue 27, item 17: the Pipeline page names the device used ("CPU · 1 thread"), not the
     sidebar's "auto"."""
-    from state import device_label
+    from messages import device_label
 
     at = make_app(methods=("random",))
     at.switch_page("views/pipeline.py").run()

@@ -1,0 +1,75 @@
+"""What drawing needs, cached once per server process for every browser session.
+
+Layouts, hop distances, results files, Plotly figures and the network view's script files cost a
+rerun real time to rebuild yet depend only on their inputs, so every session shares them. The
+engine's own results are cached in :mod:`state.engine_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import streamlit as st
+from components import graph_pyvis, graph_view
+
+# ----------------------------------------------------------------------------- graphs
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def graph_layout(
+    dataset: str, position: int, num_nodes: int, pairs: tuple[tuple[int, int], ...]
+) -> list[list[float]]:
+    """The layout of one instance's computation graph, shared by all its panels."""
+    return graph_view.layout(num_nodes, pairs).tolist()
+
+
+@st.cache_resource(show_spinner=False, max_entries=512)
+def hop_distances(
+    dataset: str, index: int, num_nodes: int, num_pairs: int, _instance
+) -> tuple[int, ...]:
+    """Hops from a node instance's explained node to each of its nodes (``num_nodes + 1``: not
+    reachable), once per instance and server process: the What-if section orders its 1,500
+    edges by them on every rerun of a BA-shapes base node."""
+    import networkx as nx
+
+    g = nx.Graph(_instance.pairs.t().tolist())
+    g.add_nodes_from(range(num_nodes))
+    dist = nx.single_source_shortest_path_length(g, int(_instance.target))
+    return tuple(dist.get(i, num_nodes + 1) for i in range(num_nodes))
+
+
+# ----------------------------------------------------------------------------- Benchmarks
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def results_json(path: str, mtime: float) -> Optional[dict[str, Any]]:
+    """A results JSON (keyed by modification time, so a rewrite is picked up)."""
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@st.cache_resource(show_spinner=False, max_entries=128)
+def benchmark_chart(
+    chart: str,
+    source: tuple[str, float],
+    methods: tuple[str, ...],
+    option: bool,
+    _build: Callable[[], Any],
+) -> Any:
+    """A Benchmarks chart (``chart``: its name) of one results file (``source``: path and
+    modification time) for ``methods`` and the page's ``option``, built by ``_build`` once per
+    server process: building the Plotly figures (templates copied, values validated) was most
+    of the page's server time on every rerun of every session. Streamlit only reads the figure."""
+    return _build()
+
+
+# ----------------------------------------------------------------------------- network view
+
+
+@st.cache_resource(show_spinner=False)
+def vis_assets_published(folder: str) -> bool:
+    """Publish vis-network into ``folder`` once per process (the live network view's files)."""
+    return graph_pyvis.publish_vis_assets(Path(folder))
