@@ -314,7 +314,7 @@ def distilled_topk_and_targets(
         [inst],
         wb.black_box,
         connected=wb.spec.connected,
-        label_source=wb.gem_settings.label_source.value,
+        label_source=wb.gem_settings.teacher.label_source.value,
         device=wb.device,
     )
     targets = explainer_targets(
