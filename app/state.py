@@ -8,7 +8,6 @@ small named functions); pages and components only pass widget ``key=`` arguments
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import random
@@ -481,9 +480,11 @@ def _recorded_fit_words(wb: Workbench, took: float) -> str:
     """The recorded fit time with the machine it was measured on, beside this one's."""
     from gem_core.api import recorded_results
 
-    machine = (recorded_results(wb.name, wb.target_name) or {}).get("machine") or {}
-    threads = machine.get("threads")
-    where = (f"{str(machine.get('device', 'cpu')).upper()}"
+    recorded = recorded_results(wb.name, wb.target_name)
+    machine = recorded.machine if recorded is not None else None
+    threads = machine.threads if machine is not None else None
+    device = (machine.device if machine is not None else None) or "cpu"
+    where = (device.upper()
              + (f" with {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
     return (f"In the recorded benchmark run (assets/results) this fit took {took:.0f} s on a "
             f"{where}; here it runs on {device_label(wb.device.type)} and takes longer while "
@@ -662,13 +663,6 @@ def distilled_topk_and_targets(dataset: str, device: str, position: int, digest:
     targets = explainer_targets(dist, wb.gem_settings, wb.spec.k_grid, instances=[inst],
                                 black_box=wb.black_box)[0]
     return dist.topk(k)[0].tolist(), [float(t) for t in targets]
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def results_json(path: str, mtime: float) -> Optional[dict[str, Any]]:
-    """A results JSON (keyed by modification time, so a rewrite is picked up)."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 @st.cache_resource(show_spinner=False, max_entries=128)
