@@ -101,9 +101,11 @@ def _recorded_fit_words(wb: Workbench, took: float) -> str:
     """The recorded fit time with the machine it was measured on, beside this one's."""
     from gem_core.api import recorded_results
 
-    machine = (recorded_results(wb.name, wb.target_name) or {}).get("machine") or {}
-    threads = machine.get("threads")
-    where = f"{str(machine.get('device', 'cpu')).upper()}" + (
+    recorded = recorded_results(wb.name, wb.target_name)
+    machine = recorded.machine if recorded is not None else None
+    threads = machine.threads if machine is not None else None
+    device = (machine.device if machine is not None else None) or "cpu"
+    where = device.upper() + (
         f" with {threads} thread{'s' if threads != 1 else ''}" if threads else ""
     )
     return (

@@ -94,8 +94,11 @@ _EXPORTS: dict[str, str] = {
     "recorded_fit_seconds": "gem_core.evaluation.reproduce",
     "recorded_results": "gem_core.evaluation.reproduce",
     "recorded_target_summary": "gem_core.evaluation.reproduce",
+    "read_results": "gem_core.evaluation.reproduce",
     "results_path": "gem_core.evaluation.reproduce",
     "run_reproduce": "gem_core.evaluation.reproduce",
+    "ResultFile": "gem_core.evaluation.result_file",
+    "load_result": "gem_core.evaluation.result_file",
     "paper": "gem_core.evaluation",
     # Runtime: devices, threads, paths
     "configure_threads": "gem_core.runtime.device",
@@ -168,12 +171,14 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.data.ranking import rank_scores, ranked_pairs, topk_mask
     from gem_core.evaluation import paper
     from gem_core.evaluation.reproduce import (
+        read_results,
         recorded_fit_seconds,
         recorded_results,
         recorded_target_summary,
         results_path,
         run_reproduce,
     )
+    from gem_core.evaluation.result_file import ResultFile, load_result
     from gem_core.explainers import (
         DEFAULT_TEACHER,
         METHODS,

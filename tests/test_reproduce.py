@@ -121,9 +121,14 @@ def test_recorded_target_summary_reads_the_shipped_results_or_says_none(monkeypa
     assert reproduce.recorded_target_summary("mutagenicity") is None  # no file
     path.write_text("{not json")
     assert reproduce.recorded_target_summary("mutagenicity") is None  # corrupted
-    path.write_text(json.dumps({"target": {"test_accuracy": 0.8}, "methods": {}}))
+    path.write_text(json.dumps({"schema_version": 2, "dataset": "mutagenicity", "methods": {},
+                                "target": {"test_accuracy": 0.8}}))
+    assert reproduce.recorded_target_summary("mutagenicity") is None  # another schema version
+    path.write_text(json.dumps({"dataset": "mutagenicity", "methods": {},
+                                "target": {"test_accuracy": 0.8}}))
     assert reproduce.recorded_target_summary("mutagenicity") == {"test_accuracy": 0.8}
-    path.write_text(json.dumps({"target": {"test_accuracy": 0.8},
+    path.write_text(json.dumps({"dataset": "mutagenicity", "methods": {},
+                                "target": {"test_accuracy": 0.8},
                                 "toxicophores": {"methods": {"gem": {"auc": 0.7}}}}))
     assert reproduce.recorded_target_summary("mutagenicity") == {"test_accuracy": 0.8,
                                                                 "toxicophore_auc": 0.7}

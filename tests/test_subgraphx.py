@@ -6,6 +6,7 @@ non-additive through the softmax) on small graphs keeps every test at a fraction
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 
@@ -258,3 +259,10 @@ def test_reproduce_measures_a_row_with_max_test_instances_on_its_seeded_subsampl
     assert same["methods"]["gnnexplainer"]["accuracy_at_k"] == alone["accuracy_at_k"]
     assert set(same["methods"]["gnnexplainer"]["necessity_at_k"]) == {"keep_nodes", "drop_isolated"}
     assert "every method on Random's seeded subsample of 3 test instances" in table
+    # the typed reader holds the subsample block as written
+    from gem_core.evaluation.result_file import load_result
+
+    typed = load_result(json.loads(json.dumps(out)))
+    assert typed.methods["random"].test_instances == 3
+    assert typed.same_subsample["random"].indices == tuple(picked)
+    assert set(typed.same_subsample["random"].methods) == {"gnnexplainer", "random"}

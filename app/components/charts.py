@@ -1,14 +1,18 @@
 """Plotly charts of the app. Every trace gets its method's colour explicitly (Streamlit's theme
-would otherwise recolour them); the paper's numbers are dashed lines of the same colour."""
+would otherwise recolour them); the paper's numbers are dashed lines of the same colour. The
+benchmark charts draw a typed results file (``gem_core.api.ResultFile``)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import plotly.graph_objects as go
 
 from gem_core.api import (DEFAULT_TARGET, get_spec, paper)
 from theme import method_color as _color
 from theme import method_title as _title
+
+if TYPE_CHECKING:
+    from gem_core.api import ResultFile
 
 # The legend sits under the x-axis title (anchored by its top, with room kept for both), and the
 # title at the left, clear of Plotly's toolbar (top right).
@@ -30,28 +34,27 @@ def _gem_last(methods: Sequence[str]) -> list[str]:
     return [m for m in methods if m != "gem"] + [m for m in methods if m == "gem"]
 
 
-def _target_note(result: Mapping[str, Any]) -> str:
+def _target_note(result: ResultFile) -> str:
     """Which target was measured, when it is not the paper's (its dashed values are the paper's
     model's)."""
-    name = (result.get("target") or {}).get("name")
+    name = result.target.name
     return "" if not name or name == DEFAULT_TARGET else f" — measured on the {name} target"
 
 
-def _sorted_k(row: Mapping[str, float]) -> tuple[list[int], list[float]]:
+def _sorted_k(row: Mapping[Any, float]) -> tuple[list[int], list[float]]:
     items = sorted(((int(k), float(v)) for k, v in row.items()), key=lambda kv: kv[0])
     return [k for k, _ in items], [v for _, v in items]
 
 
-def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
+def accuracy_sweep(result: ResultFile, methods: Sequence[str],
                    mutagen_only: bool = False) -> go.Figure:
     """Explanation accuracy against K per method (solid), the paper's values dashed."""
-    ds = result["dataset"]
-    key = "accuracy_at_k_mutagen" if mutagen_only else "accuracy_at_k"
+    ds = result.dataset
     fig = go.Figure()
     paper_label = "paper" if not _target_note(result) else "paper, its GCN"
     for m in _gem_last(methods):
-        res = result.get("methods", {}).get(m)
-        row = (res or {}).get(key)
+        res = result.methods.get(m)
+        row = res.accuracy(mutagen_only) if res is not None else None
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
@@ -67,9 +70,8 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
                                      name=f"{_title(m)} ({paper_label})",
                                      line=dict(color=_color(m), dash="dash", width=2),
                                      marker=dict(symbol=_symbol(m, methods) + "-open", size=9)))
-    dist = (result.get("distillation") or {}).get("accuracy_at_k")
-    if dist and not mutagen_only and "distilled" in methods and "distilled" not in result.get(
-            "methods", {}):
+    dist = result.distillation.accuracy_at_k
+    if dist and not mutagen_only and "distilled" in methods and "distilled" not in result.methods:
         ks, vals = _sorted_k(dist)
         fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
                                  name="Distillation (ours)",
@@ -82,11 +84,12 @@ def accuracy_sweep(result: Mapping[str, Any], methods: Sequence[str],
     return fig
 
 
-def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Optional[go.Figure]:
+def agreement_sweep(result: ResultFile, methods: Sequence[str]) -> Optional[go.Figure]:
     """Agreement with the target's own prediction against K per method (None when not measured)."""
     fig = go.Figure()
     for m in _gem_last(methods):
-        row = ((result.get("methods", {}).get(m)) or {}).get("agreement_at_k")
+        res = result.methods.get(m)
+        row = res.agreement_at_k if res is not None else None
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
@@ -96,18 +99,19 @@ def agreement_sweep(result: Mapping[str, Any], methods: Sequence[str]) -> Option
         return None
     fig.update_layout(title=f"Agreement with the model's own prediction vs K{_target_note(result)}",
                       xaxis_title="K (edges kept)", yaxis_title="agreement (%)", **_LAYOUT)
-    fig.update_xaxes(dtick=get_spec(result["dataset"]).k_tick)
+    fig.update_xaxes(dtick=get_spec(result.dataset).k_tick)
     return fig
 
 
-def sufficiency_sweep(result: Mapping[str, Any], methods: Sequence[str],
+def sufficiency_sweep(result: ResultFile, methods: Sequence[str],
                       protocol: str = "drop_isolated") -> Optional[go.Figure]:
     """GNNX-Bench's sufficiency against K per method (ours solid), their published points for
     their own GCN dotted and open (a different model); None when the results lack the curves."""
-    ds = result["dataset"]
+    ds = result.dataset
     fig = go.Figure()
     for m in _gem_last(methods):
-        row = (((result.get("methods", {}).get(m)) or {}).get("sufficiency_at_k") or {}).get(protocol)
+        res = result.methods.get(m)
+        row = res.curve("sufficiency", protocol) if res is not None else None
         if row:
             ks, vals = _sorted_k(row)
             fig.add_trace(go.Scatter(x=ks, y=[100 * v for v in vals], mode="lines+markers",
@@ -128,19 +132,20 @@ def sufficiency_sweep(result: Mapping[str, Any], methods: Sequence[str],
     return fig
 
 
-def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
+def log_odds_histogram(result: ResultFile, methods: Sequence[str]) -> go.Figure:
     """The log-odds difference per method, one box each (no method hides behind another).
 
     Closer to 0 is better: the explanation alone keeps the model's confidence in its prediction.
     """
     fig = go.Figure()
     for m in methods:
-        values = (result.get("methods", {}).get(m) or {}).get("log_odds")
+        res = result.methods.get(m)
+        values = res.log_odds if res is not None else None
         if values:
             fig.add_trace(go.Box(x=list(values), name=_title(m), marker=dict(color=_color(m)),
                                  line=dict(color=_color(m)), boxpoints="outliers",
                                  orientation="h"))
-    k = result.get("log_odds_k", "")
+    k = "" if result.log_odds_k is None else result.log_odds_k
     fig.update_layout(title=f"Log-odds difference at K = {k} (0 = confidence kept)",
                       xaxis_title="logit p(full graph) − logit p(explanation)",
                       showlegend=False, **{**_LAYOUT, "margin": dict(l=150, r=20, t=60, b=60),
@@ -149,21 +154,21 @@ def log_odds_histogram(result: Mapping[str, Any], methods: Sequence[str]) -> go.
     return fig
 
 
-def timing_chart(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure:
+def timing_chart(result: ResultFile, methods: Sequence[str]) -> go.Figure:
     """Milliseconds per explained instance (log scale): ours (filled) beside the paper's GPU
     figures (outlined), grouped so no label sits under another bar or marker."""
-    ds = result["dataset"]
+    ds = result.dataset
     fig = go.Figure()
     names, ours, colors, refs = [], [], [], []
     for m in methods:
-        res = result.get("methods", {}).get(m)
-        if not res:
+        res = result.methods.get(m)
+        if res is None:
             continue
         names.append(_title(m))
-        ours.append(max(float(res.get("ms_per_instance", 0.0)), 1e-4))
+        ours.append(max(res.ms_per_instance, 1e-4))
         colors.append(_color(m))
         refs.append((paper.INFERENCE_MS.get(m) or {}).get(ds))
-    device = (result.get("machine") or {}).get("gpu") or "CPU"
+    device = result.machine.gpu or "CPU"
     fig.add_trace(go.Bar(x=names, y=ours, marker=dict(color=colors), name=f"ours ({device})",
                          text=[f"{v:.3g} ms" for v in ours], textposition="outside",
                          offsetgroup="ours"))
@@ -178,10 +183,10 @@ def timing_chart(result: Mapping[str, Any], methods: Sequence[str]) -> go.Figure
     return fig
 
 
-def distillation_chart(result: Mapping[str, Any]) -> Optional[go.Figure]:
+def distillation_chart(result: ResultFile) -> Optional[go.Figure]:
     """Accuracy of the target on the distilled top-K subgraphs, with the paper's Table 6."""
-    ds = result["dataset"]
-    row = (result.get("distillation") or {}).get("accuracy_at_k")
+    ds = result.dataset
+    row = result.distillation.accuracy_at_k
     if not row:
         return None
     fig = go.Figure()

@@ -7,10 +7,9 @@ engine's own results are cached in :mod:`state.engine_cache`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import streamlit as st
 from components import graph_pyvis, graph_view
@@ -42,13 +41,6 @@ def hop_distances(
 
 
 # ----------------------------------------------------------------------------- Benchmarks
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def results_json(path: str, mtime: float) -> Optional[dict[str, Any]]:
-    """A results JSON (keyed by modification time, so a rewrite is picked up)."""
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
 
 
 @st.cache_resource(show_spinner=False, max_entries=128)

@@ -1,15 +1,15 @@
 """Benchmarks: the paper's measurements for one dataset, ours beside the paper's.
 
 Read from ``assets/results/<dataset>.json`` (written by ``python -m gem_core reproduce`` or by
-the button at the bottom): explanation accuracy against K per method (the paper's values
-dashed), log-odds-difference histograms, explain time per instance, distillation accuracy and
-the target model's accuracy.
+the button at the bottom; typed and checked by ``gem_core.api.read_results``): explanation
+accuracy against K per method (the paper's values dashed), log-odds-difference histograms,
+explain time per instance, distillation accuracy and the target model's accuracy.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import pandas as pd
 import streamlit as st
@@ -17,61 +17,58 @@ from components import charts
 from messages import progress_bar, show_error
 from state.runtime import run_page
 from state.selection import selection
-from state.view_cache import benchmark_chart, results_json
+from state.view_cache import benchmark_chart
 from theme import method_title
 
 from gem_core.api import METHODS, PROJECT_ROOT, REPRODUCE_METHODS, paper
 
+if TYPE_CHECKING:
+    from gem_core.api import ResultFile
 
-def _read(dataset: str, target: str) -> tuple[Optional[dict[str, Any]], Path, Optional[str]]:
-    from gem_core.api import results_path
+
+def _read(dataset: str, target: str) -> tuple[Optional[ResultFile], Path, Optional[str]]:
+    from gem_core.api import read_results, results_path
 
     path = results_path(dataset, target)
     if not path.exists():
         return None, path, None
-    try:
-        data = results_json(str(path), path.stat().st_mtime)
-    except (OSError, ValueError) as exc:
-        return None, path, f"{path.name} cannot be read: {exc}"
-    if not isinstance(data, dict) or "methods" not in data:
-        return None, path, f"{path.name} does not hold benchmark results."
-    return data, path, None
+    try:  # read and checked once per version of the file
+        return read_results(dataset, target), path, None
+    except (OSError, ValueError) as exc:  # not JSON, malformed or of another schema version
+        return None, path, f"{path.name} cannot be read: {getattr(exc, 'problem', exc)}"
 
 
 def _pct(v: Optional[float]) -> str:
     return "–" if v is None else f"{100 * v:.1f}"
 
 
-def _table(result: dict[str, Any], methods: list[str], key: str, mutagen: bool) -> pd.DataFrame:
-    ds = result["dataset"]
-    ks = [
-        str(k)
-        for k in result.get("k_grid")
-        or sorted({int(k) for m in methods for k in (result["methods"][m].get(key) or {})})
-    ]
+def _table(result: ResultFile, methods: list[str], mutagen: bool) -> pd.DataFrame:
+    ds = result.dataset
+    ks = list(result.k_grid) or sorted(
+        {k for m in methods for k in result.methods[m].accuracy(mutagen)}
+    )
     rows = []
     for m in methods:
-        res = result["methods"][m]
+        res = result.methods[m]
         row = {"method": method_title(m)}
         for k in ks:
-            ours = (res.get(key) or {}).get(k)
-            theirs = paper.paper_accuracy(ds, m, int(k), mutagen_only=mutagen)
+            ours = res.accuracy(mutagen).get(k)
+            theirs = paper.paper_accuracy(ds, m, k, mutagen_only=mutagen)
             row[f"K={k}"] = f"{_pct(ours)} ({_pct(theirs)})"
-        fid = res.get("fidelity_at_k") or {}
         mid = ks[len(ks) // 2] if ks else None
-        row[f"fidelity@{mid}"] = _pct(fid.get(mid)) if mid else "–"
-        row["edge AUC"] = "–" if res.get("edge_auc") is None else f"{res['edge_auc']:.3f}"
-        row["ms / instance"] = f"{res.get('ms_per_instance', 0.0):.3g}"
-        row["fit s"] = f"{res.get('fit_seconds', 0.0):.1f}"
+        row[f"fidelity@{mid}"] = _pct(res.fidelity_at_k.get(mid)) if mid else "–"
+        row["edge AUC"] = "–" if res.edge_auc is None else f"{res.edge_auc:.3f}"
+        row["ms / instance"] = f"{res.ms_per_instance:.3g}"
+        row["fit s"] = f"{res.fit_seconds:.1f}"
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
+def _show(result: ResultFile, sel, source: tuple[str, float]) -> None:
     """The results of one file (``source``: its path and modification time, the key of the
     charts built once per server process)."""
-    ds = result["dataset"]
-    available = [m for m in METHODS if m in result.get("methods", {})]
+    ds = result.dataset
+    available = [m for m in METHODS if m in result.methods]
     methods = [m for m in available if m in sel.methods] or available
     if set(methods) != set(available):
         st.caption(
@@ -79,11 +76,11 @@ def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
             + ", ".join(method_title(m) for m in available if m not in methods)
             + "."
         )
-    target = result.get("target", {})
-    dist = result.get("distillation", {})
+    target = result.target
+    dist = result.distillation
     spec = sel.spec
     c1, c2, c3, c4 = st.columns(4)
-    test_acc = target.get("test_accuracy")
+    test_acc = target.test_accuracy
     ref = paper.TARGET_ACCURACY.get(ds)
     c1.metric(
         "Target model test accuracy",
@@ -95,30 +92,30 @@ def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
     )
     c2.metric(
         "Target val accuracy",
-        f"{_pct(target.get('val_accuracy'))} %",
-        delta=f"train {_pct(target.get('train_accuracy'))} %",
+        f"{_pct(target.val_accuracy)} %",
+        delta=f"train {_pct(target.train_accuracy)} %",
         delta_color="off",
     )
-    dk = str(result.get("log_odds_k", spec.default_k))
-    d_acc = (dist.get("accuracy_at_k") or {}).get(dk)
-    d_ref = (paper.DISTILLATION_ACCURACY.get(ds) or {}).get(dk)
+    dk = spec.default_k if result.log_odds_k is None else result.log_odds_k
+    d_acc = dist.accuracy_at_k.get(dk)
+    d_ref = (paper.DISTILLATION_ACCURACY.get(ds) or {}).get(str(dk))
     c3.metric(
         f"Distillation accuracy (K = {dk})",
         _pct(d_acc) + " %",
         delta=None if d_acc is None or d_ref is None else f"paper {100 * d_ref:.1f} %",
         delta_color="off",
     )
+    shown = next((n for n in (result.test_instances, dist.instances) if n is not None), "–")
     c4.metric(
         "Test instances",
-        str(result.get("test_instances", dist.get("instances", "–"))),
-        delta=f"distillation {dist.get('ms_per_instance', 0.0):.1f} ms / instance",
+        str(shown),
+        delta=f"distillation {dist.ms_per_instance:.1f} ms / instance",
         delta_color="off",
     )
 
     mutagen = False
-    if any((result["methods"][m].get("accuracy_at_k_mutagen") for m in methods)):
+    if any(result.methods[m].accuracy_at_k_mutagen for m in methods):
         mutagen = st.toggle("Mutagen test graphs only (the paper's \"-0\" rows)", key="bm_mutagen")
-    key = "accuracy_at_k_mutagen" if mutagen else "accuracy_at_k"
     chosen = tuple(methods)
 
     def chart(name: str, build, option: bool = False):
@@ -149,7 +146,7 @@ def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
         if fig is not None:
             st.plotly_chart(fig, key="bm_distillation", theme=None)
     st.markdown("**Explanation accuracy (%), ours (paper)**")
-    st.dataframe(_table(result, methods, key, mutagen), hide_index=True, key="bm_table")
+    st.dataframe(_table(result, methods, mutagen), hide_index=True, key="bm_table")
     fig = chart("agreement", lambda: charts.agreement_sweep(result, methods))
     if fig is not None:
         st.markdown(
@@ -169,36 +166,37 @@ def _show(result: dict[str, Any], sel, source: tuple[str, float]) -> None:
             "GNNX-Bench's published figures for *their* GCN, not this target."
         )
         st.plotly_chart(fig, key="bm_sufficiency", theme=None)
-    tox = result.get("toxicophores")
-    if tox:
-        _toxicophore_table(tox, methods)
-    machine = result.get("machine") or {}
+    if result.toxicophores is not None:
+        _toxicophore_table(result, methods)
+    machine = result.machine.recorded()
     if machine:
         st.caption(
             "Measured on "
-            + ", ".join(f"{k} {v}" for k, v in machine.items())
-            + f" in {result.get('seconds', 0.0):.0f} s. The paper's times are on a GPU."
+            + ", ".join(f"{k} {v}" for k, v in machine)
+            + f" in {result.seconds or 0.0:.0f} s. The paper's times are on a GPU."
         )
 
 
-def _toxicophore_table(tox: dict[str, Any], methods: list[str]) -> None:
-    k = tox.get("k", 8)
+def _num(v: Optional[float]) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def _toxicophore_table(result: ResultFile, methods: list[str]) -> None:
+    tox = result.toxicophores
+    k = tox.k
+    random = float("nan") if tox.random_recall is None else tox.random_recall
     st.markdown(
-        f"**Toxicophores** (Kazius et al. 2005): on the {tox['molecules']} test molecules "
+        f"**Toxicophores** (Kazius et al. 2005): on the {tox.molecules} test molecules "
         f"the model calls mutagens that hold a known toxicophore, how well each method's "
         f"bond scores find the toxicophore bonds — AUC (random 0.5) and the share of them "
-        f"in the top {k} (random {tox.get(f'random_recall_at_{k}', float('nan')):.3f})."
+        f"in the top {k} (random {random:.3f})."
     )
     rows = []
     for m in methods:
-        row = tox["methods"].get(m)
-        if row:
+        row = tox.methods.get(m)
+        if row is not None:
             rows.append(
-                {
-                    "method": method_title(m),
-                    "AUC": f"{row['auc']:.3f}",
-                    f"recall@{k}": f"{row[f'recall_at_{k}']:.3f}",
-                }
+                {"method": method_title(m), "AUC": _num(row.auc), f"recall@{k}": _num(row.recall)}
             )
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="bm_tox_table")
     st.caption(
@@ -241,8 +239,7 @@ def _recompute(sel) -> None:
         except Exception as exc:
             show_error(exc, "Recomputing failed")
             return
-        results_json.clear()
-        st.rerun()
+        st.rerun()  # the rewritten file is read again (a new modification time)
 
 
 def render() -> None:

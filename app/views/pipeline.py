@@ -18,7 +18,7 @@ from state.selection import selection
 from state.session import pipeline_summary, remember_pipeline_summary
 from theme import method_title
 
-from gem_core.api import DataUnavailableError, forget_explainer
+from gem_core.api import DataUnavailableError, forget_explainer, load_result
 
 QUICK_LIMIT = 20
 EVAL_MODES = (
@@ -114,19 +114,21 @@ def _run(sel, refit: bool, full: bool) -> dict:
 
         methods = list(sel.methods) or ["gem"]
         with progress_bar("evaluating " + ", ".join(method_title(m) for m in methods)) as p:
-            result = run_reproduce(
-                sel.dataset,
-                device=sel.device,
-                methods=methods,
-                target=sel.target,
-                limit=None if full else QUICK_LIMIT,
-                progress=p,
+            result = load_result(
+                run_reproduce(
+                    sel.dataset,
+                    device=sel.device,
+                    methods=methods,
+                    target=sel.target,
+                    limit=None if full else QUICK_LIMIT,
+                    progress=p,
+                )
             )
         summary["result"] = result
         summary["stages"].append(("evaluate", time.perf_counter() - t0))
+        n = "?" if result.test_instances is None else result.test_instances
         box.update(
-            label=f"4 · Evaluated {result.get('test_instances', '?')} test instances"
-            + (" (saved)" if full else ""),
+            label=f"4 · Evaluated {n} test instances" + (" (saved)" if full else ""),
             state="complete",
             expanded=False,
         )
@@ -156,16 +158,15 @@ def _show(summary: dict) -> None:
             )
         else:
             st.caption(f"Gem: fitted now in {g['fit_seconds']:.1f} s{epochs}")
-    result = summary.get("result")
-    if result:
-        ks = [str(k) for k in result.get("k_grid", [])]
+    result = summary.get("result")  # a ResultFile
+    if result is not None:
         rows = []
-        for m, res in result.get("methods", {}).items():
+        for m, res in result.methods.items():
             row = {"method": method_title(m)}
-            for k in ks:
-                v = (res.get("accuracy_at_k") or {}).get(k)
+            for k in result.k_grid:
+                v = res.accuracy_at_k.get(k)
                 row[f"acc@{k} (%)"] = None if v is None else round(100 * v, 1)
-            row["ms / instance"] = round(res.get("ms_per_instance", 0.0), 3)
+            row["ms / instance"] = round(res.ms_per_instance, 3)
             rows.append(row)
         st.dataframe(pd.DataFrame(rows), hide_index=True, key="pl_result_df")
     if summary.get("stages"):

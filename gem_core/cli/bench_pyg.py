@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gem_core.data.datasets import load_dataset
     from gem_core.evaluation.outside import outside_model
+    from gem_core.evaluation.result_file import SCHEMA_VERSION
     from gem_core.pyg import GemExplainer
 
     torch.set_num_threads(1)
@@ -148,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         )
     write_json(
         {
+            "schema_version": SCHEMA_VERSION,
             "bench": {
                 "pyg": {
                     "model": MODEL,
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                     "fit_seconds": fit_s,
                     "rows": rows,
                 }
-            }
+            },
         },
         args.json,
     )

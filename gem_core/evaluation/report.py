@@ -5,16 +5,18 @@ The figures a reader needs now, one table per dataset and target, written from
 (``bench-*.json``: outside models, one molecule per PyG call). Nothing in the page is typed by
 hand, so it cannot drift from the runs: a test regenerates it and fails when the file differs.
 The dated history of how the figures came about is ``docs/history/results-diary.md``.
+The files are read through :mod:`gem_core.evaluation.result_file` (typed, version-checked).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from gem_core.evaluation import paper
+from gem_core.evaluation.result_file import ResultFile, load_bench, load_result
+from gem_core.evaluation.result_schema import KMap
 from gem_core.explainers import title
 from gem_core.runtime.store import ASSETS_DIR, PROJECT_ROOT
 
@@ -45,27 +47,28 @@ def _pct(x: Optional[float]) -> str:
     return "–" if x is None else f"{100 * x:.1f}"
 
 
-def _mean(curve: Optional[dict[str, float]], ks: Iterable[int]) -> Optional[float]:
+def _mean(curve: Optional[KMap], ks: Iterable[int]) -> Optional[float]:
     if not curve:
         return None
-    values = [curve[str(k)] for k in ks if str(k) in curve]
+    values = [curve[k] for k in ks if k in curve]
     return sum(values) / len(values) if values else None
 
 
-def _methods(result: dict[str, Any]) -> list[str]:
-    recorded = result["methods"]
+def _methods(result: ResultFile) -> list[str]:
+    recorded = result.methods
     return [m for m in METHOD_ORDER if m in recorded] + sorted(
         m for m in recorded if m not in METHOD_ORDER
     )
 
 
-def _gem_verdict(name: str, result: dict[str, Any]) -> str:
+def _gem_verdict(name: str, result: ResultFile) -> str:
     """One sentence: Gem alone against the paper's cells and the baselines, K by K."""
-    ks = [str(k) for k in result["k_grid"]]
-    gem = result["methods"]["gem"]["accuracy_at_k"]
-    ours = paper.EXPLANATION_ACCURACY.get(result["dataset"], {}).get("gem")
+    ks = result.k_grid
+    gem = result.methods["gem"].accuracy_at_k
+    cell = paper.EXPLANATION_ACCURACY.get(result.dataset, {}).get("gem")
     parts = []
-    if ours and name == result["dataset"]:  # the paper's cells are for its target only
+    if cell and name == result.dataset:  # the paper's cells are for its target only
+        ours = {k: cell[str(k)] for k in ks}
         missed = [f"K = {k} by {100 * (ours[k] - gem[k]):.1f}" for k in ks if gem[k] < ours[k]]
         parts.append(
             "meets the paper's cell at every K"
@@ -73,7 +76,8 @@ def _gem_verdict(name: str, result: dict[str, Any]) -> str:
             else "misses the paper's cell at " + ", ".join(missed) + " points"
         )
     for base in BASELINES:
-        other = result["methods"].get(base, {}).get("accuracy_at_k")
+        row = result.methods.get(base)
+        other = row.accuracy_at_k if row is not None else None
         if not other:
             continue
         behind = [f"K = {k} by {100 * (other[k] - gem[k]):.1f}" for k in ks if gem[k] < other[k]]
@@ -85,50 +89,58 @@ def _gem_verdict(name: str, result: dict[str, Any]) -> str:
     return "Gem alone " + "; ".join(parts) + "." if parts else ""
 
 
-def dataset_section(name: str, result: dict[str, Any]) -> list[str]:
-    """The markdown of one ``reproduce`` result: target, distillation, one row per method."""
-    ks = [str(k) for k in result["k_grid"]]
-    target = result["target"]
-    cells = paper.EXPLANATION_ACCURACY.get(result["dataset"], {})
-    is_paper_target = name == result["dataset"]
-    lines = [f"## {name}: {result['test_instances']} test instances, K = {', '.join(ks)}", ""]
+def dataset_section(name: str, result: Union[ResultFile, Mapping[str, Any]]) -> list[str]:
+    """The markdown of one ``reproduce`` result (typed, or its JSON): target, distillation, one
+    row per method."""
+    result = load_result(result)
+    ks = result.k_grid
+    target = result.target
+    dist = result.distillation
+    cells = paper.EXPLANATION_ACCURACY.get(result.dataset, {})
+    is_paper_target = name == result.dataset
+    lines = [
+        f"## {name}: {result.test_instances} test instances, K = {', '.join(map(str, ks))}",
+        "",
+    ]
     lines.append(
-        f"Target `{target['name']}`: accuracy train {_pct(target['train_accuracy'])} / "
-        f"validation {_pct(target['val_accuracy'])} / test {_pct(target['test_accuracy'])} %"
+        f"Target `{target.name}`: accuracy train {_pct(target.train_accuracy)} / "
+        f"validation {_pct(target.val_accuracy)} / test {_pct(target.test_accuracy)} %"
         + (
-            f" (paper: {_pct(paper.TARGET_ACCURACY[result['dataset']])})"
-            if is_paper_target and result["dataset"] in paper.TARGET_ACCURACY
+            f" (paper: {_pct(paper.TARGET_ACCURACY[result.dataset])})"
+            if is_paper_target and result.dataset in paper.TARGET_ACCURACY
             else ""
         )
         + f". Distillation (the teacher), accuracy at K: "
-        f"{' '.join(_pct(result['distillation']['accuracy_at_k'][k]) for k in ks)}, "
-        f"{result['distillation']['ms_per_instance']:.2f} ms per instance."
+        f"{' '.join(_pct(dist.accuracy_at_k[k]) for k in ks)}, "
+        f"{dist.ms_per_instance:.2f} ms per instance."
     )
     lines.append("")
     verdict = _gem_verdict(name, result)
     if verdict:
         lines += [verdict, ""]
-    tox = result.get("toxicophores", {}).get("methods", {})
+    tox = result.toxicophores.methods if result.toxicophores is not None else {}
     head = (
         "| method | accuracy at K (paper) | agreement at K | sufficiency k=5..25 | "
         "necessity k=2..10 | ms / instance |" + (" toxicophore AUC |" if tox else "")
     )
     lines += [head, "|" + " --- |" * (6 + bool(tox))]
     for method in _methods(result):
-        res = result["methods"][method]
+        res = result.methods[method]
         theirs = cells.get(method) if is_paper_target else None
         acc = " ".join(
-            _pct(res["accuracy_at_k"][k]) + (f" ({_pct(theirs[k])})" if theirs else "") for k in ks
+            _pct(res.accuracy_at_k[k]) + (f" ({_pct(theirs[str(k)])})" if theirs else "")
+            for k in ks
         )
-        agree = " ".join(_pct(res.get("agreement_at_k", {}).get(k)) for k in ks)
-        suff = _mean(res.get("sufficiency_at_k", {}).get("drop_isolated"), SUFFICIENCY_KS)
-        nec = _mean(res.get("necessity_at_k", {}).get("drop_isolated"), NECESSITY_KS)
+        agree = " ".join(_pct(res.agreement_at_k.get(k)) for k in ks)
+        suff = _mean(res.curve("sufficiency", "drop_isolated"), SUFFICIENCY_KS)
+        nec = _mean(res.curve("necessity", "drop_isolated"), NECESSITY_KS)
         row = (
             f"| {title(method)} | {acc} | {agree} | {_pct(suff)} | {_pct(nec)} | "
-            f"{res['ms_per_instance']:.3g} |"
+            f"{res.ms_per_instance:.3g} |"
         )
         if tox:
-            auc = tox.get(method, {}).get("auc")
+            tox_row = tox.get(method)
+            auc = tox_row.auc if tox_row is not None else None
             row += f" {'–' if auc is None else f'{auc:.3f}'} |"
         lines.append(row)
     lines.append("")
@@ -138,14 +150,14 @@ def dataset_section(name: str, result: dict[str, Any]) -> list[str]:
 def bench_sections(results_dir: Path) -> list[str]:
     """The recorded bench JSONs (``bench-*.json``), one short table each."""
     lines: list[str] = []
-    pyg = _read(results_dir / "bench-pyg.json")
-    if pyg:
-        run = pyg["bench"]["pyg"]
+    path = results_dir / "bench-pyg.json"
+    run = load_bench(path).pyg if path.is_file() else None
+    if run is not None:
         lines += [
             "## One molecule per PyG call (`bench pyg`)",
             "",
             f"`python -m gem_core bench pyg --json assets/results/bench-pyg.json`: "
-            f"{run['model']} on Mutagenicity, Gem fitted on {run['fit_graphs']} graphs, "
+            f"{run.model} on Mutagenicity, Gem fitted on {run.fit_graphs} graphs, "
             f"one torch thread, ms per call (median, p90) and the median as a multiple of "
             f"Gem's.",
             "",
@@ -153,17 +165,13 @@ def bench_sections(results_dir: Path) -> list[str]:
             "| --- | ---: | ---: | ---: | ---: |",
         ]
         names = {"gem": "Gem", "gem_check": "Gem + check", "pyg_gnnexplainer": "PyG GNNExplainer"}
-        for key, row in run["rows"].items():
+        for key, row in run.rows.items():
             lines.append(
-                f"| {names.get(key, key)} | {row['calls']} | {row['median_ms']:.2f} | "
-                f"{row['p90_ms']:.2f} | {row['times_gem']:.1f} |"
+                f"| {names.get(key, key)} | {row.calls} | {row.median_ms:.2f} | "
+                f"{row.p90_ms:.2f} | {row.times_gem:.1f} |"
             )
         lines.append("")
     return lines
-
-
-def _read(path: Path) -> Optional[dict[str, Any]]:
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def render(results_dir: Path = RESULTS_DIR) -> str:
@@ -191,9 +199,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "",
     ]
     for stem in DATASET_FILES:
-        result = _read(results_dir / f"{stem}.json")
-        if result is not None:
-            lines += dataset_section(stem, result)
+        path = results_dir / f"{stem}.json"
+        if path.is_file():
+            lines += dataset_section(stem, load_result(path))
     lines += bench_sections(results_dir)
     return "\n".join(lines).rstrip() + "\n"
 

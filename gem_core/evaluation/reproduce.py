@@ -2,19 +2,20 @@
 
 :func:`run_reproduce` runs (or loads from the cache) the target, the distillation, Gem, and the
 baselines, evaluates all of them with the same code on the same test instances, and returns the
-results JSON (also written to ``assets/results/<dataset>.json``). :func:`format_tables` renders
-them beside the paper's numbers.
+results JSON (also written to ``assets/results/<dataset>.json``, with its ``schema_version``).
+:func:`format_tables` renders them beside the paper's numbers; the shipped files are read through
+:func:`gem_core.evaluation.result_file.load_result`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -27,6 +28,12 @@ from gem_core.evaluation.faithfulness import (
     necessity_at_k,
     stability,
     sufficiency_at_k,
+)
+from gem_core.evaluation.result_file import (
+    SCHEMA_VERSION,
+    MethodRow,
+    ResultFile,
+    load_result,
 )
 from gem_core.explainers import REPRODUCE_METHODS, check_method, method_spec, title
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
@@ -50,28 +57,38 @@ def results_path(dataset: str, target: str = DEFAULT_TARGET) -> Path:
     return ASSETS_DIR / "results" / f"{target_spec(target).stem(get_spec(dataset).name)}.json"
 
 
-def recorded_results(dataset: str, target: str = DEFAULT_TARGET) -> Optional[dict[str, Any]]:
-    """The shipped results JSON of ``dataset`` / ``target`` (None when it cannot be read).
+def read_results(dataset: str, target: str = DEFAULT_TARGET) -> ResultFile:
+    """The shipped results of ``dataset`` / ``target``, typed and checked.
 
     Read once per version of the file (its modification time and size key a small cache): the
-    app asks on every rerun.
+    app asks on every rerun. Raises ``OSError`` when there is no file and
+    :class:`~gem_core.evaluation.result_file.ResultFileError` (one line) when it cannot be read.
     """
     path = results_path(dataset, target)
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
+    stat = path.stat()
     return _read_results(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-@functools.lru_cache(maxsize=16)
-def _read_results(path: str, mtime_ns: int, size: int) -> Optional[dict[str, Any]]:
+def recorded_results(dataset: str, target: str = DEFAULT_TARGET) -> Optional[ResultFile]:
+    """:func:`read_results`, None when the file is missing, malformed or of another schema
+    version."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        return read_results(dataset, target)
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _read_results(path: str, mtime_ns: int, size: int) -> ResultFile:
+    return load_result(path)
+
+
+def _readable(path: Path) -> Optional[ResultFile]:
+    """The results at ``path``, None when there are none this engine can read."""
+    try:
+        return load_result(path)
+    except (OSError, ValueError):
+        return None
 
 
 def recorded_fit_seconds(
@@ -81,11 +98,9 @@ def recorded_fit_seconds(
 
     Lets the app say how long a one-off fit will take from a measurement, not a guess.
     """
-    try:
-        seconds = float(recorded_results(dataset, target)["methods"][method]["fit_seconds"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    return seconds if seconds > 0 else None
+    data = recorded_results(dataset, target)
+    row = data.methods.get(method) if data is not None else None
+    return row.fit_seconds if row is not None and row.fit_seconds > 0 else None
 
 
 def recorded_target_summary(
@@ -97,14 +112,12 @@ def recorded_target_summary(
     Lets the app compare the targets a user chooses between with measured figures.
     """
     data = recorded_results(dataset, target)
-    try:
-        out = {"test_accuracy": float(data["target"]["test_accuracy"])}
-    except (ValueError, KeyError, TypeError):
+    if data is None or data.target.test_accuracy is None:
         return None
-    try:
-        out["toxicophore_auc"] = float(data["toxicophores"]["methods"]["gem"]["auc"])
-    except (KeyError, TypeError, ValueError):
-        pass
+    out = {"test_accuracy": data.target.test_accuracy}
+    gem = data.toxicophores.methods.get("gem") if data.toxicophores is not None else None
+    if gem is not None and gem.auc is not None:
+        out["toxicophore_auc"] = gem.auc
     return out
 
 
@@ -259,6 +272,7 @@ def _reproduce(
         )
     m = target.metrics
     out = {
+        "schema_version": SCHEMA_VERSION,
         "dataset": spec.name,
         "target": {
             "name": wb.target_name,
@@ -297,7 +311,8 @@ def _reproduce(
             }
     if write_assets and limit is None and set(DEFAULT_METHODS) <= set(methods):
         path = results_path(spec.name, wb.target_name)
-        keep_measured_stability(out, _read_json(path))
+        keep_measured_stability(out, _readable(path))
+        load_result(out)  # never write a file its reader refuses
         save_json(out, path)
     report(progress, 1.0, "done")
     return out
@@ -374,52 +389,33 @@ def _seed_of(explainer) -> Optional[int]:
     return None
 
 
-def _read_json(path: Path) -> Optional[dict[str, Any]]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _results_alone(row: MethodRow) -> MethodRow:
+    """``row`` without what two runs of the same explanations may differ in: the timings, and
+    the stability itself (measured or not)."""
+    return dataclasses.replace(
+        row, ms_per_instance=0.0, fit_seconds=0.0, distill_seconds=None, stability=None
+    )
 
 
-#: per-method keys that two runs of the same explanations may differ in: the timings, and the
-#: stability itself (measured or not)
-RUN_SPECIFIC_KEYS = frozenset(
-    {
-        "ms_per_instance",
-        "cold_ms_per_instance",
-        "fit_seconds",
-        "distill_seconds",
-        "seconds",
-        "stability",
-    }
-)
-
-
-def keep_measured_stability(out: dict[str, Any], previous: Optional[dict[str, Any]]) -> None:
+def keep_measured_stability(out: dict[str, Any], previous: Optional[ResultFile]) -> None:
     """Keep a stability that an earlier run measured (``--stability``, minutes of refits) when
     this run did not measure it and its explanations are the earlier run's, value for value.
 
     A plain ``reproduce`` rewrites the shipped results file; without this it would replace the
-    measured stability of every seeded method by "not measured". Identical results (every key
+    measured stability of every seeded method by "not measured". Identical results (every field
     but timings) mean the same target, data and settings, so the refits would repeat too.
+    ``previous`` is the earlier file as read (None: none, or one of another schema version).
     """
-    if not previous:
+    if previous is None:
         return
-    before = previous.get("methods", {})
-    for method, result in out.get("methods", {}).items():
-        mine, old = result.get("stability") or {}, (before.get(method) or {})
-        kept = old.get("stability") or {}
-        if mine.get("measured", True) or not kept.get("measured"):
+    for method, row in load_result(out).methods.items():
+        old = previous.methods.get(method)
+        kept = old.stability if old is not None else None
+        if row.stability is None or row.stability.measured or kept is None or not kept.measured:
             continue
-        # compared as written (JSON: string keys, lists), as the earlier run's values were read
-        mine_json = json.loads(
-            json.dumps({k: v for k, v in result.items() if k not in RUN_SPECIFIC_KEYS})
-        )
-        same = mine_json == {k: v for k, v in old.items() if k not in RUN_SPECIFIC_KEYS}
-        if same:
-            result["stability"] = {
-                **kept,
+        if old is not None and _results_alone(row) == _results_alone(old):
+            out["methods"][method]["stability"] = {
+                **kept.to_dict(),
                 "note": "measured by an earlier run with --stability, "
                 "whose other results this run repeats exactly",
             }
@@ -505,31 +501,29 @@ def _cell(ours: Optional[float], theirs: Optional[float]) -> str:
 W = 37  # width of the method column (the longest title and a space)
 
 
-def format_tables(result: dict[str, Any]) -> str:
+def format_tables(result: Union[ResultFile, Mapping[str, Any]]) -> str:
     """Plain-text tables: rows = methods, columns = K, each cell "ours (paper)" in percent.
 
     Then agreement with the target's own prediction, timings, and (molecules) the toxicophore
-    benchmark.
+    benchmark. ``result``: a :class:`ResultFile` or the JSON :func:`run_reproduce` returns.
     """
-    ds = result["dataset"]
+    result = load_result(result)
+    ds = result.dataset
     spec = get_spec(ds)
-    ks = [str(k) for k in result.get("k_grid", spec.k_grid)]
-    n = result.get("test_instances", "?")
-    target = (result.get("target") or {}).get("name", DEFAULT_TARGET)
+    ks = list(result.k_grid or spec.k_grid)
+    n = "?" if result.test_instances is None else result.test_instances
+    target = result.target.name
     plain = target_spec(target).plain
     which = "" if plain else f", {target} target"
     lines = [f"{spec.title}{which}: explanation accuracy (%) on {n} test instances — ours (paper)"]
     lines += [
-        f"  ({title(m)}: on a seeded subsample of {res['test_instances']} of them)"
-        for m, res in result["methods"].items()
-        if res.get("test_instances")
+        f"  ({title(m)}: on a seeded subsample of {res.test_instances} of them)"
+        for m, res in result.methods.items()
+        if res.test_instances
     ]
-    header = f"{'method':<{W}}" + "".join(f"{'K=' + k:>16}" for k in ks)
+    header = f"{'method':<{W}}" + "".join(f"{'K=' + str(k):>16}" for k in ks)
     lines += [header, "-" * len(header)]
-    tables = [("accuracy_at_k", False)]
-    if spec.mutagen_label is not None:
-        tables.append(("accuracy_at_k_mutagen", True))
-    for key, mutagen_only in tables:
+    for mutagen_only in (False, True) if spec.mutagen_label is not None else (False,):
         if mutagen_only:
             lines += [
                 "",
@@ -537,21 +531,19 @@ def format_tables(result: dict[str, Any]) -> str:
                 header,
                 "-" * len(header),
             ]
-        for method, res in result["methods"].items():
-            row = res.get(key) or {}
+        for method, res in result.methods.items():
+            row = res.accuracy(mutagen_only)
             cells = "".join(
-                f"{_cell(row.get(k), paper.paper_accuracy(ds, method, int(k), mutagen_only)):>16}"
+                f"{_cell(row.get(k), paper.paper_accuracy(ds, method, k, mutagen_only)):>16}"
                 for k in ks
             )
             lines.append(f"{title(method):<{W}}{cells}")
         if not mutagen_only:
-            dist = result.get("distillation", {}).get("accuracy_at_k", {})
+            dist = result.distillation
             ref = paper.DISTILLATION_ACCURACY.get(ds) or {}
-            cells = "".join(f"{_cell(dist.get(k), ref.get(k)):>16}" for k in ks)
-            lines.append(
-                f"{'(distillation, ' + str(result['distillation'].get('policy')) + ')':<{W}}{cells}"
-            )
-    if any(res.get("agreement_at_k") for res in result["methods"].values()):
+            cells = "".join(f"{_cell(dist.accuracy_at_k.get(k), ref.get(str(k))):>16}" for k in ks)
+            lines.append(f"{'(distillation, ' + str(dist.policy) + ')':<{W}}{cells}")
+    if any(res.agreement_at_k for res in result.methods.values()):
         lines += [
             "",
             "agreement (%): the target's prediction on the top-K explanation equals its "
@@ -559,58 +551,36 @@ def format_tables(result: dict[str, Any]) -> str:
             header,
             "-" * len(header),
         ]
-        for method, res in result["methods"].items():
-            row = res.get("agreement_at_k") or {}
-            cells = "".join(f"{_pct(row.get(k)) + ' ' * 8:>16}" for k in ks)
+        for method, res in result.methods.items():
+            cells = "".join(f"{_pct(res.agreement_at_k.get(k)) + ' ' * 8:>16}" for k in ks)
             lines.append(f"{title(method):<{W}}{cells}")
     mid = ks[len(ks) // 2]
     lines += [
         "",
         f"{'method':<{W}}{'ms/instance':>14}{'paper ms':>10}{'fit s':>10}"
-        f"{'fidelity@' + mid:>14}{'edge AUC':>10}{'median Δlog-odds':>18}",
+        f"{'fidelity@' + str(mid):>14}{'edge AUC':>10}{'median Δlog-odds':>18}",
     ]
-    for method, res in result["methods"].items():
+    for method, res in result.methods.items():
         pm = paper.INFERENCE_MS.get(method, {}).get(ds)
-        fid = (res.get("fidelity_at_k") or {}).get(mid)
-        auc = res.get("edge_auc")
-        lo = sorted(res.get("log_odds") or [float("nan")])
+        fid = res.fidelity_at_k.get(mid)
+        auc = res.edge_auc
+        lo = sorted(res.log_odds or [float("nan")])
         med = lo[len(lo) // 2]
         lines.append(
-            f"{title(method):<{W}}{res['ms_per_instance']:>14.3f}"
-            f"{'–' if pm is None else pm:>10}{res['fit_seconds']:>10.1f}"
+            f"{title(method):<{W}}{res.ms_per_instance:>14.3f}"
+            f"{'–' if pm is None else pm:>10}{res.fit_seconds:>10.1f}"
             f"{_pct(fid):>14}{'–' if auc is None else f'{auc:.3f}':>10}{med:>18.3f}"
         )
-    tox = result.get("toxicophores")
-    if tox:
-        k = tox.get("k", 8)
-        lines += [
-            "",
-            f"toxicophores (Kazius et al. 2005): {tox['molecules']} test molecules the "
-            f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
-            f"toxicophore bonds in the top {k}",
-            f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}",
-        ]
-        for method, row in tox["methods"].items():
-            auc, rec = row.get("auc"), row.get(f"recall_at_{k}")
-            lines.append(
-                f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
-                f"{'–' if rec is None else f'{rec:.3f}':>12}"
-            )
-        rnd = tox.get(f"random_recall_at_{k}")
-        lines.append(
-            f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
-            f"{'–' if rnd is None else f'{rnd:.3f}':>12}"
-        )
+    lines += _toxicophore_table(result)
     lines += _faithfulness_table(result)
     lines += _same_subsample_tables(result, ks)
-    t = result["target"]
     theirs = paper.TARGET_ACCURACY.get(ds)
     lines += [
         "",
         f"{'' if plain else target + ' '}target GNN test accuracy "
-        f"{100 * t['test_accuracy']:.1f} % "
+        f"{_pct(result.target.test_accuracy)} % "
         f"(paper {'–' if theirs is None else f'{100 * theirs:.1f}'} %); "
-        f"distillation {result['distillation']['ms_per_instance']:.2f} ms/instance",
+        f"distillation {result.distillation.ms_per_instance:.2f} ms/instance",
     ]
     return "\n".join(lines)
 
@@ -619,54 +589,85 @@ def _pct(value: Optional[float]) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
+def _toxicophore_table(result: ResultFile) -> list[str]:
+    """The toxicophore benchmark (molecules): AUC and recall at its k per method."""
+    tox = result.toxicophores
+    if not tox:
+        return []
+    k = tox.k
+    lines = [
+        "",
+        f"toxicophores (Kazius et al. 2005): {tox.molecules} test molecules the "
+        f"target calls mutagens that hold one; per-molecule bond AUC and recall of "
+        f"toxicophore bonds in the top {k}",
+        f"{'method':<{W}}{'AUC':>10}{f'recall@{k}':>12}",
+    ]
+    for method, row in tox.methods.items():
+        auc, rec = row.auc, row.recall
+        lines.append(
+            f"{title(method):<{W}}{'–' if auc is None else f'{auc:.3f}':>10}"
+            f"{'–' if rec is None else f'{rec:.3f}':>12}"
+        )
+    rnd = tox.random_recall
+    lines.append(
+        f"{'(uniformly random scores, expected)':<{W}}{0.5:>10.3f}"
+        f"{'–' if rnd is None else f'{rnd:.3f}':>12}"
+    )
+    return lines
+
+
 #: necessity is summarised over k = 1 … NECESSITY_LEAD_K in the same-subsample table
 NECESSITY_LEAD_K = 5
 
 
-def _same_subsample_tables(result: dict[str, Any], ks: list[str]) -> list[str]:
+def _same_subsample_tables(result: ResultFile, ks: list[int]) -> list[str]:
     """Per slow method measured on a subsample: every method's accuracy and agreement at the
     paper's K and mean necessity over k = 1..5, on those same instances."""
     lines: list[str] = []
-    for slow, block in (result.get("same_subsample") or {}).items():
+    for slow, block in result.same_subsample.items():
         head = (
-            "".join(f"{'acc@' + k:>9}" for k in ks)
-            + "".join(f"{'agr@' + k:>9}" for k in ks)
+            "".join(f"{'acc@' + str(k):>9}" for k in ks)
+            + "".join(f"{'agr@' + str(k):>9}" for k in ks)
             + f"{'nec@1-' + str(NECESSITY_LEAD_K) + ' drop / keep':>24}"
         )
         lines += [
             "",
             f"every method on {title(slow)}'s seeded subsample of "
-            f"{block['test_instances']} test instances (%): accuracy and agreement at K, "
+            f"{block.test_instances} test instances (%): accuracy and agreement at K, "
             f"mean necessity over k = 1..{NECESSITY_LEAD_K}",
             f"{'method':<{W}}{head}",
         ]
-        for method, res in block["methods"].items():
-            cells = "".join(f"{_pct((res.get('accuracy_at_k') or {}).get(k)):>9}" for k in ks)
-            cells += "".join(f"{_pct((res.get('agreement_at_k') or {}).get(k)):>9}" for k in ks)
+        for method, res in block.methods.items():
+            cells = "".join(f"{_pct(res.accuracy_at_k.get(k)):>9}" for k in ks)
+            cells += "".join(f"{_pct(res.agreement_at_k.get(k)):>9}" for k in ks)
             nec = [_mean_necessity(res, protocol) for protocol in ("drop_isolated", "keep_nodes")]
             cells += f"{' / '.join(_pct(v) for v in nec):>24}"
             lines.append(f"{title(method):<{W}}{cells}")
     return lines
 
 
-def _mean_necessity(res: dict[str, Any], protocol: str) -> Optional[float]:
-    curve = (res.get("necessity_at_k") or {}).get(protocol) or {}
-    values = [curve.get(str(k)) for k in range(1, NECESSITY_LEAD_K + 1)]
-    return None if None in values else sum(values) / len(values)
+def _mean_necessity(res: MethodRow, protocol: str) -> Optional[float]:
+    curve = res.curve("necessity", protocol)
+    ks = range(1, NECESSITY_LEAD_K + 1)
+    if any(k not in curve for k in ks):
+        return None
+    return sum(curve[k] for k in ks) / len(ks)
 
 
-def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated") -> list[str]:
+def _faithfulness_table(result: ResultFile, protocol: str = "drop_isolated") -> list[str]:
     """Sufficiency and necessity (%) at GNNX-Bench's K values under ``protocol``, with their
     published figure in parentheses where there is one (their GCN, not our target), and
     stability; empty for results written before these metrics existed."""
-    methods = {m: r for m, r in result["methods"].items() if r.get("sufficiency_at_k")}
+    methods = {m: r for m, r in result.methods.items() if r.sufficiency_at_k}
     if not methods:
         return []
-    ds = result["dataset"]
-    fine = {str(k) for k in result.get("faithfulness_k", [])}
-    cols = [("sufficiency", str(k)) for k in paper.GNNX_BENCH_SUFFICIENCY_K if str(k) in fine]
-    cols += [("necessity", str(k)) for k in paper.GNNX_BENCH_NECESSITY_K if str(k) in fine]
-    head = "".join(f"{('suf@' if m == 'sufficiency' else 'nec@') + k:>13}" for m, k in cols)
+    ds = result.dataset
+    fine = set(result.faithfulness_k)
+    cols: list[tuple[Literal["sufficiency", "necessity"], int]] = [
+        ("sufficiency", k) for k in paper.GNNX_BENCH_SUFFICIENCY_K if k in fine
+    ]
+    cols += [("necessity", k) for k in paper.GNNX_BENCH_NECESSITY_K if k in fine]
+    head = "".join(f"{('suf@' if m == 'sufficiency' else 'nec@') + str(k):>13}" for m, k in cols)
     lines = [
         "",
         f"faithfulness (%), GNNX-Bench's sufficiency / necessity ({protocol}) — ours "
@@ -677,9 +678,9 @@ def _faithfulness_table(result: dict[str, Any], protocol: str = "drop_isolated")
     for method, res in methods.items():
         cells = ""
         for metric, k in cols:
-            ours = (res.get(f"{metric}_at_k") or {}).get(protocol, {}).get(k)
-            theirs = paper.gnnx_bench(ds, method, metric, int(k))
+            ours = res.curve(metric, protocol).get(k)
+            theirs = paper.gnnx_bench(ds, method, metric, k)
             cells += f"{_pct(ours) + ('' if theirs is None else f' ({100 * theirs:.0f})'):>13}"
-        value = (res.get("stability") or {}).get("value")
+        value = res.stability.value if res.stability is not None else None
         lines.append(f"{title(method):<{W}}{cells}{'–' if value is None else f'{value:.2f}':>11}")
     return lines

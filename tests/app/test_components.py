@@ -102,12 +102,14 @@ def test_charts_use_method_colours():
     from components import charts
     from theme import METHOD_COLORS
 
-    result = {"dataset": "ba_shapes", "log_odds_k": 7,
+    from gem_core.api import load_result
+
+    result = load_result({"dataset": "ba_shapes", "log_odds_k": 7,
               "methods": {"gem": {"accuracy_at_k": {"5": 0.9, "6": 0.95}, "log_odds": [0.1, 0.2],
                                   "ms_per_instance": 0.4},
                           "random": {"accuracy_at_k": {"5": 0.3, "6": 0.4}, "log_odds": [3.0],
                                      "ms_per_instance": 0.01}},
-              "distillation": {"accuracy_at_k": {"5": 0.97}}}
+              "distillation": {"accuracy_at_k": {"5": 0.97}}})
     fig = charts.accuracy_sweep(result, ["gem", "random"])
     ours = [t for t in fig.data if t.name.endswith("(ours)")]
     paper = [t for t in fig.data if t.name.endswith("(paper)")]
@@ -122,16 +124,20 @@ def test_sufficiency_chart_puts_gnnx_bench_points_beside_ours():
     from components import charts
     from theme import METHOD_COLORS
 
+    from gem_core.api import load_result
+
     curve = {"keep_nodes": {"5": 0.5}, "drop_isolated": {"5": 0.6, "10": 0.7}}
-    result = {"dataset": "mutagenicity", "methods": {"gem": {"sufficiency_at_k": curve},
-                                                     "distilled": {"accuracy_at_k": {}}}}
+    result = load_result({"dataset": "mutagenicity",
+                          "methods": {"gem": {"sufficiency_at_k": curve},
+                                      "distilled": {"accuracy_at_k": {}}}})
     fig = charts.sufficiency_sweep(result, ["gem", "distilled"])
     ours = [t for t in fig.data if t.name.endswith("(ours)")]
     theirs = [t for t in fig.data if "GNNX-Bench" in t.name]
     assert [t.name for t in ours] == ["Gem (ours)"] and list(ours[0].y) == [60.0, 70.0]
     assert len(theirs) == 1 and list(theirs[0].x) == [5, 10, 15, 20, 25]
     assert theirs[0].line.dash == "dot" and theirs[0].line.color == METHOD_COLORS["gem"]
-    assert charts.sufficiency_sweep({"dataset": "ba_shapes", "methods": {"gem": {}}}, ["gem"]) is None
+    bare = load_result({"dataset": "ba_shapes", "methods": {"gem": {}}})
+    assert charts.sufficiency_sweep(bare, ["gem"]) is None
 
 
 @pytest.mark.parametrize("ms, shown", [(0.036, "0.036 ms"), (0.0004, "0.0004 ms"), (6.43, "6.4 ms"),
@@ -236,11 +242,14 @@ def test_overlapping_lines_stay_visible_and_titles_clear_the_legend_and_toolbar(
     chart saying which target was measured beside the paper's dashed values."""
     from components import charts
 
+    from gem_core.api import load_result
+
     same = {"5": 0.9, "6": 0.95}  # two methods on exactly the same points (Tree-cycles' case)
-    result = {"dataset": "tree_cycles", "target": {"name": "paper"},
+    raw = {"dataset": "tree_cycles", "target": {"name": "paper"},
               "methods": {"gem": {"accuracy_at_k": same, "agreement_at_k": same},
                           "pgexplainer": {"accuracy_at_k": same, "agreement_at_k": same},
                           "random": {"accuracy_at_k": {"5": 0.3}, "agreement_at_k": {"5": 0.3}}}}
+    result = load_result(raw)
     methods = ["gem", "pgexplainer", "random"]
     for fig in (charts.accuracy_sweep(result, methods), charts.agreement_sweep(result, methods)):
         ours = [t for t in fig.data if "paper" not in t.name]
@@ -251,8 +260,8 @@ def test_overlapping_lines_stay_visible_and_titles_clear_the_legend_and_toolbar(
         assert layout.legend.yanchor == "top" and layout.legend.y <= -0.25
         assert layout.margin.b >= 100 and layout.title.x == 0 and layout.title.xanchor == "left"
         assert "target" not in layout.title.text
-    strong = {**result, "dataset": "mutagenicity", "target": {"name": "strong"},
-              "methods": {"gem": {"accuracy_at_k": {"15": 0.8, "20": 0.85}}}}
+    strong = load_result({**raw, "dataset": "mutagenicity", "target": {"name": "strong"},
+                          "methods": {"gem": {"accuracy_at_k": {"15": 0.8, "20": 0.85}}}})
     fig = charts.accuracy_sweep(strong, ["gem"])
     assert fig.layout.title.text.endswith("measured on the strong target")
     assert [t.name for t in fig.data] == ["Gem (ours)", "Gem (paper, its GCN)"]

@@ -452,9 +452,11 @@ def test_the_app_hints_of_an_extra_dataset_come_from_its_row(monkeypatch):
     coarse = replace(get_spec("nci1"), name="nci1_coarse", title="NCI1 (coarse)",
                      k_grid=(10, 20, 30), prediction_phrase="an active call apart from an inactive one")
     monkeypatch.setitem(config.DATASETS, coarse.name, coarse)
-    result = {"dataset": "nci1_coarse",
-              "methods": {"gem": {"accuracy_at_k": {"10": 0.5, "20": 0.6, "30": 0.7},
-                                  "agreement_at_k": {"10": 0.8, "20": 0.9, "30": 1.0}}}}
+    from gem_core.api import load_result
+
+    result = load_result({"dataset": "nci1_coarse",
+                          "methods": {"gem": {"accuracy_at_k": {"10": 0.5, "20": 0.6, "30": 0.7},
+                                              "agreement_at_k": {"10": 0.8, "20": 0.9, "30": 1.0}}}})
     assert charts.accuracy_sweep(result, ["gem"]).layout.xaxis.dtick == 10
     assert charts.agreement_sweep(result, ["gem"]).layout.xaxis.dtick == 10
     assert "explain an active call apart from an inactive one." in teaching.describe_gem(coarse)
