@@ -193,7 +193,7 @@ def run_reproduce(
     wb = (
         bench
         if bench is not None
-        else workbench(dataset, resolve_device(device, REPRODUCE_WORKLOADS), target)
+        else workbench(dataset, str(resolve_device(device, REPRODUCE_WORKLOADS)), target)
     )
     with deterministic_algorithms(wb.device):  # on CUDA: the same numbers at every run
         return _reproduce(wb, methods, limit, write_assets, progress, stability)
@@ -302,10 +302,11 @@ def _reproduce(
         and (scores or subsampled)
     ):
         # molecules with a mutagen class: do the explanations find toxicophores?
-        out["toxicophores"] = _toxicophores(wb, test, scores)
+        toxicophores = _toxicophores(wb, test, scores)
+        out["toxicophores"] = toxicophores
         for method, (insts, sub_scores) in subsampled.items():
             row = _toxicophores(wb, insts, {method: sub_scores})
-            out["toxicophores"]["methods"][method] = {
+            toxicophores["methods"][method] = {
                 **row["methods"][method],
                 "molecules": row["molecules"],
             }
@@ -483,12 +484,10 @@ def _toxicophores(wb: Workbench, test, scores: dict[str, list]) -> dict[str, Any
     from gem_core.chemistry.toxicophores import toxicophore_benchmark
 
     predictions = wb.predict_proba(test).argmax(-1)
+    mutagen_label, atoms = wb.spec.mutagen_label, wb.dataset.atom_symbols
+    assert mutagen_label is not None and atoms is not None  # the caller checked: molecules
     return toxicophore_benchmark(
-        test,
-        scores,
-        predictions,
-        mutagen_label=wb.spec.mutagen_label,
-        atom_symbols=wb.dataset.atom_symbols,
+        test, scores, predictions, mutagen_label=mutagen_label, atom_symbols=atoms
     )
 
 
