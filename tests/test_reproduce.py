@@ -32,13 +32,13 @@ def test_explainer_targets_are_in_unit_interval(ba_bench):
     for kind in ("weights", "graded", "mix"):
         settings = ba_bench.gem_settings.with_overrides({"teacher.kind": kind})
         # the dataset's row leads with its necessity order (forward passes of the target)
-        assert settings.necessity_lead > 0
+        assert settings.teacher.necessity_lead > 0
         targets = explainer_targets(dist, settings, ba_bench.spec.k_grid,
                                     instances=ba_bench.instances("val"),
                                     black_box=ba_bench.black_box)
         assert len(targets) == len(dist)
         assert all(t.numel() == 0 or (float(t.min()) >= 0 and float(t.max()) <= 1) for t in targets)
-    with pytest.raises(ValueError, match="target_kind: 'bogus' is not one of"):
+    with pytest.raises(ValueError, match="teacher.kind: 'bogus' is not one of"):
         ba_bench.gem_settings.with_overrides({"teacher.kind": "bogus"})
 
 

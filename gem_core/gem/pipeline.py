@@ -74,7 +74,7 @@ class GemPipeline:
 
     Args:
         settings: everything Gem is (what it learns from, how its auto-encoder is built).
-        k_grid: the budgets K the ``graded`` targets average unless ``settings.target_ks`` is set.
+        k_grid: the budgets K the ``graded`` targets average unless ``settings.teacher.ks`` is set.
         black_box: the target, ``InstanceBatch -> logits`` (its outputs only).
         num_classes: classes of the target (the one-hot width under ``condition_on_prediction``;
             None: the black box's ``num_classes``, known once it has been called).
@@ -109,7 +109,7 @@ class GemPipeline:
     def distill(
         self, instances: Sequence[Instance], progress: Optional[ProgressFn] = None
     ) -> Distillation:
-        """Step 1: the distillation of ``instances`` against ``settings.label_source``."""
+        """Step 1: the distillation of ``instances`` against ``settings.teacher.label_source``."""
         if self.distiller is None:
             raise ValueError("this pipeline has no distiller: give the distillations to fit")
         return self.distiller(instances, self.settings.teacher.label_source.value, progress)
