@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, TypeVar, Union
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,23 @@ CHECK_RULES: Mapping[str, CheckRule] = {
 }
 
 
+_T = TypeVar("_T")
+
+
+def _named(table: Mapping[str, _T], kind: type[_T], value: Union[_T, str]) -> _T:
+    """The entry of ``table`` that ``value`` names (case-insensitive; a ``kind`` is returned as
+    it is); a one-line error listing the names for anything else."""
+    if isinstance(value, kind):
+        return value
+    found = table.get(value.strip().lower()) if isinstance(value, str) else None
+    if found is None:
+        raise ValueError(f"{value!r} is not one of {', '.join(table)}")
+    return found
+
+
 def check_rule(value: Union[CheckRule, str]) -> CheckRule:
     """The rule ``value`` names (a rule is returned as it is); a one-line error for others."""
-    if isinstance(value, CheckRule):
-        return value
-    rule = CHECK_RULES.get(str(value).strip().lower())
-    if rule is None:
-        raise ValueError(f"{value!r} is not one of {', '.join(CHECK_RULES)}")
-    return rule
+    return _named(CHECK_RULES, CheckRule, value)
 
 
 @dataclass(frozen=True)
@@ -137,12 +146,7 @@ BACKWARD_SEARCHES: Mapping[str, BackwardSearch] = {
 
 def backward_search(value: Union[BackwardSearch, str]) -> BackwardSearch:
     """The backward search ``value`` names; a one-line error for others."""
-    if isinstance(value, BackwardSearch):
-        return value
-    found = BACKWARD_SEARCHES.get(str(value).strip().lower())
-    if found is None:
-        raise ValueError(f"{value!r} is not one of {', '.join(BACKWARD_SEARCHES)}")
-    return found
+    return _named(BACKWARD_SEARCHES, BackwardSearch, value)
 
 
 __all__ = [
