@@ -283,12 +283,15 @@ class GemSettings:
     def get(self, path: str) -> Any:
         """The value at ``path`` (``"training.lr"``)."""
         check_paths([path], "GemSettings")
+        return self._at(path)
+
+    def _at(self, path: str) -> Any:
         group, _, name = path.partition(".")
         return getattr(getattr(self, group), name) if name else getattr(self, group)
 
     def as_dict(self) -> dict[str, Any]:
         """Every setting by path, as plain values (strings, tuples, numbers, None)."""
-        return {path: _plain(self.get(path)) for path in SETTING_PATHS}
+        return {path: _plain(self._at(path)) for path in SETTING_PATHS}
 
     @property
     def asks_target(self) -> bool:
@@ -307,7 +310,7 @@ class GemSettings:
 
     def autoencoder_params(self) -> dict[str, Any]:
         """The auto-encoder's keyword arguments, as plain values (strings, tuples, numbers)."""
-        return {name: _plain(self.get(path)) for name, path in AUTOENCODER_PATHS.items()}
+        return {name: _plain(self._at(path)) for name, path in AUTOENCODER_PATHS.items()}
 
     def key_parts(self) -> dict[str, Any]:
         """What a saved Gem's key holds of these settings, exactly as the shipped explainers'
@@ -315,9 +318,9 @@ class GemSettings:
         the other auto-encoder settings (the seed included) and the later teacher settings only
         where they differ from their defaults."""
         params = {
-            name: _plain(self.get(path))
+            name: _plain(self._at(path))
             for name, path in AUTOENCODER_PATHS.items()
-            if name in _ALWAYS_KEYED or self.get(path) != _DEFAULT.get(path)
+            if name in _ALWAYS_KEYED or self._at(path) != _DEFAULT._at(path)
         }
         t = self.teacher
         parts: dict[str, Any] = {
@@ -513,7 +516,6 @@ _CHECKS = {
     "widths": _widths,
     "budgets": _budgets,
     "late_rule": _late_rule,
-    "int": lambda v: int(v) if _is_int(v) else _need(False, v, "an integer"),
 }
 
 
