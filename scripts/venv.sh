@@ -8,7 +8,8 @@
 #
 # gem_install FILE: install FILE's requirements into the venv once per version of FILE,
 # requirements.txt and pyproject.toml (a stamp in the user's cache, named after their hash and the
-# venv's path, says the install finished; pip re-checking an installed environment costs seconds).
+# venv's path and identity, says the install finished; pip re-checking an installed environment
+# costs seconds).
 # Sets GEM_PY to the venv's python.
 
 GEM_VENV="${GEM_VENV:-.venv}"
@@ -58,8 +59,13 @@ gem_install() {
   local venv_path stamp_dir stamp
   venv_path="$(cd "$GEM_VENV" && pwd)"
   stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/gem-explorer"
-  stamp="$stamp_dir/installed-$(cat "$file" requirements.txt pyproject.toml <(echo "$venv_path") \
-    | sha256sum | cut -c1-16)"
+  # the venv's identity (its pyvenv.cfg, written when it was made) is in the stamp's name too: a
+  # venv deleted and made again at the same path is empty, whatever an old stamp says
+  local venv_id
+  venv_id="$("$GEM_PY" -c 'import os, sys
+s = os.stat(os.path.join(sys.prefix, "pyvenv.cfg")); print(s.st_ino, s.st_mtime_ns)')"
+  stamp="$stamp_dir/installed-$(cat "$file" requirements.txt pyproject.toml \
+    <(echo "$venv_path $venv_id") | sha256sum | cut -c1-16)"
   local installed_here='import os, gem_core; here = os.path.realpath(".") + os.sep
 raise SystemExit(not os.path.realpath(gem_core.__file__).startswith(here))'
   if [ ! -f "$stamp" ] || ! "$GEM_PY" -c "$installed_here" >/dev/null 2>&1; then
