@@ -18,6 +18,7 @@ ICON = APP_DIR / "icon.png"
 PAGES = (
     ("views/explore.py", "Explore", ":material/hub:", "explore"),
     ("views/molecule.py", "Molecule", ":material/science:", "molecule"),
+    ("views/your_data.py", "Your data", ":material/upload_file:", "your-data"),
     ("views/benchmarks.py", "Benchmarks", ":material/monitoring:", "benchmarks"),
     ("views/pipeline.py", "Pipeline", ":material/model_training:", "pipeline"),
     ("views/how_it_works.py", "How it works", ":material/school:", "how-it-works"),

@@ -19,7 +19,17 @@ import importlib
 import sys
 from typing import Optional, Sequence
 
-COMMANDS = ("train", "distill", "bench", "reproduce", "explain", "tune", "screen", "results")
+COMMANDS = (
+    "train",
+    "distill",
+    "bench",
+    "reproduce",
+    "explain",
+    "tune",
+    "screen",
+    "results",
+    "models",
+)
 
 
 class UserError(Exception):

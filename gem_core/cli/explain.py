@@ -57,6 +57,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "molecule beside the original and the change in loss",
     )
     add_molecule_target_arg(p)
+    add_model_arg(p)
+
+
+def add_model_arg(parser: argparse.ArgumentParser) -> None:
+    """``--model NAME``: a model trained on your table (``train --csv``) instead of Mutagenicity's."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="a model trained on your own table (train --csv ... --name NAME; list: models list) "
+        "instead of the Mutagenicity target",
+    )
+
+
+def check_model(args: argparse.Namespace) -> None:
+    """Refuse an unknown ``--model`` before the engine loads."""
+    if args.model is not None:
+        from gem_core.data.config import user_spec
+
+        if user_spec(str(args.model).strip().lower()) is None:
+            raise ValueError(f"No model named {args.model!r} (python -m gem_core models list).")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -68,6 +89,7 @@ def check(args: argparse.Namespace) -> None:
     if args.k is not None:
         check_k(args.k)
     smiles_to_instance(args.smiles)
+    check_model(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
     quiet = args.json == "-"
     if args.remove_bonds is not None:
+        if args.model is not None:
+            from gem_core.cli import UserError
+
+            raise UserError("--remove-bonds explains Mutagenicity's targets only, not --model")
         return _run_edited(args, quiet)
     with progress_bar(args, "explain", quiet=quiet) as progress:
         result = explain_smiles(
@@ -84,13 +110,16 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             progress=progress,
             target=args.target,
+            model=args.model,
         )
     if not quiet:
         pred = result["prediction"]
-        print(
-            f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), "
-            f"{_model_words(result['target'])}"
+        words = (
+            f"model: {result['model']} (trained on your table)"
+            if "model" in result
+            else _model_words(result["target"])
         )
+        print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), {words}")
         _print_bonds(
             result,
             f"{len(result['explanation']['bonds'])} explanation bond(s), best "

@@ -6,7 +6,14 @@ stdin. OUTPUT is Parquet (.parquet) or CSV (.csv): one row per input row, in inp
 row, id, smiles, canonical_smiles, status (ok / rejected), reason, message, prediction,
 p_mutagen, bonds (the top-K atom-index pairs, K a quarter of the molecule's bonds unless --k
 says, numbered like Chem.AddHs(Chem.MolFromSmiles(S)), as in `explain`), scores, fragment (the
-bonds as a readable SMILES) and toxicophores.
+bonds as a readable SMILES) and toxicophores (the Kazius alerts in the molecule).
+
+--model NAME screens with a model trained on your own table (train --csv FILE --name NAME)
+instead of the Mutagenicity target: prediction then holds that model's classes, and p_mutagen
+gives way to p_<first class>, the probability of the model's first class (its classes sorted,
+as `models list` shows them; the name lower-case, other characters than a-z, 0-9 and _ as _:
+p_active for active / inactive, p_0 for 0 / 1); the summary counts predicted_<first class>
+instead of predicted_mutagens.
 
 Rows that cannot be molecules (invalid SMILES, unsupported elements, salts without
 --largest-fragment, empty or non-UTF-8 lines) become 'rejected' rows with the app's message; the
@@ -17,6 +24,7 @@ examples:
   python -m gem_core screen library.smi --out hits.parquet
   python -m gem_core screen library.csv --smiles-column SMILES --out hits.csv --k 8
   python -m gem_core screen library.smi --out hits.parquet --ray auto    # on a Ray cluster
+  python -m gem_core screen library.smi --out hits.csv --model ames_2024   # your own model
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import argparse
 import sys
 
 from gem_core.cli.common import add_command, write_json
-from gem_core.cli.explain import add_molecule_target_arg
+from gem_core.cli.explain import add_model_arg, add_molecule_target_arg, check_model
 from gem_core.explainers import BATCH_METHODS
 
 # gem_core.service.screening.runner.DEFAULT_CHUNK_SIZE, repeated so that --help starts without
@@ -83,6 +91,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--method", default="gem", choices=BATCH_METHODS, help="explainer (default: gem)"
     )
     add_molecule_target_arg(p)
+    for action in p._actions:  # the shared --target, whose help says nothing of --model
+        if action.dest == "target":
+            action.help = f"{action.help}; ignored with --model"
+    add_model_arg(p)
     p.add_argument(
         "--largest-fragment",
         action="store_true",
@@ -127,11 +139,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Refuse a missing input file before the engine is imported (the reader's message)."""
+    """Refuse a missing input file (the reader's message) or an unknown --model before the
+    engine is imported."""
     from gem_core.service.screening.reader import open_source
 
     if args.input != "-":
         open_source(args.input).close()
+    check_model(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         target=args.target,
         device=args.device,
         largest_fragment=args.largest_fragment,
+        model=args.model,
     )
     bar = None
 
@@ -188,14 +203,20 @@ def run(args: argparse.Namespace) -> int:
         if result.chunks_resumed
         else ""
     )
+    answered = (
+        f"the {result.target} Mutagenicity target"
+        if result.model is None
+        else f"model {result.model} (trained on your table)"
+    )
     print(
-        f"screened {s.rows} rows with the {result.target} Mutagenicity target in "
+        f"screened {s.rows} rows with {answered} in "
         f"{result.seconds:.1f} s ({result.molecules_per_second:.0f} molecules/s, "
         f"{result.workers} worker(s), {result.backend}){resumed}",
         file=sys.stderr,
     )
     print(
-        f"ok {s.ok} ({s.mutagens} predicted mutagen), rejected {sum(s.rejected.values())}"
+        f"ok {s.ok} ({s.mutagens} predicted {s.first_class}), rejected "
+        f"{sum(s.rejected.values())}"
         + (f" ({reasons})" if reasons else "")
         + f" -> {result.output}",
         file=sys.stderr,

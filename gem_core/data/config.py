@@ -11,10 +11,15 @@ and nothing else branches on its name.
 
 from __future__ import annotations
 
+import json
 import numbers
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal, Optional, Union
+
+from gem_core.runtime.store import cache_dir
 
 TaskLevel = Literal["node", "graph"]
 
@@ -72,7 +77,16 @@ class TUSource:
     tu_name: str
 
 
-DataSource = Union[SyntheticSource, TUSource]
+@dataclass(frozen=True)
+class TableSource:
+    """Molecules of a user's table, converted and saved with the model trained on them
+    (:mod:`gem_core.service.user_models`): ``dataset.pt`` in the model's folder
+    (:func:`dataset_cache_dir`)."""
+
+    name: str
+
+
+DataSource = Union[SyntheticSource, TUSource, TableSource]
 
 
 @dataclass(frozen=True)
@@ -223,13 +237,116 @@ class UnknownDatasetError(ValueError):
 
 
 def get_spec(name: str) -> DatasetSpec:
-    """Return the spec of ``name`` (case-insensitive, ``-`` accepted for ``_``)."""
-    key = name.strip().lower().replace("-", "_")
-    if key not in DATASETS:
+    """Return the spec of ``name`` (case-insensitive, ``-`` accepted for ``_``): a row of
+    :data:`DATASETS`, else a model trained on a user's table (:func:`user_spec`)."""
+    key = str(name).strip().lower().replace("-", "_")
+    if key in DATASETS:
+        return DATASETS[key]
+    spec = user_spec(key)
+    if spec is None:
         raise UnknownDatasetError(
-            f"Unknown dataset {name!r}. Choose one of: {', '.join(DATASETS)}."
+            f"Unknown dataset {name!r}. Choose one of: {', '.join(DATASETS)}, or the name of a "
+            f"model trained on your data (python -m gem_core models)."
         )
-    return DATASETS[key]
+    return spec
+
+
+# ----------------------------------------------------------------------------- users' models
+#: where models trained on users' tables live, one folder each, under the cache folder
+USER_MODELS_DIR = "user_models"
+#: a user model's facts (classes, recipe, owner, figures): JSON in its folder
+USER_MODEL_FILE = "model.json"
+#: a user model's name: lower-case letters, digits and ``_``, a letter first (it names files)
+USER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+#: the recipes a user may train (``default``: the bond-aware Mutagenicity target's)
+USER_RECIPES = ("default", "small")
+
+_USER_SPECS: dict[str, tuple[tuple[str, int], DatasetSpec]] = {}
+
+
+def user_models_root() -> Path:
+    """The folder holding every user model's folder."""
+    return cache_dir() / USER_MODELS_DIR
+
+
+def check_user_name(name: str, taken_ok: bool = False) -> str:
+    """A valid new user model name (lower-cased), or a one-line error saying what names may
+    be (no torch needed: the CLI checks it before loading the engine)."""
+    key = str(name).strip().lower()
+    if not USER_NAME_PATTERN.match(key):
+        raise ValueError(
+            f"Model name {name!r} is not usable: use 1-40 lower-case letters, digits or '_', "
+            f"starting with a letter (e.g. 'ames_2024')."
+        )
+    if key in DATASETS:
+        raise ValueError(f"{key!r} is a shipped dataset's name: choose another model name.")
+    if not taken_ok and (user_models_root() / key).exists():
+        raise ValueError(f"A model named {key!r} exists already: choose another name.")
+    return key
+
+
+def dataset_cache_dir(name: str) -> Path:
+    """Where a dataset's cached files (target, distillations, explainers) live: the cache
+    folder for the registry's datasets, the model's own folder for a user model (so deleting
+    it removes everything made for it)."""
+    key = str(name).strip().lower()
+    return cache_dir() if key in DATASETS else user_models_root() / key
+
+
+def user_recipe(name: str) -> TargetConfig:
+    """The target recipe ``name`` of :data:`USER_RECIPES`: ``default`` is the bond-aware
+    Mutagenicity target's (docs/decisions/005), ``small`` a quicker one for a first look."""
+    strong = DATASETS["mutagenicity"].strong_target
+    assert strong is not None
+    if name == "default":
+        return replace(strong, gem={})
+    if name == "small":
+        return replace(strong, gem={}, hidden=32, num_layers=3, max_epochs=60, patience=20)
+    raise ValueError(f"Unknown recipe {name!r}. Choose one of: {', '.join(USER_RECIPES)}.")
+
+
+def user_model_spec(meta: Mapping[str, Any]) -> DatasetSpec:
+    """The dataset row of a user model from its facts (``model.json``): molecules in the
+    Mutagenicity encoding, its classes, the recipe it was trained with as its ``strong``
+    target, Gem's settings of the bond-aware Mutagenicity target."""
+    classes = tuple(str(c) for c in meta["classes"])
+    base = DATASETS["mutagenicity"]
+    return DatasetSpec(
+        name=str(meta["name"]),
+        title=str(meta.get("title") or meta["name"]),
+        task="graph",
+        num_classes=len(classes),
+        k_grid=base.k_grid,
+        connected=True,
+        source=TableSource(str(meta["name"])),
+        class_names=classes,
+        atom_symbols=base.atom_symbols,
+        prediction_phrase=f"one outcome of {meta.get('outcome_column', 'the table')} from another",
+        strong_target=user_recipe(str(meta.get("recipe", "default"))),
+        gem={"preset": "mutagenicity_strong"},
+    )
+
+
+def user_spec(name: str) -> Optional[DatasetSpec]:
+    """The row of the user model ``name`` (None when there is none), re-read when its
+    ``model.json`` changes."""
+    if not USER_NAME_PATTERN.match(name) or name in DATASETS:
+        return None
+    path = user_models_root() / name / USER_MODEL_FILE
+    try:
+        stamp = (str(path), path.stat().st_mtime_ns)
+    except OSError:
+        _USER_SPECS.pop(name, None)
+        return None
+    held = _USER_SPECS.get(name)
+    if held is not None and held[0] == stamp:
+        return held[1]
+    try:
+        spec = user_model_spec(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # unreadable: treated as absent, never half-trusted
+    _USER_SPECS[name] = (stamp, spec)
+    return spec
 
 
 def molecule_spec() -> DatasetSpec:

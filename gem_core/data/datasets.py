@@ -7,7 +7,9 @@ Each row's ``source`` says where its graphs come from (:data:`LOADERS`):
   explanation ground truth;
 * a :class:`~gem_core.data.config.TUSource` (Mutagenicity, NCI1) is read from TU raw files under
   ``$GEM_DATA_ROOT`` (copied into the cache first: PyG writes ``processed/`` beside ``raw/`` and
-  the data root is read-only), or downloaded by PyG when the variable is unset.
+  the data root is read-only), or downloaded by PyG when the variable is unset;
+* a :class:`~gem_core.data.config.TableSource` (a model trained on a user's table) is read from
+  the ``dataset.pt`` saved in that model's folder, with the split it was trained on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -29,10 +32,12 @@ from gem_core.data.config import (
     SPLIT_FRACTIONS,
     DatasetSpec,
     SyntheticSource,
+    TableSource,
     TUSource,
+    dataset_cache_dir,
     get_spec,
 )
-from gem_core.runtime.store import cache_dir
+from gem_core.runtime.store import cache_dir, load_torch
 
 TU_FILES = ("A", "graph_indicator", "graph_labels", "node_labels")
 
@@ -288,11 +293,79 @@ def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
     )
 
 
+# ----------------------------------------------------------------------------- users' tables
+
+#: the ``kind`` of a user table's converted graphs (``dataset.pt`` in the model's folder)
+TABLE_KIND = "gem-user-table"
+TABLE_FILE = "dataset.pt"
+
+
+def table_state(
+    graphs: Sequence[Data], split: Split, smiles: Sequence[str], ids: Sequence[Optional[str]]
+) -> dict:
+    """The graphs of a user's table as one file's state: tensors concatenated (one tensor per
+    field, with pointers), the split, the SMILES and ids as plain lists (``weights_only``)."""
+    node_ptr = torch.tensor([0, *torch.tensor([g.num_nodes for g in graphs]).cumsum(0).tolist()])
+    edge_ptr = torch.tensor(
+        [0, *torch.tensor([g.edge_index.size(1) for g in graphs]).cumsum(0).tolist()]
+    )
+    return {
+        "kind": TABLE_KIND,
+        "x": torch.cat([g.x for g in graphs]),
+        "edge_index": torch.cat([g.edge_index for g in graphs], dim=1),
+        "edge_attr": torch.cat([g.edge_attr for g in graphs]),
+        "y": torch.cat([g.y.view(-1) for g in graphs]),
+        "node_ptr": node_ptr,
+        "edge_ptr": edge_ptr,
+        "split": {name: split[name] for name in ("train", "val", "test")},
+        "smiles": list(smiles),
+        "ids": [None if i is None else str(i) for i in ids],
+    }
+
+
+def table_graphs(state: dict) -> list[Data]:
+    """The graphs of :func:`table_state` again (edge indices local to each graph)."""
+    node_ptr, edge_ptr = state["node_ptr"].tolist(), state["edge_ptr"].tolist()
+    graphs = []
+    for i in range(len(node_ptr) - 1):
+        e0, e1 = edge_ptr[i], edge_ptr[i + 1]
+        graph = Data(
+            x=state["x"][node_ptr[i] : node_ptr[i + 1]],
+            edge_index=state["edge_index"][:, e0:e1],
+            edge_attr=state["edge_attr"][e0:e1],
+            y=state["y"][i : i + 1],
+            num_nodes=node_ptr[i + 1] - node_ptr[i],
+        )
+        graph.source_index = i
+        graphs.append(graph)
+    return graphs
+
+
+def _load_table(spec: DatasetSpec, seed: int) -> GemDataset:
+    """A user's table: its molecules and the split its model was trained on (saved with it, so
+    ``seed`` does not change it)."""
+    path = dataset_cache_dir(spec.name) / TABLE_FILE
+    if not path.exists():
+        raise DataUnavailableError(f"The molecules of model {spec.name!r} are missing ({path}).")
+    state = load_torch(path, kind=TABLE_KIND)
+    split = Split(**{name: state["split"][name] for name in ("train", "val", "test")})
+    return GemDataset(
+        spec=spec,
+        split=split,
+        explain_split=split,
+        graphs=table_graphs(state),
+        class_names=spec.class_names,
+        atom_symbols=spec.atom_symbols,
+        info={"smiles": state["smiles"], "ids": state["ids"]},
+    )
+
+
 #: how each kind of source is loaded into a :class:`GemDataset` (a new dataset of a known kind
 #: is one registry row; a new kind of source is one entry here)
 LOADERS: dict[type, Callable[[DatasetSpec, int], GemDataset]] = {
     SyntheticSource: _load_synthetic,
     TUSource: _load_tu,
+    TableSource: _load_table,
 }
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import Any, Optional, Union
 
 import torch
@@ -210,6 +211,8 @@ def train_strong_target(
     report_test: bool = True,
     verbose: bool = False,
     device: Union[str, torch.device, None] = "cpu",
+    stop: Optional[Callable[[], Optional[str]]] = None,
+    on_epoch: Optional[Callable[[int, int, float], None]] = None,
     **recipe,
 ) -> tuple[GINETarget, dict]:
     """Train a :class:`GINETarget` on ``ds`` (Mutagenicity) with its seeded split, on ``device``.
@@ -227,6 +230,11 @@ def train_strong_target(
     The kept checkpoint is the one with the best validation accuracy (ties: lower validation
     loss). Test accuracy is computed only when ``report_test``.
 
+    ``stop()``, asked after every epoch, ends training early when it returns a reason (a time
+    budget spent, a user's cancel; the metrics' ``stopped`` says which, else
+    ``"early stopping"`` or ``"epochs"``); ``on_epoch(epoch, max_epochs, val_accuracy)``
+    reports progress.
+
     ``device``: where the model and the batches live while training (``auto``: CUDA when
     present); the random draws (shuffling, augmentation) stay on the CPU generator, so they are
     the same on every device.
@@ -236,11 +244,18 @@ def train_strong_target(
     """
     dev = resolve_device(device)
     with deterministic_algorithms(dev):
-        return _train(ds, seed, report_test, verbose, dev, recipe)
+        return _train(ds, seed, report_test, verbose, dev, recipe, stop, on_epoch)
 
 
 def _train(
-    ds, seed: int, report_test: bool, verbose: bool, dev: torch.device, recipe: dict
+    ds,
+    seed: int,
+    report_test: bool,
+    verbose: bool,
+    dev: torch.device,
+    recipe: dict,
+    stop: Optional[Callable[[], Optional[str]]] = None,
+    on_epoch: Optional[Callable[[int, int, float], None]] = None,
 ) -> tuple[GINETarget, dict]:
     """The body of :func:`train_strong_target` on a resolved device."""
     unknown = set(recipe) - set(DEFAULT_RECIPE)
@@ -278,6 +293,7 @@ def _train(
     history = []
     ema = copy.deepcopy(model) if r["ema"] > 0 else None
     start = time.perf_counter()
+    stopped = "epochs"
     for epoch in range(1, r["max_epochs"] + 1):
         model.train()
         total, n = 0.0, 0
@@ -311,7 +327,14 @@ def _train(
                 f"val loss {val_loss:.4f} lr {opt.param_groups[0]['lr']:.1e}",
                 flush=True,
             )
+        if on_epoch is not None:
+            on_epoch(epoch, r["max_epochs"], val_acc)
         if since_best >= r["patience"]:
+            stopped = "early stopping"
+            break
+        reason = stop() if stop is not None else None
+        if reason:
+            stopped = reason
             break
     seconds = time.perf_counter() - start
     assert best_state is not None  # the first epoch's accuracy (>= 0) beats the initial -1
@@ -326,6 +349,7 @@ def _train(
         "best_epoch": best_epoch,
         "epochs": epoch,
         "train_seconds": seconds,
+        "stopped": stopped,
         "parameters": count_parameters(model),
     }
     if report_test:

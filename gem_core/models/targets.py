@@ -30,12 +30,18 @@ from torch import Tensor, nn
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import GraphConv, global_max_pool
 
-from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, TargetConfig, target_spec
+from gem_core.data.config import (
+    DEFAULT_TARGET,
+    DatasetSpec,
+    TargetConfig,
+    dataset_cache_dir,
+    target_spec,
+)
 from gem_core.data.datasets import GemDataset
 from gem_core.data.instances import InstanceBatch
 from gem_core.runtime.device import deterministic_algorithms, resolve_device
 from gem_core.runtime.progress import ProgressFn, report
-from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
+from gem_core.runtime.store import ASSETS_DIR, ArtifactError, load_torch, save_torch
 
 TARGET_KIND = "gem-target"
 
@@ -184,9 +190,12 @@ class TrainedTarget:
     path: Optional[Path] = None
 
     def black_box(self, device: Union[str, torch.device, None] = "auto") -> GNNBlackBox:
-        from gem_core.data.config import DATASETS
+        from gem_core.data.config import UnknownDatasetError, get_spec
 
-        spec = DATASETS.get(self.dataset)
+        try:
+            spec: Optional[DatasetSpec] = get_spec(self.dataset)
+        except UnknownDatasetError:
+            spec = None
         if spec is not None:
             return GNNBlackBox(self.model, spec.task, spec.num_classes, device)
         task = "node" if isinstance(self.model, NodeGCN) else "graph"  # a model of no dataset
@@ -340,7 +349,7 @@ def shipped_target_path(dataset: str, name: str = DEFAULT_TARGET) -> Path:
 
 
 def cached_target_path(dataset: str, name: str = DEFAULT_TARGET) -> Path:
-    return cache_dir() / "targets" / target_filename(dataset, name)
+    return dataset_cache_dir(dataset) / "targets" / target_filename(dataset, name)
 
 
 def save_target(
@@ -469,6 +478,25 @@ def _build_gine(spec: DatasetSpec, in_channels: int, cfg: TargetConfig) -> nn.Mo
     )
 
 
+def gine_recipe(cfg: TargetConfig) -> dict[str, Any]:
+    """The recipe keys of :func:`~gem_core.models.strong_target.train_strong_target` that a
+    target config sets."""
+    return {
+        "hidden": cfg.hidden,
+        "num_layers": cfg.num_layers,
+        "dropout": cfg.dropout,
+        "lr": cfg.lr,
+        "weight_decay": cfg.weight_decay,
+        "batch_size": cfg.batch_size,
+        "max_epochs": cfg.max_epochs,
+        "patience": cfg.patience,
+        "schedule": cfg.schedule,
+        "unknown_bond_prob": cfg.unknown_bond_prob,
+        "drop_edge": cfg.drop_edge,
+        "ema": cfg.ema,
+    }
+
+
 def _train_gine(
     ds: GemDataset, cfg: TargetConfig, dev: torch.device, progress: Optional[ProgressFn]
 ) -> tuple[nn.Module, TargetMetrics]:
@@ -477,23 +505,7 @@ def _train_gine(
     from gem_core.models.strong_target import train_strong_target
 
     report(progress, 0.0, "training the bond-aware target")
-    model, m = train_strong_target(
-        ds,
-        seed=cfg.seed,
-        device=dev,
-        hidden=cfg.hidden,
-        num_layers=cfg.num_layers,
-        dropout=cfg.dropout,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        batch_size=cfg.batch_size,
-        max_epochs=cfg.max_epochs,
-        patience=cfg.patience,
-        schedule=cfg.schedule,
-        unknown_bond_prob=cfg.unknown_bond_prob,
-        drop_edge=cfg.drop_edge,
-        ema=cfg.ema,
-    )
+    model, m = train_strong_target(ds, seed=cfg.seed, device=dev, **gine_recipe(cfg))
     report(progress, 1.0, "done")
     return model.eval(), TargetMetrics(
         m["train_accuracy"], m["val_accuracy"], m["test_accuracy"], m["train_seconds"], m["epochs"]

@@ -102,16 +102,26 @@ def target_checkpoint_available(target: str = MOLECULE_TARGET) -> bool:
 
 
 def molecule_model(
-    device: str = "auto", progress: Optional[ProgressFn] = None, target: str = MOLECULE_TARGET
+    device: str = "auto",
+    progress: Optional[ProgressFn] = None,
+    target: str = MOLECULE_TARGET,
+    model: Optional[str] = None,
 ) -> Workbench:
-    """The shared Mutagenicity :class:`~gem_core.service.session.Workbench` of ``device``, target loaded.
+    """The shared molecule :class:`~gem_core.service.session.Workbench` of ``device``, target
+    loaded: Mutagenicity's ``target``, or the model trained on a user's table named ``model``
+    (:mod:`gem_core.service.user_models`; its target is its own, ``target`` is not read).
 
     The target comes from its checkpoint when there is one (no data needed); otherwise it is
     trained on the raw data (minutes).
 
     Raises:
         ModelUnavailableError: no usable checkpoint and no raw data to train one.
+        ValueError: no user model of that name.
     """
+    if model is not None:
+        from gem_core.service.user_models import user_workbench
+
+        return user_workbench(model, device)
     wb = workbench(DATASET, device, target)
     wb.target(progress)
     return wb
@@ -151,6 +161,7 @@ class MoleculeExplanation:
     probabilities: list[float]
     explanations: dict[str, Explanation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    class_names: tuple[str, ...] = CLASS_NAMES
 
     @property
     def scores(self) -> dict[str, Tensor]:
@@ -168,7 +179,7 @@ class MoleculeExplanation:
 
     @property
     def label_name(self) -> str:
-        return CLASS_NAMES[self.label]
+        return self.class_names[self.label]
 
     @property
     def probability(self) -> float:
@@ -224,7 +235,11 @@ def explain_molecules(
     instances = [m.instance for m in molecules]
     proba = model.predict_proba(instances)
     predicted = proba.argmax(-1)  # made once: an explainer that reads it (Gem) gets it here
-    out = [MoleculeExplanation(m, [float(p) for p in row]) for m, row in zip(molecules, proba)]
+    names = model.spec.class_names
+    out = [
+        MoleculeExplanation(m, [float(p) for p in row], class_names=names)
+        for m, row in zip(molecules, proba)
+    ]
     for i, method in enumerate(methods):
         part = scaled(progress, i / len(methods), (i + 1) / len(methods))
         report(part, 0.0, f"explaining with {method}")
@@ -255,6 +270,7 @@ def explain_smiles(
     progress: Optional[ProgressFn] = None,
     target: str = MOLECULE_TARGET,
     read: bool = True,
+    model: Optional[str] = None,
 ) -> dict[str, Any]:
     """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
 
@@ -264,7 +280,8 @@ def explain_smiles(
     (``{"text", "facts"}``, :func:`gem_core.service.reading.read_explanation`) and the
     ``toxicophores`` (``present``: classes in the molecule; ``touched``: those the explanation
     touches, with its bonds in each). ``k`` defaults to :func:`suggested_k` of the molecule, as
-    on the Molecule page.
+    on the Molecule page. ``model``: a model trained on a user's table (by name) instead of
+    Mutagenicity's ``target``; the JSON then names it (``"model"``) and its classes.
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -276,21 +293,23 @@ def explain_smiles(
         check_k(k)  # a bad K is refused before the model loads
     mol = smiles_to_instance(smiles)
     k = molecule_k(k, mol.instance.num_pairs)
-    model = molecule_model(device, target=target)
-    result = explain_molecules([mol], [method], device=device, progress=progress, model=model)[0]
+    wb = molecule_model(device, target=target, model=model)
+    result = explain_molecules([mol], [method], device=device, progress=progress, model=wb)[0]
     out = result.to_json(method, k)
-    out = {"smiles": out["smiles"], "target": model.target_name, **out}
+    out = {"smiles": out["smiles"], "target": wb.target_name, **out}
+    if model is not None:
+        out["model"] = wb.name
     out["explanation"]["labels"] = bond_labels(mol.mol, out["explanation"]["bonds"])[0]
     if read:
         from gem_core.service.reading import read_explanation
 
         reading = read_explanation(
-            model,
+            wb,
             mol.instance,
             method,
             result.scores[method],
             k,
-            CLASS_NAMES,
+            wb.spec.class_names,
             mol=mol.mol,
             edge="bond",
         )

@@ -20,7 +20,14 @@ from typing import Any, Optional, Sequence
 
 from torch import Tensor
 
-from gem_core.data.config import DEFAULT_TARGET, DatasetSpec, get_spec, target_config, target_spec
+from gem_core.data.config import (
+    DEFAULT_TARGET,
+    DatasetSpec,
+    dataset_cache_dir,
+    get_spec,
+    target_config,
+    target_spec,
+)
 from gem_core.data.datasets import DataUnavailableError, GemDataset, load_dataset
 from gem_core.data.instances import Instance, dataset_instances, split_instances
 from gem_core.explainers import (
@@ -42,7 +49,7 @@ from gem_core.models.targets import (
 )
 from gem_core.runtime.device import resolve_device
 from gem_core.runtime.progress import ProgressFn, report, scaled
-from gem_core.runtime.store import ASSETS_DIR, ArtifactError, cache_dir, load_torch, save_torch
+from gem_core.runtime.store import ASSETS_DIR, ArtifactError, load_torch, save_torch
 
 SPLITS = ("train", "val", "test")
 #: distillations of instances outside the splits a workbench keeps (the app's contrast nodes,
@@ -404,7 +411,11 @@ class Workbench:
     def checkpoint_path(self, exp: Explainer) -> Optional[Path]:
         """Where a fit of ``exp`` is cached (None for explainers that are never saved)."""
         key = exp.state_key(self.context)
-        return None if key is None else cache_dir() / "explainers" / f"{self.name}-{key}.pt"
+        return (
+            None
+            if key is None
+            else dataset_cache_dir(self.name) / "explainers" / f"{self.name}-{key}.pt"
+        )
 
     def shipped_path(self, exp: Explainer) -> Path:
         """The fitted explainer shipped in ``assets/explainers/`` (see ``Explainer.asset_stem``)."""
@@ -468,3 +479,12 @@ def forget_explainer(dataset: str, method: Optional[str] = None) -> None:
         benches = [wb for (ds, _, _), wb in _WORKBENCHES.items() if ds == name]
     for wb in benches:
         wb.forget(method)
+
+
+def drop_workbenches(dataset: str) -> None:
+    """Forget every shared workbench of ``dataset`` (a user model deleted or replaced): the next
+    :func:`workbench` call starts over from its files."""
+    key = str(dataset).strip().lower()
+    with _WB_LOCK:
+        for k in [k for k in _WORKBENCHES if k[0] == key]:
+            del _WORKBENCHES[k]

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Optional, Union
 
 import torch
 
+from gem_core.data.config import dataset_cache_dir
 from gem_core.gem.distill.conventions import TIE_TOL, check_label_source
 from gem_core.gem.distill.engine import distill
 from gem_core.gem.distill.result import DISTILL_KIND, DISTILL_VERSION, Distillation
 from gem_core.runtime.progress import ProgressFn, report
-from gem_core.runtime.store import cache_dir, config_key, load_torch, save_torch
+from gem_core.runtime.store import config_key, load_torch, save_torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from gem_core.data.datasets import GemDataset
@@ -38,7 +39,9 @@ def distillation_path(
         tol=tol,
         version=DISTILL_VERSION,
     )
-    return cache_dir() / "distillations" / f"{dataset}-{split}-{label_source}-{key}.pt"
+    return (
+        dataset_cache_dir(dataset) / "distillations" / f"{dataset}-{split}-{label_source}-{key}.pt"
+    )
 
 
 def load_distillation(

@@ -1,4 +1,5 @@
-"""Screen a compound library: predict and explain every molecule of a SMILES file.
+"""Screen a compound library: predict and explain every molecule of a SMILES file
+(with Mutagenicity's target, or a model trained on a user's table).
 
 ``python -m gem_core screen INPUT --out OUTPUT`` is :func:`screen`; the app's batch upload calls
 :func:`explain_rows` on the uploaded rows. Modules: :mod:`.reader` (input rows),
@@ -14,7 +15,7 @@ from gem_core.runtime.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "chunk": ("SCHEMA", "ScreenSettings", "explain_rows"),
+        "chunk": ("SCHEMA", "ScreenSettings", "explain_rows", "screen_schema"),
         "output": ("Summary", "csv_table"),
         "reader": ("InputRow", "iter_rows"),
         "runner": ("DEFAULT_CHUNK_SIZE", "ScreenResult", "default_workers", "screen"),

@@ -8,6 +8,7 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,12 +18,16 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from gem_core.data.config import molecule_default_target
+from gem_core.data.config import DATASETS, molecule_default_target, user_spec
 from gem_core.service.screening.reader import InputRow
 
 __all__ = [
     "ScreenSettings",
     "SCHEMA",
+    "USER_TARGET",
+    "screen_schema",
+    "class_column",
+    "check_model",
     "ParsedChunk",
     "StepTimes",
     "screen_chunk",
@@ -33,26 +38,62 @@ __all__ = [
     "explain_rows",
 ]
 
-#: Output columns, in order. ``bonds`` are atom-index pairs (``explain``'s numbering), best
-#: first, ``scores`` theirs; ``message`` is the rejection message, or the parser's notes for an
-#: accepted molecule (kept largest fragment, charges). Model columns are null for rejected rows.
-SCHEMA = pa.schema(
-    [
-        ("row", pa.int64()),
-        ("id", pa.string()),
-        ("smiles", pa.string()),
-        ("canonical_smiles", pa.string()),
-        ("status", pa.string()),
-        ("reason", pa.string()),
-        ("message", pa.string()),
-        ("prediction", pa.string()),
-        ("p_mutagen", pa.float64()),
-        ("bonds", pa.list_(pa.list_(pa.int32()))),
-        ("scores", pa.list_(pa.float64())),
-        ("fragment", pa.string()),
-        ("toxicophores", pa.list_(pa.string())),
-    ]
-)
+#: the classes of the Mutagenicity target (class 0 = mutagen), without importing torch
+MUTAGENICITY_CLASSES: tuple[str, ...] = DATASETS["mutagenicity"].class_names
+#: the target row of a model trained on a user's table (``gem_core.service.user_models.TARGET``,
+#: repeated so that the settings are checked without torch)
+USER_TARGET = "strong"
+
+
+def class_column(name: str) -> str:
+    """A class name made safe for a column name: lower-case, every character other than
+    ``a-z``, ``0-9`` and ``_`` replaced by ``_`` (``"Active (IC50)"`` -> ``active__ic50_``)."""
+    return re.sub(r"[^a-z0-9_]", "_", str(name).lower())
+
+
+def screen_schema(first_class: str = MUTAGENICITY_CLASSES[0]) -> pa.Schema:
+    """Output columns, in order, of a screen whose model's first class is ``first_class``.
+
+    ``prediction`` is the predicted class's name; ``p_<first class>`` (the name made safe by
+    :func:`class_column`: ``p_mutagen`` for Mutagenicity, ``p_active`` for a user model whose
+    classes are active / inactive) the model's probability of its first class (class 0).
+    ``bonds`` are atom-index pairs (``explain``'s numbering), best first, ``scores`` theirs;
+    ``message`` is the rejection message, or the parser's notes for an accepted molecule (kept
+    largest fragment, charges); ``toxicophores`` the Kazius alerts found in the molecule (its
+    chemistry, whichever model answered). Model columns are null for rejected rows."""
+    return pa.schema(
+        [
+            ("row", pa.int64()),
+            ("id", pa.string()),
+            ("smiles", pa.string()),
+            ("canonical_smiles", pa.string()),
+            ("status", pa.string()),
+            ("reason", pa.string()),
+            ("message", pa.string()),
+            ("prediction", pa.string()),
+            ("p_" + class_column(first_class), pa.float64()),
+            ("bonds", pa.list_(pa.list_(pa.int32()))),
+            ("scores", pa.list_(pa.float64())),
+            ("fragment", pa.string()),
+            ("toxicophores", pa.list_(pa.string())),
+        ]
+    )
+
+
+#: The output columns of a Mutagenicity screen (:func:`screen_schema`; ``p_mutagen``).
+SCHEMA = screen_schema()
+#: the position of the first class's probability column in every screen schema
+P_COLUMN = SCHEMA.get_field_index("p_mutagen")
+
+
+def check_model(name: str) -> str:
+    """The user model ``name`` as a screen names it (stripped, lower-cased); a one-line
+    ``ValueError`` when there is no such model (no torch needed)."""
+    key = str(name).strip().lower()
+    if user_spec(key) is None:
+        raise ValueError(f"No model named {name!r} (python -m gem_core models list).")
+    return key
+
 
 STATUS_OK = "ok"
 STATUS_REJECTED = "rejected"
@@ -66,28 +107,62 @@ class ScreenSettings:
     Mutagenicity ``target`` (default: the molecule default of the target registry),
     ``device`` and whether salts keep their ``largest_fragment``. Gem's explain-time search
     (:mod:`gem_core.gem.checked_ranking`: milliseconds per molecule where Gem's one pass costs
-    0.1) is its own method, ``gem_check``."""
+    0.1) is its own method, ``gem_check``.
+
+    ``model``: the name of a model trained on a user's table (``train --csv``,
+    :mod:`gem_core.service.user_models`) that answers instead of Mutagenicity's ``target``
+    (then not read; :func:`~gem_core.service.screening.runner.check_settings` sets it to the
+    user model's own target row). The rows then hold that model's class names as
+    ``prediction`` and its first class's probability as ``p_<first class>`` (:attr:`schema`)."""
 
     method: str = "gem"
     k: Optional[int] = None
     target: str = field(default_factory=molecule_default_target)
     device: str = "cpu"
     largest_fragment: bool = False
+    model: Optional[str] = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as a run's manifest and output metadata keep them (a Mutagenicity
+        screen's without ``model``: the same as before user models existed)."""
+        out = asdict(self)
+        if self.model is None:
+            del out["model"]
+        return out
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The answering model's classes, in its order (class 0 first); a one-line
+        ``ValueError`` for a user model that is not there (any more)."""
+        if self.model is None:
+            return MUTAGENICITY_CLASSES
+        spec = user_spec(check_model(self.model))
+        assert spec is not None  # check_model found it
+        return spec.class_names
+
+    @property
+    def first_class(self) -> str:
+        """The class whose probability the rows hold (``mutagen`` for Mutagenicity)."""
+        return self.class_names[0]
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The output columns of this screen: :data:`SCHEMA` for Mutagenicity, else
+        :func:`screen_schema` of the user model's first class."""
+        return SCHEMA if self.model is None else screen_schema(self.first_class)
 
 
-_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS: dict[tuple[Optional[str], str, str], Any] = {}
 
 
 def _model(settings: ScreenSettings) -> Any:
-    """This process's Mutagenicity workbench with the explainer loaded (once per process)."""
-    key = (settings.target, settings.device)
+    """This process's workbench (Mutagenicity's ``target``, or the user's ``model``) with the
+    explainer loaded (once per process)."""
+    key = (settings.model, settings.target, settings.device)
     if key not in _MODELS:
         from gem_core.service.molecules import molecule_model
 
-        wb = molecule_model(settings.device, target=settings.target)
+        wb = molecule_model(settings.device, target=settings.target, model=settings.model)
         wb.explainer(settings.method)
         _MODELS[key] = wb
         # The engine's modules and the models live as long as this process: move them out of
@@ -164,7 +239,7 @@ def parse_rows(
 def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChunk:
     from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 
-    out: dict[str, list[Any]] = {name: [None] * len(rows) for name in SCHEMA.names}
+    out: dict[str, list[Any]] = {name: [None] * len(rows) for name in settings.schema.names}
     parsed: list[tuple[int, Any]] = []
     for i, row in enumerate(rows):
         out["row"][i], out["id"][i], out["smiles"][i] = row.row, row.id, row.smiles
@@ -207,14 +282,14 @@ def finish_rows(
             for i, mol in parsed:
                 out["fragment"][i] = fragment_smiles(mol.mol, out["bonds"][i])
     with _step(times, "output table"):
-        return pa.Table.from_pydict(out, schema=SCHEMA)
+        return pa.Table.from_pydict(out, schema=settings.schema)
 
 
 def explain_rows(
     rows: Sequence[InputRow], settings: ScreenSettings, times: Optional[StepTimes] = None
 ) -> pa.Table:
-    """Parse, predict and explain ``rows`` (one batch) into a table of :data:`SCHEMA`
-    (``times``: add each step's seconds there)."""
+    """Parse, predict and explain ``rows`` (one batch) into a table of ``settings.schema``
+    (:data:`SCHEMA` for Mutagenicity; ``times``: add each step's seconds there)."""
     return finish_rows(parse_rows(rows, settings, times), settings, times)
 
 
@@ -238,7 +313,15 @@ def _explain_parsed(
         # the prediction is made once: an explainer that reads it (Gem) gets it from here
         explained = _explainer(model, settings).explain(instances, predicted=labels_t)
     with _step(times, "top-K bonds"):
-        _fill_model_columns(parsed, proba_t.numpy(), labels_t.numpy(), explained, settings, out)
+        _fill_model_columns(
+            parsed,
+            proba_t.numpy(),
+            labels_t.numpy(),
+            explained,
+            settings,
+            out,
+            tuple(model.spec.class_names),
+        )
 
 
 def _fill_model_columns(
@@ -248,13 +331,15 @@ def _fill_model_columns(
     explained: Sequence[Any],
     settings: ScreenSettings,
     out: dict[str, list[Any]],
+    class_names: tuple[str, ...],
 ) -> None:
-    """The prediction and the top-K bonds with their scores of every molecule: one ranking and
-    one lookup for the whole chunk (no tensor operation per molecule)."""
+    """The prediction (a name of ``class_names``), the first class's probability and the
+    top-K bonds with their scores of every molecule: one ranking and one lookup for the whole
+    chunk (no tensor operation per molecule)."""
     import torch
 
     from gem_core.data.ranking import ranked_flat
-    from gem_core.service.molecules import CLASS_NAMES, molecule_k
+    from gem_core.service.molecules import molecule_k
 
     sizes = [mol.instance.num_pairs for _, mol in parsed]
     flat_t = torch.cat([torch.as_tensor(s).detach().reshape(-1) for s in explained])
@@ -263,10 +348,11 @@ def _fill_model_columns(
     pairs = torch.cat([mol.instance.pairs for _, mol in parsed], 1).numpy()
     bonds = pairs[:, chosen].T.tolist()
     scores = flat[chosen].astype(np.float64).tolist()
+    p_first = out[settings.schema.names[P_COLUMN]]  # p_mutagen, p_<a user model's class 0>
     end = 0
     for (i, _), p, label, n in zip(parsed, proba.tolist(), labels.tolist(), counts.tolist()):
-        out["prediction"][i] = CLASS_NAMES[label]
-        out["p_mutagen"][i] = p[0]
+        out["prediction"][i] = class_names[label]
+        p_first[i] = p[0]
         out["bonds"][i] = bonds[end : end + n]
         out["scores"][i] = scores[end : end + n]
         end += n

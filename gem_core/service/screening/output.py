@@ -28,7 +28,12 @@ import pyarrow.ipc as paipc
 import pyarrow.parquet as pq
 
 from gem_core.runtime.store import atomic_path, load_json, save_json
-from gem_core.service.screening.chunk import SCHEMA, STATUS_OK
+from gem_core.service.screening.chunk import (
+    MUTAGENICITY_CLASSES,
+    SCHEMA,
+    STATUS_OK,
+    class_column,
+)
 
 __all__ = ["OUTPUT_FORMATS", "output_format", "ChunkStore", "Summary", "compact", "csv_table"]
 
@@ -51,12 +56,15 @@ def output_format(path: Path) -> str:
 
 @dataclass
 class Summary:
-    """Counts of a finished screen: rows, accepted, rejected by reason, flagged mutagens."""
+    """Counts of a finished screen: rows, accepted, rejected by reason, and the rows predicted
+    as the model's ``first_class`` (``mutagens``: Mutagenicity's flagged mutagens; for a user
+    model, e.g. its predicted actives)."""
 
     rows: int = 0
     ok: int = 0
     mutagens: int = 0
     rejected: Counter = field(default_factory=Counter)
+    first_class: str = MUTAGENICITY_CLASSES[0]
 
     def add(self, table: pa.Table) -> None:
         cols = table.select(["status", "reason", "prediction"]).to_pydict()
@@ -64,9 +72,18 @@ class Summary:
         for status, reason, prediction in zip(cols["status"], cols["reason"], cols["prediction"]):
             if status == STATUS_OK:
                 self.ok += 1
-                self.mutagens += prediction == "mutagen"
+                self.mutagens += prediction == self.first_class
             else:
                 self.rejected[reason] += 1
+
+    @property
+    def predicted_key(self) -> str:
+        """The JSON key of :attr:`mutagens`: ``predicted_mutagens`` for Mutagenicity (as ever),
+        ``predicted_<first class>`` for a user model (``predicted_active``; the class name made
+        safe as in its ``p_<first class>`` column)."""
+        if self.first_class == MUTAGENICITY_CLASSES[0]:
+            return "predicted_mutagens"
+        return f"predicted_{class_column(self.first_class)}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,17 +91,19 @@ class Summary:
             "ok": self.ok,
             "rejected": sum(self.rejected.values()),
             "rejected_by_reason": dict(sorted(self.rejected.items())),
-            "predicted_mutagens": self.mutagens,
+            self.predicted_key: self.mutagens,
         }
 
 
 class ChunkStore:
-    """The ``OUTPUT.parts/`` folder of one run."""
+    """The ``OUTPUT.parts/`` folder of one run, whose chunks are tables of ``schema`` (the
+    screen's :attr:`~gem_core.service.screening.chunk.ScreenSettings.schema`)."""
 
-    def __init__(self, output: Path, settings: dict[str, Any]):
+    def __init__(self, output: Path, settings: dict[str, Any], schema: pa.Schema = SCHEMA):
         self.output = Path(output)
         self.folder = self.output.with_name(self.output.name + ".parts")
         self.settings = settings
+        self.schema = schema
         self.manifest = self.folder / "manifest.json"
 
     def open(self, restart: bool = False) -> set[int]:
@@ -134,9 +153,9 @@ class ChunkStore:
                 writer.write_table(table)
 
     def read(self, index: int) -> pa.Table:
-        """One finished chunk, in :data:`SCHEMA`."""
+        """One finished chunk, in the store's schema."""
         with pa.OSFile(str(self.path(index)), "rb") as source:
-            return paipc.open_file(source).read_all().cast(SCHEMA)
+            return paipc.open_file(source).read_all().cast(self.schema)
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -161,17 +180,22 @@ def csv_table(table: pa.Table) -> pa.Table:
 
 
 def compact(
-    store: ChunkStore, num_chunks: int, fmt: str, metadata: Optional[dict[str, Any]] = None
+    store: ChunkStore,
+    num_chunks: int,
+    fmt: str,
+    metadata: Optional[dict[str, Any]] = None,
+    first_class: str = MUTAGENICITY_CLASSES[0],
 ) -> Summary:
-    """Stream chunks ``0..num_chunks-1`` in order into the single output file; count them."""
+    """Stream chunks ``0..num_chunks-1`` in order into the single output file (in the store's
+    schema); count them (``first_class``: the model's class 0, whose predictions are counted)."""
     missing = [i for i in range(num_chunks) if not store.path(i).exists()]
     if missing:
         raise RuntimeError(f"chunks {missing[:5]} of {store.folder} are missing; run again")
-    summary = Summary()
+    summary = Summary(first_class=first_class)
     meta = {b"gem_screen": json.dumps(metadata or {}, sort_keys=True).encode()}
     with atomic_path(store.output) as tmp:
         if fmt == "parquet":
-            with pq.ParquetWriter(tmp, SCHEMA.with_metadata(meta)) as writer:
+            with pq.ParquetWriter(tmp, store.schema.with_metadata(meta)) as writer:
                 for i in range(num_chunks):
                     table = store.read(i)
                     summary.add(table)
@@ -187,7 +211,7 @@ def compact(
                         writer = pacsv.CSVWriter(fh, text.schema)
                     writer.write_table(text)
                 if writer is None:  # no rows at all: a header only
-                    pacsv.write_csv(csv_table(SCHEMA.empty_table()), fh)
+                    pacsv.write_csv(csv_table(store.schema.empty_table()), fh)
                 else:
                     writer.close()
     return summary

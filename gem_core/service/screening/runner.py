@@ -31,7 +31,9 @@ from gem_core.data.config import check_k
 from gem_core.explainers import check_method, method_spec
 from gem_core.runtime.workers import WorkerLostError, worker_pool
 from gem_core.service.screening.chunk import (
+    USER_TARGET,
     ScreenSettings,
+    check_model,
     finish_rows,
     parse_chunk,
     screen_chunk,
@@ -51,7 +53,8 @@ RowsProgress = Callable[[int, Optional[int]], None]
 @dataclass
 class ScreenResult:
     """What :func:`screen` did: the summary of the output, seconds, chunks resumed, and the
-    Mutagenicity ``target`` model that answered."""
+    model that answered: Mutagenicity's ``target``, or the user ``model`` of that name (then
+    ``target`` is its own target row)."""
 
     output: Path
     summary: Summary
@@ -61,6 +64,7 @@ class ScreenResult:
     workers: int
     backend: str
     target: str = ""
+    model: Optional[str] = None
 
     @property
     def molecules_per_second(self) -> float:
@@ -77,6 +81,8 @@ class ScreenResult:
             "workers": self.workers,
             "backend": self.backend,
             "target": self.target,
+            # a Mutagenicity screen's JSON as before user models existed
+            **({} if self.model is None else {"model": self.model}),
         }
 
 
@@ -89,8 +95,9 @@ def default_workers() -> int:
 
 
 def check_settings(settings: ScreenSettings) -> ScreenSettings:
-    """Validate the method (a batched explainer), K (``None``: each molecule's own) and device;
-    the device resolved."""
+    """Validate the method (a batched explainer), K (``None``: each molecule's own), device and
+    user model (it must exist; its name lower-cased, and the target then its own row); the
+    device resolved."""
     method = check_method(settings.method)
     if not method_spec(method).batched:
         from gem_core.explainers import BATCH_METHODS
@@ -100,13 +107,17 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
             f"method: {', '.join(BATCH_METHODS)}."
         )
     k = None if settings.k is None else check_k(settings.k)
+    model = None if settings.model is None else check_model(settings.model)
     device = _screen_device(settings.device)
     return ScreenSettings(
         method=method,
         k=k,
-        target=settings.target,
+        # a user model answers with its own target: Mutagenicity's choice is not read (nor kept,
+        # so that it does not refuse a resume)
+        target=settings.target if model is None else USER_TARGET,
         device=device,
         largest_fragment=bool(settings.largest_fragment),
+        model=model,
     )
 
 
@@ -427,12 +438,15 @@ def screen(
     restart: bool = False,
     progress: Optional[RowsProgress] = None,
 ) -> ScreenResult:
-    """Screen every row of ``source`` (path or ``-``) into ``output`` (``.parquet``/``.csv``).
+    """Screen every row of ``source`` (path or ``-``) into ``output`` (``.parquet``/``.csv``)
+    with Mutagenicity's target, or the user model ``settings.model``
+    (:attr:`~gem_core.service.screening.chunk.ScreenSettings.schema`: its columns).
 
     Resumes an interrupted run of the same arguments (``restart`` discards it instead).
 
     Raises:
-        ValueError: bad settings, output name, chunk size, or a parts folder of other settings.
+        ValueError: bad settings (a user model that is not there, too), output name, chunk
+            size, or a parts folder of other settings (another model's, too).
         MoleculeError: missing input, or a table without its SMILES column.
         ModelUnavailableError: the target or the explainer cannot be loaded.
     """
@@ -466,7 +480,9 @@ def screen(
             else:
                 digest = _model(settings).target().digest
             store = ChunkStore(
-                output, _fingerprint(source, settings, chunk_size, smiles_column, id_column, digest)
+                output,
+                _fingerprint(source, settings, chunk_size, smiles_column, id_column, digest),
+                schema=settings.schema,
             )
             done = store.open(restart=restart)
             expected = count_lines(source)
@@ -511,7 +527,11 @@ def screen(
     closing.start()
     try:
         summary = compact(
-            store, num_chunks, fmt, metadata={**store.settings, "format": fmt, "chunks": num_chunks}
+            store,
+            num_chunks,
+            fmt,
+            metadata={**store.settings, "format": fmt, "chunks": num_chunks},
+            first_class=settings.first_class,
         )
     finally:
         closing.join()
@@ -525,6 +545,7 @@ def screen(
         workers,
         backend.name,
         settings.target,
+        settings.model,
     )
 
 

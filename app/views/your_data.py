@@ -1,0 +1,386 @@
+"""Your data: a chemist's own table → what was read → a trained model → why it predicts what it does.
+
+Upload a CSV / TSV / SMI of SMILES and outcome classes; the page shows what it read (valid
+molecules, rows refused and why, duplicates, class balance), trains the bond-aware recipe on a
+seeded random or scaffold split in the background (progress, cancel, a time budget), shows the
+held-out figures, fits Gem, then explains any molecule and screens the uploaded file with the
+new model. Models are private to the browser session that trained them (its token is in the
+URL) unless shared by name; they can be downloaded as one file and uploaded again elsewhere.
+Nothing uploaded is executed or unpickled: tables are parsed as text, models loaded with
+``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+from components.molecule_view import molecule_svg
+from messages import show_error
+from state.runtime import run_page
+from state.session import session_cache, session_value, set_session_value
+from state.training_jobs import MAX_RUNNING, forget_job, job_of, owner_token, start_training
+
+from gem_core.api import (
+    DEFAULT_TIME_BUDGET_S,
+    MAX_ROWS,
+    MAX_UPLOAD_BYTES,
+    SPLIT_KINDS,
+    USER_RECIPES,
+    MoleculeError,
+    TableError,
+    delete_user_model,
+    explain_molecules,
+    export_user_model,
+    guess_columns,
+    import_user_model,
+    list_user_models,
+    molecule_model,
+    read_molecules,
+    read_table,
+    share_user_model,
+    smiles_to_instance,
+    suggested_k,
+    user_model,
+)
+
+MAX_SCREEN = 2000  # molecules of the uploaded file screened on the page
+RECIPE_HELP = {
+    "default": "the shipped strong Mutagenicity model's recipe (GINE on bond types, 4 layers "
+    "of 64, early stopping): best figures, minutes on 4,000 molecules",
+    "small": "3 layers of 32, at most 60 epochs: a first look in a minute",
+}
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _uploaded_table():
+    """The uploaded file read as a table (None before an upload); refusals shown."""
+    up = st.file_uploader(
+        f"Your table: CSV, TSV or SMI, at most {MAX_UPLOAD_BYTES // 2**20} MB and "
+        f"{MAX_ROWS:,} rows",
+        type=["csv", "tsv", "txt", "smi"],
+        key="yd_upload",
+        max_upload_size=MAX_UPLOAD_BYTES // 2**20,
+        help="One molecule per row: a SMILES column and an outcome column (classes such as "
+        "active / inactive, or 0 / 1); an optional id column. The file is read as text, "
+        "on this server, and kept only in your session.",
+    )
+    if up is None:
+        return None, None
+    data = up.getvalue()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    cache = session_cache("yd_tables")
+    if digest not in cache:
+        try:
+            cache.clear()  # one table per session: the last one uploaded
+            cache[digest] = read_table(data, up.name)
+        except TableError as exc:
+            st.error(str(exc), icon=":material/error:")
+            return None, None
+    return cache[digest], (up.name, digest)
+
+
+def _columns(table) -> tuple[str, str, str | None, str, bool] | None:
+    """The user's choice of columns (guessed first) and reading options."""
+    guess = guess_columns(table)
+    cols = list(table.columns)
+
+    def at(name):
+        return cols.index(name) if name in cols else 0
+
+    c1, c2, c3 = st.columns(3)
+    smiles = c1.selectbox("SMILES column", cols, index=at(guess.smiles), key="yd_smiles_col")
+    outcome = c2.selectbox("Outcome column", cols, index=at(guess.outcome or cols[-1]),
+                           key="yd_outcome_col")
+    id_options = ["(none)", *cols]
+    ident = c3.selectbox("ID column (optional)", id_options,
+                         index=id_options.index(guess.id) if guess.id in cols else 0,
+                         key="yd_id_col")
+    c4, c5 = st.columns(2)
+    kind = c4.radio("The outcome is", ["auto", "class", "number"], horizontal=True,
+                    key="yd_kind", help="auto: text or a few whole numbers are classes, other "
+                    "numbers a measurement.")
+    largest = c5.toggle("Salts: keep the largest fragment", key="yd_largest",
+                        help="Off: a salt or mixture is refused, with the fragment to keep.")
+    return smiles, outcome, None if ident == "(none)" else ident, kind, largest
+
+
+def _reading(table, key, choice):
+    """The molecules read with the chosen columns (kept for the session per choice)."""
+    smiles, outcome, ident, kind, largest = choice
+    cache = session_cache("yd_readings")
+    k = (key, smiles, outcome, ident, kind, largest)
+    if k not in cache:
+        bar = st.progress(0.0, text="Reading molecules…")
+        try:
+            cache.clear()
+            cache[k] = read_molecules(
+                table, smiles, outcome, ident, outcome=kind, largest_fragment=largest,
+                progress=lambda f, m="": bar.progress(min(1.0, f), text=m or "Reading…"),
+            )
+        except TableError as exc:
+            bar.empty()
+            st.error(str(exc), icon=":material/error:")
+            return None
+        bar.empty()
+    return cache[k]
+
+
+def _summary(reading) -> bool:
+    """What was read, before training; True when the table can train a model."""
+    with st.container(key="yd_summary"):
+        m = st.columns(5)
+        m[0].metric("Rows", f"{reading.rows_read:,}")
+        m[1].metric("Valid molecules", f"{reading.valid:,}")
+        m[2].metric("To train on", f"{len(reading.molecules):,}",
+                    help="One per molecule: duplicates once, conflicting duplicates left out.")
+        m[3].metric("Duplicates", f"{reading.duplicates:,}")
+        m[4].metric("Conflicting", f"{reading.conflicting:,}",
+                    help="Molecules listed with different outcomes: left out of training.")
+        refused = reading.refused_by_reason()
+        if refused:
+            st.markdown("**Rows refused**")
+            st.dataframe(pd.DataFrame(
+                [{"reason": r, "rows": n, "first one": msg} for r, (n, msg) in refused.items()]),
+                hide_index=True, width="stretch")
+        if reading.outcome_kind == "class":
+            counts = reading.class_counts()
+            st.markdown(f"**Classes of {reading.outcome_column}**")
+            st.bar_chart(pd.Series(counts, name="molecules"), height=180)
+        else:
+            st.markdown(f"**{reading.outcome_column}**: " + ", ".join(
+                f"{k} {v:.3g}" for k, v in reading.outcome_summary().items()))
+        for w in reading.warnings:
+            st.warning(w, icon=":material/warning:")
+    problem = reading.problem()
+    if problem is not None:
+        st.error(str(problem), icon=":material/error:")
+        return False
+    if reading.outcome_kind != "class":
+        st.error(f"{reading.outcome_column!r} holds numbers: this page trains classifiers for "
+                 f"now. Choose a column of classes, set 'The outcome is' to class if the numbers "
+                 f"are labels, or bin the numbers into classes in your table.",
+                 icon=":material/error:")
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def _train_form(owner: str, reading, source_file: str) -> None:
+    st.subheader("2 · Train a model", anchor="train")
+    c1, c2, c3 = st.columns(3)
+    name = c1.text_input("Model name", key="yd_name", placeholder="e.g. ames_2024",
+                         help="1-40 lower-case letters, digits or _; one namespace per server: "
+                         "a name in use is refused.")
+    recipe = c2.selectbox("Recipe", USER_RECIPES, key="yd_recipe",
+                          help=" · ".join(f"{k}: {v}" for k, v in RECIPE_HELP.items()))
+    split = c3.radio("Split", SPLIT_KINDS, horizontal=True, key="yd_split",
+                     help="random: 80/10/10 at random; scaffold: molecules of one Bemis-Murcko "
+                     "scaffold stay in one split, so the test set holds chemotypes the model "
+                     "has not seen.")
+    c4, c5 = st.columns(2)
+    budget = c4.slider("Time budget (seconds)", 30, int(DEFAULT_TIME_BUDGET_S),
+                       int(DEFAULT_TIME_BUDGET_S), step=30, key="yd_budget",
+                       help="Training stops here and keeps its best checkpoint so far.")
+    seed = int(c5.number_input("Seed", 0, 10_000, 0, key="yd_seed"))
+    if st.button("Train", type="primary", key="yd_train", icon=":material/model_training:"):
+        try:
+            start_training(owner, reading, name, recipe=recipe, split=split, seed=seed,
+                           time_budget_s=float(budget), device="cpu", source_file=source_file)
+            set_session_value("yd_open", name.strip().lower())
+        except ValueError as exc:
+            st.error(str(exc), icon=":material/error:")
+
+
+@st.fragment(run_every=1.0)
+def _job_panel(owner: str) -> None:
+    """The owner's training: progress and a cancel button while it runs, its end after."""
+    job = job_of(owner)
+    if job is None:
+        return
+    with st.container(key="yd_job"):
+        if job.running:
+            st.progress(job.fraction, text=f"{job.name}: {job.message}")
+            if st.button("Cancel", key="yd_cancel", icon=":material/cancel:"):
+                job.cancel.set()
+            return
+        if job.state == "done":
+            st.success(job.message, icon=":material/check_circle:")
+        elif job.state == "cancelled":
+            st.info(job.message, icon=":material/info:")
+        else:
+            st.error(job.error or "The training failed.", icon=":material/error:")
+        if st.button("OK", key="yd_job_ok"):
+            forget_job(owner)
+            st.rerun()
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def _models_panel(owner: str):
+    """The owner's models (and shared ones): pick one; download, share, delete; import."""
+    st.subheader("Your models", anchor="models")
+    models = list_user_models(owner)
+    names = [m.name for m in models]
+    opened = session_value("yd_open")
+    c1, c2 = st.columns([3, 2])
+    if names:
+        index = names.index(opened) if opened in names else 0
+        pick = c1.selectbox("Model", names, index=index, key="yd_model",
+                            format_func=lambda n: f"{n}{'' if _mine(models, n, owner) else ' (shared)'}")
+    else:
+        pick = None
+        c1.caption("No model yet: upload a table below and train one.")
+    other = c2.text_input("Open a shared model by name", key="yd_shared_name")
+    if other:
+        try:
+            pick = user_model(other, owner).name
+        except ValueError as exc:
+            c2.error(str(exc), icon=":material/error:")
+    with st.expander("Upload a model file (from another machine)"):
+        up = st.file_uploader("Model file", type=["pt"], key="yd_import", max_upload_size=200)
+        if up is not None and st.button("Add it", key="yd_import_go"):
+            try:
+                pick = import_user_model(up.getvalue(), owner=owner).name
+                set_session_value("yd_open", pick)
+                st.success(f"Added {pick}.")
+            except Exception as exc:  # noqa: BLE001 - any bad upload is one message
+                show_error(exc, "Not added")
+    return user_model(pick, owner) if pick else None
+
+
+def _mine(models, name: str, owner: str) -> bool:
+    return any(m.name == name and m.owner == owner for m in models)
+
+
+def _model_facts(model, owner: str) -> None:
+    """Held-out figures, training facts and the model's buttons."""
+    test, training = model.metrics.get("test", {}), model.meta.get("training", {})
+    with st.container(key="yd_metrics"):
+        m = st.columns(4)
+        acc, auc = test.get("accuracy"), test.get("roc_auc")
+        m[0].metric("Test accuracy", "n/a" if acc is None else f"{acc:.1%}")
+        m[1].metric("Test ROC-AUC", "n/a" if auc is None else f"{auc:.3f}")
+        m[2].metric("Test molecules", test.get("n", 0))
+        m[3].metric("Training", f"{training.get('seconds', 0):.0f} s",
+                    help=f"{training.get('epochs')} epochs, stopped by {training.get('stopped')}; "
+                    f"{model.meta.get('split')} split, seed {model.meta.get('seed')}, recipe "
+                    f"{model.meta.get('recipe')}.")
+        if test.get("confusion"):
+            st.markdown("**Confusion on the test split** (rows: measured, columns: predicted)")
+            st.dataframe(pd.DataFrame(test["confusion"], index=list(model.classes),
+                                      columns=list(model.classes)), width="content")
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Download the model", data=lambda: export_user_model(model.name, owner),
+                       file_name=f"{model.name}.gem.pt", key="yd_download",
+                       icon=":material/download:")
+    if model.owner == owner:
+        shared = c2.toggle("Shared by name", value=model.shared, key=f"yd_share_{model.name}",
+                           help="Anyone who types the name can open it (never delete it).")
+        if shared != model.shared:
+            share_user_model(model.name, owner, shared)
+        if c3.button("Delete", key="yd_delete", icon=":material/delete:"):
+            delete_user_model(model.name, owner)
+            set_session_value("yd_open", None)
+            st.rerun()
+
+
+# ----------------------------------------------------------------------------- explaining
+
+
+def _ask_why(model) -> None:
+    st.subheader("3 · Ask why", anchor="ask-why")
+    smiles = st.text_input("SMILES", key="yd_ask", placeholder="e.g. O=[N+]([O-])c1ccccc1")
+    if not smiles:
+        return
+    try:
+        mol = smiles_to_instance(smiles)
+    except MoleculeError as exc:
+        st.error(str(exc), icon=":material/error:")
+        return
+    try:
+        with st.spinner("Predicting and explaining…"):
+            wb = molecule_model("cpu", model=model.name)
+            res = explain_molecules([mol], ["gem"], device="cpu", model=wb)[0]
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "Explaining failed")
+        return
+    k = st.slider("K (explanation bonds)", 1, max(2, mol.instance.num_pairs),
+                  suggested_k(mol.instance.num_pairs), key="yd_k")
+    bonds, scores = res.bonds("gem", k)
+    with st.container(key="yd_answer"):
+        st.markdown(f"**{model.name} predicts {res.label_name}** (p = {res.probability:.3f}); "
+                    f"Gem's {len(bonds)} bonds that the prediction rests on, best first:")
+        st.image(molecule_svg(mol.mol, [tuple(b) for b in bonds], scores=scores))
+        st.dataframe(pd.DataFrame({"bond": [f"{i}-{j}" for i, j in bonds], "score": scores}),
+                     hide_index=True, width="content")
+
+
+def _screen(model, reading) -> None:
+    st.subheader("4 · Screen the file", anchor="screen")
+    if reading is None:
+        st.caption("Upload a table above to screen its molecules with this model.")
+        return
+    n = min(len(reading.molecules), MAX_SCREEN)
+    if not st.button(f"Screen {n:,} molecules of the file", key="yd_screen_go"):
+        return
+    try:
+        with st.spinner("Screening…"):
+            wb = molecule_model("cpu", model=model.name)
+            results = explain_molecules(list(reading.molecules[:n]), ["gem"], device="cpu",
+                                        model=wb)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "Screening failed")
+        return
+    rows = []
+    for res, measured in zip(results, reading.outcomes[:n]):
+        k = suggested_k(res.molecule.instance.num_pairs)
+        rows.append({"smiles": res.molecule.input_smiles, "measured": str(measured),
+                     "predicted": res.label_name, "probability": round(res.probability, 4),
+                     "explanation": res.fragment("gem", k)})
+    df = pd.DataFrame(rows)
+    agree = float((df["measured"] == df["predicted"]).mean()) if len(df) else 0.0
+    with st.container(key="yd_screen"):
+        st.caption(f"{len(df):,} molecules; the model agrees with the table on {agree:.1%} "
+                   f"(training molecules included).")
+        st.dataframe(df, hide_index=True, width="stretch", height=320)
+        st.download_button("Download CSV", df.to_csv(index=False), f"{model.name}-screen.csv",
+                           key="yd_screen_csv", icon=":material/download:")
+
+
+# ----------------------------------------------------------------------------- page
+
+
+def render() -> None:
+    owner = owner_token()
+    st.header("Your data", anchor="your-data")
+    st.caption(
+        "Bring a table of molecules and outcomes; train a graph neural network on it; ask it why. "
+        f"Models are private to this browser session (its link holds your token) unless you "
+        f"share one by name. At most {MAX_RUNNING} trainings run on this server at once."
+    )
+    model = _models_panel(owner)
+    if model is not None:
+        _model_facts(model, owner)
+    st.subheader("1 · Upload a table", anchor="upload")
+    table, key = _uploaded_table()
+    reading = None
+    if table is not None:
+        choice = _columns(table)
+        if choice is not None:
+            reading = _reading(table, key, choice)
+    if reading is not None and _summary(reading):
+        _train_form(owner, reading, key[0])
+    _job_panel(owner)
+    if model is not None:
+        _ask_why(model)
+        _screen(model, reading)
+
+
+run_page(render)

@@ -1,0 +1,969 @@
+"""A chemist's assay table (CSV / TSV / SMI bytes) read into what the "Your data" page shows.
+
+Three steps, each refusing bad input with a :class:`TableError` whose message says what to do:
+
+* :func:`read_table` turns the uploaded bytes into a :class:`Table` of text cells (header row,
+  delimiter sniffed, comments and blank lines skipped), within the upload and row limits.
+* :func:`guess_columns` proposes the SMILES, outcome and id columns the page pre-selects.
+* :func:`read_molecules` converts every SMILES with :func:`smiles_to_instance` and reads its
+  outcome (class label or number), giving per-row refusals, duplicates and conflicts, and the
+  training set (one molecule per canonical SMILES) in a :class:`TableReading`, whose
+  :meth:`TableReading.problem` is what blocks training, if anything.
+
+Formats: a table has a header row and ``,``, ``;`` or tab between cells (``.csv`` / ``.tsv``,
+or any name when the first line holds one of them); a ``.smi`` file has ``SMILES [id]`` per line,
+optionally under a header line starting with a SMILES column name. Lines starting with ``#`` are
+comments.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional, TypeVar, Union
+
+from rdkit import Chem, rdBase
+
+from gem_core.chemistry.smiles import (
+    REJECTION_WORDS,
+    MoleculeError,
+    MoleculeInstance,
+    smiles_to_instance,
+)
+
+__all__ = [
+    "MAX_UPLOAD_BYTES",
+    "MAX_ROWS",
+    "MIN_TRAINING_MOLECULES",
+    "MAX_CLASSES",
+    "SMILES_HEADERS",
+    "ID_HEADERS",
+    "OUTCOME_HEADERS",
+    "TableError",
+    "Table",
+    "read_table",
+    "ColumnGuess",
+    "guess_columns",
+    "RowOutcome",
+    "TableReading",
+    "read_molecules",
+]
+
+MAX_UPLOAD_BYTES: int = 50 * 2**20  # stated by the page
+MAX_ROWS: int = 50_000
+MIN_TRAINING_MOLECULES: int = 50
+MAX_CLASSES: int = 20
+#: "auto" reads integer outcomes with at most this many distinct values as class labels
+MAX_INTEGER_CLASSES = 10
+#: a class with fewer molecules than this gets a warning
+FEW_CLASS_MOLECULES = 10
+#: a share of refused rows at or above this gets a warning
+REFUSED_WARNING_SHARE = 0.10
+#: repeated measurements of one molecule conflict when they spread over more than this share of
+#: the outcome's standard deviation
+CONFLICT_STD_SHARE = 0.10
+_T = TypeVar("_T")
+_PROGRESS_EVERY = 200
+_GUESS_SAMPLE = 20
+
+# header names, compared after _normal(): lower case, spaces and hyphens as underscores (the
+# screen's reader uses the first three lists' ideas; chemistry/ cannot import from service/)
+SMILES_HEADERS = (
+    "smiles",
+    "canonical_smiles",
+    "smile",
+    "isomeric_smiles",
+    "smiles_string",
+    "mol_smiles",
+    "molecule_smiles",
+    "cxsmiles",
+)
+ID_HEADERS = (
+    "id",
+    "name",
+    "title",
+    "compound",
+    "compound_id",
+    "compound_name",
+    "mol_id",
+    "molecule",
+    "molecule_id",
+    "molecule_name",
+    "mol_name",
+    "cmpd_id",
+    "chembl_id",
+    "cid",
+    "cas",
+    "cas_number",
+    "identifier",
+    "inchikey",
+)
+#: preferred outcome headers, most specific first
+OUTCOME_HEADERS = (
+    "label",
+    "activity",
+    "y",
+    "class",
+    "outcome",
+    "value",
+    "target",
+    "logp",
+    "active",
+    "activity_class",
+    "pic50",
+    "ic50",
+    "ec50",
+    "ki",
+    "pki",
+    "kd",
+    "logs",
+    "logd",
+    "solubility",
+    "toxicity",
+    "mutagenic",
+    "mutagenicity",
+    "response",
+    "measured",
+    "property",
+    "score",
+)
+#: outcome cells read as missing (an empty outcome), compared in lower case
+_MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "-", "?", "#n/a"})
+_TABLE_DELIMITERS = (",", ";", "\t")
+_SEPARATOR_LINE = re.compile(r"sep=[,;\t]", re.IGNORECASE)  # Excel's first line "sep=;"
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+# characters a SMILES has and a header word hardly ever does (headerless-table check)
+_SMILES_MARKS = re.compile(r"[=#()\[\]@+1-9]")
+
+
+class TableError(ValueError):
+    """A whole-table refusal. ``str(err)`` tells the user what to do; ``err.kind`` names it for
+    code: ``too_large``, ``too_many_rows``, ``empty``, ``encoding``, ``no_smiles_column``,
+    ``no_column``, ``one_class``, ``too_many_classes``, ``outcome_not_numeric``,
+    ``too_few_molecules``, ``same_column``."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Table:
+    """An uploaded table as text: column names, rows (stripped cells, each padded or cut to
+    ``len(columns)``) and the ``format`` read (``csv``, ``tsv`` or ``smi``)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    format: str
+
+    def index(self, name: str) -> int:
+        """Position of column ``name`` (exact, else any case); TableError ``no_column`` naming
+        the columns there are."""
+        if name in self.columns:
+            return self.columns.index(name)
+        lower = [c.lower() for c in self.columns]
+        wanted = str(name).strip().lower()
+        if wanted in lower:
+            return lower.index(wanted)
+        listed = ", ".join(repr(c) for c in self.columns) or "none"
+        raise TableError(
+            f"The table has no column {name!r}. Its columns are: {listed}. Choose one of them "
+            f"(or rename the column in your file and upload it again).",
+            "no_column",
+        )
+
+    def column(self, name: str) -> list[str]:
+        """The cells of column ``name`` (any case), one per row."""
+        i = self.index(name)
+        return [row[i] for row in self.rows]
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 2**20:.1f}".removesuffix(".0")
+
+
+def _check_size(data: bytes, max_bytes: int) -> None:
+    if len(data) > max_bytes:
+        raise TableError(
+            f"The file is {_megabytes(len(data))} MB; uploads are limited to "
+            f"{_megabytes(max_bytes)} MB. Upload fewer rows (split the file) or remove columns "
+            f"the model does not need (keep the SMILES, outcome and id).",
+            "too_large",
+        )
+
+
+def _check_binary(data: bytes) -> None:
+    """Refuse spreadsheets, archives and UTF-16 text by their first bytes, before decoding."""
+    if data.startswith((b"PK\x03\x04", b"\xd0\xcf\x11\xe0")):
+        raise TableError(
+            "This is a spreadsheet workbook (.xlsx / .xls) or a zip archive, not a text table. "
+            "In your spreadsheet program use Save As → 'CSV UTF-8 (comma delimited)' and upload "
+            "the .csv file.",
+            "encoding",
+        )
+    if data.startswith(b"\x1f\x8b"):
+        raise TableError(
+            "This is a gzip-compressed file. Decompress it and upload the .csv / .tsv / .smi "
+            "file itself.",
+            "encoding",
+        )
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise TableError(
+            "This file is UTF-16 text ('Unicode text' in Excel). Save it as 'CSV UTF-8' and upload "
+            "it again.",
+            "encoding",
+        )
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 text without a BOM; TableError ``encoding`` naming the first bad line."""
+    _check_binary(data)
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TableError(
+            f"Line {line} is not UTF-8 text (byte 0x{data[exc.start]:02x}). Save the file as "
+            f"UTF-8 (in Excel: Save As → 'CSV UTF-8') and upload it again.",
+            "encoding",
+        ) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise TableError(
+            f"Line {text.count(chr(10), 0, nul) + 1} holds a NUL byte: this is a binary file, not "
+            f"a text table. Export your data as CSV (UTF-8) and upload that.",
+            "encoding",
+        )
+    return text
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` (any line ending, kept) that are neither blank nor ``#`` comments."""
+    for line in io.StringIO(text, newline=""):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            yield line
+
+
+def _normal(header: str) -> str:
+    """A header for comparison with the name lists: lower case, spaces/hyphens as ``_``."""
+    return re.sub(r"[\s\-]+", "_", header.strip().lower())
+
+
+def _parses(text: str) -> bool:
+    """Whether ``text`` is a SMILES RDKit reads (quietly; no whitespace allowed)."""
+    if not text or any(c.isspace() for c in text):
+        return False
+    with rdBase.BlockLogs():
+        return Chem.MolFromSmiles(text) is not None
+
+
+def _is_table(first: str, filename: str) -> bool:
+    """Whether the first line starts a delimited table rather than a ``.smi`` file: the file name
+    is a hint; otherwise ``,``, ``;`` or a tab mean a table unless the line starts with a SMILES
+    and whitespace (a ``.smi`` line whose id holds a comma, or follows a tab)."""
+    name = filename.lower()
+    token = first.split(None, 1)[0] if first.split() else ""
+    if name.endswith((".csv", ".tsv", ".tab")) or _SEPARATOR_LINE.fullmatch(first.strip()):
+        return True
+    if name.endswith((".smi", ".smiles", ".ism", ".can")):
+        return "," in token or ";" in token  # a SMILES has neither
+    if "," in first or ";" in first:
+        return not _parses(token)  # "CCO ethanol, absolute" is a .smi line
+    if "\t" in first:
+        return _normal(token) in SMILES_HEADERS or not _parses(token)
+    return False
+
+
+def _delimiter(first: str, filename: str) -> str:
+    """The most frequent of ``,`` ``;`` tab in the first line (tab for a ``.tsv`` on a tie)."""
+    if _SEPARATOR_LINE.fullmatch(first.strip()):
+        return first.strip()[-1]
+    order = ("\t", ",", ";") if filename.lower().endswith((".tsv", ".tab")) else _TABLE_DELIMITERS
+    return max(order, key=first.count)
+
+
+def _unique(names: Sequence[str]) -> tuple[str, ...]:
+    """Column names, stripped, empty ones as ``column N``, repeats (any case) as ``name (2)``."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(names):
+        base = raw.strip() or f"column {i + 1}"
+        name, k = base, 2
+        while name.lower() in seen:
+            name, k = f"{base} ({k})", k + 1
+        seen.add(name.lower())
+        out.append(name)
+    return tuple(out)
+
+
+def _fit(cells: Sequence[str], width: int) -> tuple[str, ...]:
+    """Cells stripped and padded with ``""`` or cut to ``width``."""
+    row = [c.strip() for c in cells[:width]]
+    return tuple(row + [""] * (width - len(row)))
+
+
+def _chain(head: Iterable[_T], rest: Iterable[_T]) -> Iterator[_T]:
+    """``head``, then ``rest`` (a line or row read ahead, put back)."""
+    yield from head
+    yield from rest
+
+
+def _empty_file() -> TableError:
+    return TableError(
+        "The file is empty (only blank lines or # comments). Upload a table with a header "
+        "row, e.g. 'smiles,activity', and one molecule per row.",
+        "empty",
+    )
+
+
+def _too_many_rows(max_rows: int) -> TableError:
+    return TableError(
+        f"The file has more than {max_rows:,} rows; at most {max_rows:,} rows are read. Upload "
+        f"a part of it (split the file), e.g. the first {max_rows:,} rows.",
+        "too_many_rows",
+    )
+
+
+def _limited(rows: Iterable[list[str]], max_rows: int) -> list[list[str]]:
+    """The rows that have any non-empty cell, refusing more than ``max_rows`` of them."""
+    out: list[list[str]] = []
+    for cells in rows:
+        if not any(c.strip() for c in cells):  # e.g. ",,," lines a spreadsheet leaves at the end
+            continue
+        if len(out) >= max_rows:
+            raise _too_many_rows(max_rows)
+        out.append(cells)
+    return out
+
+
+def _headerless(header: Sequence[str]) -> bool:
+    """Whether a table's first row is data rather than a header: no cell is a known column name,
+    and some cell is a SMILES that is no word (ring digits, brackets, bonds), or one is a SMILES
+    and another a number (``CCO,1``)."""
+    cells = [c.strip() for c in header]
+    known = set(SMILES_HEADERS) | set(ID_HEADERS) | set(OUTCOME_HEADERS)
+    if any(_normal(c) in known for c in cells):
+        return False
+    molecules = [c for c in cells if _parses(c)]
+    if any(_SMILES_MARKS.search(c) for c in molecules):
+        return True
+    return bool(molecules) and any(_number(c) is not None for c in cells)
+
+
+def _read_delimited(lines: Iterator[str], first: str, filename: str, max_rows: int) -> Table:
+    delimiter = _delimiter(first, filename)
+    if _SEPARATOR_LINE.fullmatch(first.strip()):
+        next(lines)  # the "sep=;" line itself
+    reader = csv.reader(lines, delimiter=delimiter)
+    try:
+        header = next(reader, [])
+        if _headerless(header):
+            body = _limited(_chain([header], reader), max_rows)
+            header = [f"column {i + 1}" for i in range(max(map(len, body)))]
+        else:
+            body = _limited(reader, max_rows)
+    except csv.Error as exc:
+        raise TableError(
+            f"The table cannot be read at its line {reader.line_num} (blank and # lines not "
+            f"counted): {exc}. Check the quotes there (a cell that starts with \" must end with "
+            f"\"), or export the file again as CSV.",
+            "encoding",
+        ) from None
+    if not header:
+        raise _empty_file()
+    columns = _unique(header)
+    if not body:
+        raise TableError(
+            f"The table has a header ({', '.join(columns)}) but no data rows. Upload a file with "
+            f"one molecule per row under the header.",
+            "empty",
+        )
+    rows = tuple(_fit(cells, len(columns)) for cells in body)
+    return Table(columns, rows, "tsv" if delimiter == "\t" else "csv")
+
+
+def _read_smi(lines: Iterator[str], first: str, max_rows: int) -> Table:
+    """A ``.smi`` file: ``SMILES [id]`` per line, under an optional header whose first word is a
+    SMILES column name (its words then name the columns)."""
+    tokens = first.split()
+    has_header = _normal(tokens[0]) in SMILES_HEADERS or _normal(tokens[0]) == "structure"
+    names = tokens if has_header else ["smiles"]
+    split = max(len(names) - 1, 1)
+    rows = _limited(
+        (line.split(None, split) for line in (lines if has_header else _chain([first], lines))),
+        max_rows,
+    )
+    if not rows:
+        raise TableError(
+            f"The file has a header ({' '.join(tokens)}) but no molecules. Upload a file with one "
+            f"SMILES per line under the header.",
+            "empty",
+        )
+    width = max(map(len, rows))
+    if width > len(names):
+        names = [*names, "id"]
+    columns = _unique(names)
+    return Table(columns, tuple(_fit(cells, len(columns)) for cells in rows), "smi")
+
+
+def read_table(
+    data: bytes, filename: str = "", max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS
+) -> Table:
+    """The uploaded ``data`` (CSV / TSV / SMI bytes) as a :class:`Table`.
+
+    The size is checked before anything is parsed. ``filename``'s extension hints the format;
+    without one a ``,``, ``;`` or tab in the first line means a table (see :func:`_is_table`).
+
+    Raises:
+        TableError: ``too_large`` (over ``max_bytes``), ``encoding`` (not UTF-8 text, a
+            workbook or binary file), ``empty`` (nothing but blank lines and comments, or a
+            header without rows), ``too_many_rows`` (over ``max_rows`` data rows).
+    """
+    _check_size(data, max_bytes)
+    lines = _lines(_decode(data))
+    first = next(lines, None)
+    if first is None:
+        raise _empty_file()
+    if _is_table(first, filename):
+        return _read_delimited(_chain([first], lines), first, filename, max_rows)
+    return _read_smi(lines, first, max_rows)
+
+
+# ----------------------------------------------------------------------------- column guess
+
+
+@dataclass(frozen=True)
+class ColumnGuess:
+    """The columns the page pre-selects (None: no good candidate)."""
+
+    smiles: Optional[str]
+    outcome: Optional[str]
+    id: Optional[str]
+
+
+def _by_name(columns: Sequence[str], names: Sequence[str], word: str) -> Optional[str]:
+    """The first column whose header is one of ``names`` (in their order), else the first whose
+    header has ``word`` as one of its words (``'Canonical SMILES (RDKit)'``)."""
+    normal = [_normal(c) for c in columns]
+    for name in names:
+        if name in normal:
+            return columns[normal.index(name)]
+    for column, n in zip(columns, normal):
+        if word in re.split(r"[^a-z0-9]+", n):
+            return column
+    return None
+
+
+def _smiles_by_content(table: Table) -> Optional[str]:
+    """The column whose first non-empty cells parse as SMILES most often (at least half)."""
+    best: Optional[str] = None
+    best_score = (0.5, 0.0)
+    for i, column in enumerate(table.columns):
+        sample = [row[i] for row in table.rows if row[i]][:_GUESS_SAMPLE]
+        if not sample:
+            continue
+        share = sum(map(_parses, sample)) / len(sample)
+        score = (share, sum(map(len, sample)) / len(sample))  # ties: the longer strings
+        if share >= 0.5 and score > best_score:
+            best, best_score = column, score
+    return best
+
+
+def _id_by_name(columns: Sequence[str]) -> Optional[str]:
+    """A column named like an id: one of :data:`ID_HEADERS`, or ending in ``_id``."""
+    found = _by_name(columns, ID_HEADERS, "id")
+    if found is not None:
+        return found
+    return next((c for c in columns if _normal(c).endswith("_id")), None)
+
+
+def _repeats(values: Sequence[str]) -> bool:
+    filled = [v for v in values if v]
+    return len(set(filled)) < len(filled)
+
+
+def guess_columns(table: Table) -> ColumnGuess:
+    """The likely SMILES, outcome and id columns of ``table``.
+
+    SMILES: a header among :data:`SMILES_HEADERS` (any case), else the column whose cells parse
+    as SMILES most often. Id: a header among :data:`ID_HEADERS`. Outcome: the first other
+    column with a header among :data:`OUTCOME_HEADERS`, else the first other column; when no
+    column is left and the id column repeats values (a ``.smi`` file of ``SMILES label``), that
+    column is the outcome instead.
+    """
+    columns = table.columns
+    smiles = _by_name(columns, SMILES_HEADERS, "smiles")
+    if smiles is None:
+        smiles = _smiles_by_content(table)
+    rest = [c for c in columns if c != smiles]
+    ident = _id_by_name(rest)
+    rest = [c for c in rest if c != ident]
+    outcome = _by_name(rest, OUTCOME_HEADERS, "activity") if rest else None
+    if outcome is None and rest:
+        outcome = rest[0]
+    if outcome is None and ident is not None and _repeats(table.column(ident)):
+        outcome, ident = ident, None
+    return ColumnGuess(smiles=smiles, outcome=outcome, id=ident)
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+
+def _number(text: str) -> Optional[float]:
+    """``text`` as a finite float (a decimal comma accepted), else None."""
+    if _DECIMAL_COMMA.fullmatch(text):
+        text = text.replace(",", ".")
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _missing(text: str) -> bool:
+    return text.strip().lower() in _MISSING
+
+
+def _label(text: str) -> str:
+    """A class label: the stripped text, numbers written one way (``1.0`` and ``1`` -> ``1``)."""
+    value = _number(text)
+    if value is None:
+        return text.strip()
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _label_key(label: str) -> tuple[int, float, str]:
+    """Natural order: numeric labels first, as numbers; then text, ignoring case."""
+    value = _number(label)
+    return (0, value, label) if value is not None else (1, 0.0, label.lower() + "\0" + label)
+
+
+def _outcome_kind(values: Sequence[str], outcome: str, column: str) -> str:
+    """``class`` or ``number`` for the outcome cells ``values`` (see :func:`read_molecules`)."""
+    if outcome not in ("auto", "class", "number"):
+        raise ValueError(f"outcome must be 'auto', 'class' or 'number', not {outcome!r}")
+    filled = [v for v in values if not _missing(v)]
+    numbers = [_number(v) for v in filled]
+    if outcome == "number":
+        bad = [v for v, x in zip(filled, numbers) if x is None]
+        if bad and len(bad) * 2 > len(filled):
+            raise TableError(
+                f"Column {column!r} is not numeric: {len(bad):,} of its {len(filled):,} values "
+                f"are text, e.g. {bad[0]!r}. Choose the column that holds the measured numbers, "
+                f"or read this column as class labels.",
+                "outcome_not_numeric",
+            )
+        return "number"
+    if outcome == "class" or any(x is None for x in numbers):
+        return "class"
+    present = [x for x in numbers if x is not None]
+    if len(set(present)) <= MAX_INTEGER_CLASSES and all(x.is_integer() for x in present):
+        return "class"
+    return "number"
+
+
+def _read_outcome(text: str, kind: str) -> tuple[Optional[Union[str, float]], Optional[str]]:
+    """``(outcome, refusal kind)`` of one cell."""
+    if _missing(text):
+        return None, "empty_outcome"
+    if kind == "class":
+        return _label(text), None
+    value = _number(text)
+    return (text, "outcome_not_numeric") if value is None else (value, None)
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """One data row as read: 1-based ``row`` (header not counted), ``id``, ``smiles`` text,
+    ``outcome`` (class label or number; the raw text when not numeric; None when empty),
+    ``canonical`` SMILES of the converted molecule (None when refused) and ``refusal`` =
+    ``(reason kind, message)``: a :class:`MoleculeError` kind, ``empty_outcome`` or
+    ``outcome_not_numeric``."""
+
+    row: int
+    id: Optional[str]
+    smiles: str
+    outcome: Optional[Union[str, float]]
+    canonical: Optional[str]
+    refusal: Optional[tuple[str, str]]
+
+
+def _convert(smiles: str, largest_fragment: bool) -> Union[MoleculeInstance, MoleculeError]:
+    """The molecule of a SMILES cell, or the error that refuses it (never raises)."""
+    if any(c.isspace() for c in smiles):
+        return MoleculeError(
+            f"{smiles!r} contains a space, which a SMILES never has. Put names and notes in a "
+            f"column of their own.",
+            "parse",
+        )
+    try:
+        return smiles_to_instance(smiles, keep_largest_fragment=largest_fragment)
+    except MoleculeError as exc:
+        return exc
+    except Exception as exc:  # an RDKit failure no check above foresaw: refuse the row only
+        return MoleculeError(f"{smiles!r} could not be converted ({exc}).", "invalid")
+
+
+def _outcome_message(kind: str, column: str, text: str) -> str:
+    if kind == "empty_outcome":
+        return f"No value in column {column!r}: fill it in or remove the row."
+    return (
+        f"{text!r} in column {column!r} is not a number: write a number (e.g. 1.5) or leave it out."
+    )
+
+
+# ----------------------------------------------------------------------------- the reading
+
+
+@dataclass(frozen=True)
+class TableReading:
+    """The molecules and outcomes of a table, as read for training (see :func:`read_molecules`).
+
+    ``molecules`` and ``outcomes`` are the training set: one per canonical SMILES, aligned.
+    ``classes``: sorted labels of the training set (``()`` for numbers). ``duplicates``: valid
+    rows repeating an earlier valid row's molecule. ``conflicting``: molecules whose rows
+    disagree (different labels; numbers spread over more than 10 % of the outcome's std).
+    """
+
+    smiles_column: str
+    outcome_column: str
+    id_column: Optional[str]
+    outcome_kind: str
+    rows: tuple[RowOutcome, ...]
+    molecules: tuple[MoleculeInstance, ...]
+    outcomes: tuple[Union[str, float], ...]
+    classes: tuple[str, ...]
+    duplicates: int
+    conflicting: int
+    warnings: tuple[str, ...]
+
+    @property
+    def rows_read(self) -> int:
+        return len(self.rows)
+
+    @property
+    def valid(self) -> int:
+        """Rows that converted and have an outcome."""
+        return sum(1 for r in self.rows if r.refusal is None)
+
+    def refused_by_reason(self) -> dict[str, tuple[int, str]]:
+        """Reason kind -> ``(rows, first message prefixed with its row number)``, most common
+        first."""
+        found: dict[str, tuple[int, str]] = {}
+        for r in self.rows:
+            if r.refusal is not None:
+                kind, message = r.refusal
+                count, first = found.get(kind, (0, f"Row {r.row}: {message}"))
+                found[kind] = (count + 1, first)
+        return dict(sorted(found.items(), key=lambda kv: -kv[1][0]))
+
+    def class_counts(self) -> dict[str, int]:
+        """Molecules of each class in the training set, in :attr:`classes` order."""
+        tally = (
+            Counter(str(v) for v in self.outcomes) if self.outcome_kind == "class" else Counter()
+        )
+        return {c: tally[c] for c in self.classes}
+
+    def outcome_summary(self) -> dict[str, float]:
+        """Numbers: count, min, max, mean, std (sample; 0 for one value), median of the training
+        set. ``{}`` for classes or no molecules."""
+        if self.outcome_kind != "number" or not self.outcomes:
+            return {}
+        values = [float(v) for v in self.outcomes]
+        return {
+            "count": float(len(values)),
+            "min": min(values),
+            "max": max(values),
+            "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "median": statistics.median(values),
+        }
+
+    def problem(self) -> Optional[TableError]:
+        """What blocks training (None: nothing): no or too few molecules, more than
+        :data:`MAX_CLASSES` classes, one class only (or a number that never changes)."""
+        n = len(self.molecules)
+        if n == 0:
+            return self._too_few()
+        if self.outcome_kind == "class" and len(self.classes) > MAX_CLASSES:
+            return self._too_many_classes()
+        if self.outcome_kind == "class" and len(self.classes) < 2:
+            return TableError(
+                f"All {n:,} molecules have the same label in {self.outcome_column!r} "
+                f"({self.classes[0]!r}): a model needs examples of at least two classes. Add "
+                f"molecules of another class, or choose another outcome column.",
+                "one_class",
+            )
+        if self.outcome_kind == "number" and len(set(self.outcomes)) < 2:
+            return TableError(
+                f"All {n:,} values of {self.outcome_column!r} are equal ({self.outcomes[0]:g}): "
+                f"there is nothing to learn. Choose the column with the measured values.",
+                "one_class",
+            )
+        if n < MIN_TRAINING_MOLECULES:
+            return self._too_few()
+        return None
+
+    def _too_few(self) -> TableError:
+        n = len(self.molecules)
+        notes = []
+        if self.rows_read > self.valid:
+            notes.append(
+                f"{self.rows_read - self.valid:,} of the {self.rows_read:,} rows were refused"
+            )
+        if self.duplicates:
+            notes.append(f"{self.duplicates:,} rows repeat a molecule")
+        if self.conflicting and self.outcome_kind == "class":
+            notes.append(f"{self.conflicting:,} molecules with conflicting labels left out")
+        why = f" ({'; '.join(notes)})" if notes else ""
+        fix = ", or fix the refused rows listed below" if self.rows_read > self.valid else ""
+        return TableError(
+            f"Only {n:,} distinct molecules with an outcome could be read{why}; training needs "
+            f"at least {MIN_TRAINING_MOLECULES}. Add molecules{fix}.",
+            "too_few_molecules",
+        )
+
+    def _too_many_classes(self) -> TableError:
+        numeric = sum(1 for c in self.classes if _number(c) is not None)
+        hint = (
+            " Most labels are numbers: read the column as numbers (regression) instead; rows "
+            "with text such as '>10' are then refused."
+            if numeric * 2 > len(self.classes)
+            else " Choose the column that holds the class labels, or merge classes."
+        )
+        return TableError(
+            f"{self.outcome_column!r} has {len(self.classes):,} different labels; at most "
+            f"{MAX_CLASSES} classes can be trained.{hint}",
+            "too_many_classes",
+        )
+
+
+def _rows(
+    table: Table,
+    columns: tuple[int, int, Optional[int]],
+    names: tuple[str, str],
+    kind: str,
+    largest_fragment: bool,
+    progress: Optional[Callable[[float, str], None]],
+) -> tuple[list[RowOutcome], list[Optional[MoleculeInstance]]]:
+    """Each row read, with its molecule (None when refused)."""
+    s_col, o_col, i_col = columns
+    out: list[RowOutcome] = []
+    mols: list[Optional[MoleculeInstance]] = []
+    total = len(table.rows)
+    converted_before: dict[str, Union[MoleculeInstance, MoleculeError]] = {}  # repeated SMILES
+    for n, cells in enumerate(table.rows, start=1):
+        if progress is not None and n % _PROGRESS_EVERY == 1:
+            progress((n - 1) / total, f"Reading molecule {n:,} of {total:,}")
+        smiles = cells[s_col]
+        ident = (cells[i_col] or None) if i_col is not None else None
+        converted = converted_before.get(smiles)
+        if converted is None:
+            converted = converted_before[smiles] = _convert(smiles, largest_fragment)
+        value, bad = _read_outcome(cells[o_col], kind)
+        mol: Optional[MoleculeInstance] = None
+        refusal: Optional[tuple[str, str]] = None
+        if isinstance(converted, MoleculeError):
+            refusal = (converted.kind, str(converted))
+        elif bad is not None:
+            refusal = (bad, _outcome_message(bad, names[1], cells[o_col]))
+        else:
+            mol = converted
+        canonical = mol.smiles if mol is not None else None
+        out.append(RowOutcome(n, ident, smiles, value, canonical, refusal))
+        mols.append(mol)
+    if progress is not None:
+        progress(1.0, f"Read {total:,} rows")
+    return out, mols
+
+
+def _as_float(value: Optional[Union[str, float]]) -> float:
+    """A valid row's numeric outcome (read as a float by :func:`_read_outcome`)."""
+    assert isinstance(value, float)
+    return value
+
+
+def _population_std(values: Sequence[float]) -> float:
+    return statistics.pstdev(values) if len(values) > 1 else 0.0
+
+
+def _training_set(
+    rows: Sequence[RowOutcome], mols: Sequence[Optional[MoleculeInstance]], kind: str
+) -> tuple[list[MoleculeInstance], list[Union[str, float]], int, int]:
+    """``(molecules, outcomes, duplicates, conflicting)``: one molecule per canonical SMILES
+    (first row kept); conflicting labels left out, repeated numbers averaged."""
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.refusal is None and r.canonical is not None:
+            groups.setdefault(r.canonical, []).append(i)
+    duplicates = sum(len(g) - 1 for g in groups.values())
+    values = [_as_float(r.outcome) for r in rows if r.refusal is None] if kind == "number" else []
+    threshold = CONFLICT_STD_SHARE * _population_std(values)
+    molecules: list[MoleculeInstance] = []
+    outcomes: list[Union[str, float]] = []
+    conflicting = 0
+    for members in groups.values():
+        seen = [rows[i].outcome for i in members]
+        mol = mols[members[0]]
+        assert mol is not None
+        if kind == "class":
+            if len(set(seen)) > 1:
+                conflicting += 1
+                continue
+            outcomes.append(str(seen[0]))
+        else:
+            numbers = [_as_float(v) for v in seen]
+            if max(numbers) - min(numbers) > threshold:
+                conflicting += 1
+            outcomes.append(statistics.fmean(numbers))
+        molecules.append(mol)
+    return molecules, outcomes, duplicates, conflicting
+
+
+def _rows_word(n: int) -> str:
+    return f"{n:,} row{'s' if n != 1 else ''}"
+
+
+def _warnings(
+    rows: Sequence[RowOutcome],
+    kind: str,
+    counts: dict[str, int],
+    duplicates: int,
+    conflicting: int,
+    largest_fragment: bool,
+    mols: Sequence[Optional[MoleculeInstance]],
+) -> list[str]:
+    """Notes that do not block training."""
+    out: list[str] = []
+    refused = [r for r in rows if r.refusal is not None]
+    if rows and len(refused) / len(rows) >= REFUSED_WARNING_SHARE:
+        reasons: dict[str, int] = {}
+        for r in refused:
+            assert r.refusal is not None
+            reasons[r.refusal[0]] = reasons.get(r.refusal[0], 0) + 1
+        top = max(reasons, key=lambda k: reasons[k])
+        word = REJECTION_WORDS.get(top, top.replace("_", " "))
+        out.append(
+            f"{round(100 * len(refused) / len(rows))} % of the rows were refused ({len(refused):,} "
+            f"of {len(rows):,}; most often: {word}, {_rows_word(reasons[top])}). Check that the "
+            f"right SMILES and outcome columns are chosen, and see the refused rows below."
+        )
+    for label, count in counts.items() if len(counts) <= MAX_CLASSES else ():
+        if count < FEW_CLASS_MOLECULES:
+            out.append(
+                f"Class {label!r} has only {count} molecule{'s' if count != 1 else ''}: too few "
+                f"to learn it reliably; add more examples of it or merge it with another class."
+            )
+    if duplicates:
+        out.append(
+            f"{duplicates:,} rows repeat a molecule of an earlier row (same canonical SMILES); "
+            f"each molecule is trained on once."
+        )
+    if conflicting and kind == "class":
+        out.append(
+            f"{conflicting:,} molecules occur with different labels; they are left out of "
+            f"training. Check their rows."
+        )
+    elif conflicting:
+        out.append(
+            f"{conflicting:,} molecules have repeated values that differ by more than "
+            f"{round(100 * CONFLICT_STD_SHARE)} % of the outcome's standard deviation; their "
+            f"mean is used. Check their rows."
+        )
+    if largest_fragment:
+        kept = sum(
+            1 for m in mols if m is not None and any(w.startswith("Kept the") for w in m.warnings)
+        )
+        if kept:
+            out.append(f"{kept:,} salts or mixtures were reduced to their largest fragment.")
+    return out
+
+
+def _check_smiles_column(table: Table, s_col: int) -> None:
+    """Refuse a column not named like SMILES none of whose first non-empty cells is a SMILES:
+    a wrong choice, caught before converting every row. (A column named ``smiles`` full of
+    invalid SMILES is read: each row's refusal then says what is wrong with it.)"""
+    if _by_name([table.columns[s_col]], SMILES_HEADERS, "smiles") is not None:
+        return
+    sample = [row[s_col] for row in table.rows if row[s_col]][:_GUESS_SAMPLE]
+    if any(map(_parses, sample)):
+        return
+    example = f" (e.g. {sample[0]!r})" if sample else " (it is empty)"
+    guess = _by_name(table.columns, SMILES_HEADERS, "smiles") or _smiles_by_content(table)
+    hint = (
+        f" Column {guess!r} looks like SMILES." if guess and guess != table.columns[s_col] else ""
+    )
+    raise TableError(
+        f"Column {table.columns[s_col]!r} holds no SMILES{example}. Choose the column with the "
+        f"molecules' SMILES.{hint}",
+        "no_smiles_column",
+    )
+
+
+def read_molecules(
+    table: Table,
+    smiles_column: str,
+    outcome_column: str,
+    id_column: Optional[str] = None,
+    outcome: str = "auto",
+    largest_fragment: bool = False,
+    progress: Optional[Callable[[float, str], None]] = None,
+) -> TableReading:
+    """Convert every row's SMILES and read its outcome into a :class:`TableReading`.
+
+    ``outcome``: ``"class"`` (labels as text; ``1.0`` is ``1``), ``"number"`` (a non-numeric
+    value refuses its row), or ``"auto"``: numbers when every non-empty value is numeric, except
+    integers with at most 10 distinct values, which are classes; any text means classes.
+    ``largest_fragment`` keeps a salt's largest fragment instead of refusing the row.
+    ``progress(fraction, message)`` is called every 200 rows.
+
+    Raises:
+        TableError: ``no_column`` (a column name not in the table), ``same_column`` (SMILES and
+            outcome the same column), ``no_smiles_column`` (a column not named like SMILES
+            whose first 20 cells hold none), ``outcome_not_numeric`` (``outcome="number"`` with more
+            than half of the values text).
+    """
+    s_col, o_col = table.index(smiles_column), table.index(outcome_column)
+    i_col = table.index(id_column) if id_column is not None else None
+    if s_col == o_col:
+        raise TableError(
+            f"The SMILES and the outcome are both column {table.columns[s_col]!r}. Choose the "
+            f"column with the measured outcome (activity, label, value...) as the outcome.",
+            "same_column",
+        )
+    names = (table.columns[s_col], table.columns[o_col])
+    _check_smiles_column(table, s_col)
+    kind = _outcome_kind(table.column(names[1]), outcome, names[1])
+    rows, mols = _rows(table, (s_col, o_col, i_col), names, kind, largest_fragment, progress)
+    molecules, outcomes, duplicates, conflicting = _training_set(rows, mols, kind)
+    classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
+    tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
+    counts = {c: tally[c] for c in classes}
+    warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
+    return TableReading(
+        smiles_column=names[0],
+        outcome_column=names[1],
+        id_column=table.columns[i_col] if i_col is not None else None,
+        outcome_kind=kind,
+        rows=tuple(rows),
+        molecules=tuple(molecules),
+        outcomes=tuple(outcomes),
+        classes=classes,
+        duplicates=duplicates,
+        conflicting=conflicting,
+        warnings=tuple(warnings),
+    )

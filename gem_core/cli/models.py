@@ -1,0 +1,87 @@
+"""Models trained on your own tables: list, delete, share, export, import; write a table.
+
+  models list                         the saved models, their classes and held-out figures
+  models delete NAME                  delete a model and everything cached for it
+  models share NAME [--off]           let anyone who knows the name open it (the app's users too)
+  models export NAME --out FILE       one file another machine imports (weights only)
+  models import FILE                  a file from 'models export' (loaded with weights_only)
+  models table --dataset mutagenicity --out FILE
+                                      a shipped molecule dataset as a SMILES table (smiles,label,id)
+
+Models are trained with ``train --csv FILE --name NAME`` and used with ``explain --model NAME``
+and ``screen --model NAME``. The command line sees every model of this machine's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gem_core.cli.common import add_command, write_json
+
+ACTIONS = ("list", "delete", "share", "export", "import", "table")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "models", run, __doc__, dataset="optional", check=check)
+    p.add_argument("action", choices=ACTIONS)
+    p.add_argument("name", nargs="?", help="the model (delete, share, export) or file (import)")
+    p.add_argument("--out", metavar="FILE", help="where export / table writes")
+    p.add_argument("--off", action="store_true", help="share: make the model private again")
+
+
+def check(args: argparse.Namespace) -> None:
+    """The arguments each action needs, before the engine loads."""
+    from gem_core.cli import UserError
+
+    if args.action in ("delete", "share", "export", "import") and not args.name:
+        raise UserError(
+            f"models {args.action} needs a {'FILE' if args.action == 'import' else 'NAME'}"
+        )
+    if args.action in ("export", "table") and not args.out:
+        raise UserError(f"models {args.action} needs --out FILE")
+    if args.action == "table" and not args.dataset:
+        raise UserError("models table needs --dataset NAME (a molecule dataset)")
+    if args.action == "import" and not Path(args.name).is_file():
+        raise UserError(f"{args.name!r} does not exist (or is not a file)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gem_core.service import user_models as um
+
+    if args.action == "list":
+        models = um.list_user_models()
+        for m in models:
+            test = m.metrics.get("test", {})
+            acc = test.get("accuracy")
+            auc = test.get("roc_auc")
+            print(
+                f"{m.name:<24} {'/'.join(m.classes):<28} test accuracy "
+                f"{'n/a' if acc is None else f'{acc:.1%}'}, ROC-AUC "
+                f"{'n/a' if auc is None else f'{auc:.3f}'}  owner {m.owner}"
+                f"{' (shared)' if m.shared else ''}"
+            )
+        if not models:
+            print("no models yet: python -m gem_core train --csv FILE --name NAME")
+        write_json([{"name": m.name, **m.meta} for m in models], args.json)
+    elif args.action == "delete":
+        um.delete_user_model(args.name)
+        print(f"deleted {args.name}")
+    elif args.action == "share":
+        m = um.share_user_model(args.name, None, shared=not args.off)
+        print(f"{m.name}: {'shared' if m.shared else 'private'}")
+    elif args.action == "export":
+        data = um.export_user_model(args.name)
+        Path(args.out).write_bytes(data)
+        print(f"wrote {args.out} ({len(data) / 2**20:.1f} MB)")
+    elif args.action == "import":
+        m = um.import_user_model(Path(args.name).read_bytes())
+        print(f"imported {m.name}")
+    else:
+        from gem_core.chemistry.dataset_table import dataset_csv
+        from gem_core.data.datasets import load_dataset
+
+        text = dataset_csv(load_dataset(args.dataset))
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out} ({text.count(chr(10)) - 1} molecules)")
+    return 0

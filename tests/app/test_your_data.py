@@ -1,0 +1,170 @@
+"""The Your data page (AppTest, no browser): upload a table → what was read → train → ask why →
+screen the file; models private per browser session unless shared; bad tables are messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import make_app, no_exception
+
+ACTIVE = [
+    "O=[N+]([O-])c1ccccc1",
+    "O=[N+]([O-])c1ccc(Cl)cc1",
+    "O=[N+]([O-])c1ccc(C)cc1",
+    "O=[N+]([O-])c1ccc(O)cc1",
+    "O=[N+]([O-])c1ccc(N)cc1",
+    "O=[N+]([O-])c1cccc(C)c1",
+    "O=[N+]([O-])c1cccc(Cl)c1",
+    "O=[N+]([O-])c1ccc2ccccc2c1",
+    "O=[N+]([O-])c1cccc(O)c1",
+    "O=[N+]([O-])c1ccc(Br)cc1",
+]
+INACTIVE = [
+    "OC(=O)c1ccccc1",
+    "OC(=O)c1ccc(Cl)cc1",
+    "OC(=O)c1ccc(C)cc1",
+    "OC(=O)c1ccc(O)cc1",
+    "CCO",
+    "CCCO",
+    "CCCCO",
+    "CC(C)O",
+    "OC(=O)c1cccc(C)c1",
+    "OC(=O)CCC",
+]
+
+
+def _table(copies: int = 4) -> bytes:
+    """A small assay table: nitro-aromatics active, acids and alcohols inactive (with an
+    invalid SMILES and a salt, refused)."""
+    rows = ["compound,smiles,outcome"]
+    n = 0
+    for _ in range(copies):
+        for s in ACTIVE:
+            n += 1
+            rows.append(f"c{n},{s},active")
+        for s in INACTIVE:
+            n += 1
+            rows.append(f"c{n},{s},inactive")
+    rows += ["bad1,C1CC(,active", "salt1,CCO.Cl,inactive"]
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _analogue_table() -> bytes:
+    """60 distinct molecules: para-substituted nitrobenzenes / benzoic acids with growing
+    alkyl chains, two classes, enough to train (the page refuses fewer than 50)."""
+    rows = ["smiles,activity,id"]
+    for i in range(1, 31):
+        chain = "C" * i
+        rows.append(f"O=[N+]([O-])c1ccc({chain})cc1,active,n{i}")
+        rows.append(f"OC(=O)c1ccc({chain})cc1,inactive,a{i}")
+    return ("\n".join(rows) + "\n").encode()
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEM_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _page(**state):
+    at = make_app(methods=("gem",), **state)
+    at.switch_page("views/your_data.py").run()
+    no_exception(at)
+    return at
+
+
+def _upload(at, name: str, data: bytes):
+    at.file_uploader(key="yd_upload").upload(name, data, "text/csv").run()
+    no_exception(at)
+    return at
+
+
+def _errors(at) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def test_the_summary_says_what_was_read(own_cache):
+    at = _upload(_page(), "assay.csv", _table())
+    assert at.selectbox(key="yd_smiles_col").value == "smiles"
+    assert at.selectbox(key="yd_outcome_col").value == "outcome"
+    assert at.selectbox(key="yd_id_col").value == "compound"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Rows"] == "82"
+    assert metrics["Valid molecules"] == "80"
+    assert metrics["To train on"] == "20"  # 4 copies of 20 molecules
+    assert metrics["Duplicates"] == "60"
+    refused = " ".join(str(d.value) for d in at.dataframe)
+    assert "parse" in refused and "fragments" in refused
+    # 20 molecules cannot train a model: the page says why and offers no Train button
+    assert any("molecules" in e for e in _errors(at)), _errors(at)
+    assert not [b for b in at.button if b.key == "yd_train"]
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", "empty"),
+        (b"name,activity\nfoo,1\nbar,0\n", "SMILES"),
+        (b"smiles,y\n" + b"".join(f"{'C' * i}O,1\n".encode() for i in range(1, 70)), "class"),
+    ],
+)
+def test_bad_tables_are_one_message(own_cache, data, words):
+    at = _upload(_page(), "bad.csv", data)
+    assert any(words.lower() in e.lower() for e in _errors(at)), _errors(at)
+    assert not [b for b in at.button if b.key == "yd_train"]
+
+
+def test_upload_train_explain_screen(own_cache):
+    at = _upload(_page(), "analogues.csv", _analogue_table())
+    assert not _errors(at), _errors(at)
+    at.text_input(key="yd_name").input("analogues")
+    at.selectbox(key="yd_recipe").select("small")
+    at.slider(key="yd_budget").set_value(30)
+    at.button(key="yd_train").click().run()
+    no_exception(at)
+    from gem_core.service.user_models import user_model
+
+    deadline = time.monotonic() + 240
+    from state.training_jobs import job_of
+
+    owner = at.session_state["owner_token"]
+    while job_of(owner) is not None and job_of(owner).running and time.monotonic() < deadline:
+        time.sleep(1)
+    job = job_of(owner)
+    assert job is not None and job.state == "done", (job.state, job.error, job.message)
+    model = user_model("analogues", owner)
+    at.run()
+    no_exception(at)
+    assert at.selectbox(key="yd_model").value == "analogues"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Test molecules"] == str(model.metrics["test"]["n"])
+    at.text_input(key="yd_ask").input("O=[N+]([O-])c1ccc(CCC)cc1").run()
+    no_exception(at)
+    answer = " ".join(m.value for m in at.markdown if "predicts" in m.value)
+    from gem_core.service.molecules import explain_smiles
+
+    expected = explain_smiles("O=[N+]([O-])c1ccc(CCC)cc1", model="analogues", read=False)
+    assert f"predicts {expected['prediction']['label']}" in answer
+    assert f"p = {expected['prediction']['probability']:.3f}" in answer
+    at.button(key="yd_screen_go").click().run()
+    no_exception(at)
+    screened = [d for d in at.dataframe if "probability" in d.value.columns]
+    assert len(screened) == 1 and len(screened[0].value) == 60
+
+    # another browser session does not see the model until it is shared by name
+    other = _page()
+    assert not [s for s in other.selectbox if s.key == "yd_model"]
+    other.text_input(key="yd_shared_name").input("analogues").run()
+    assert any("No model named" in e for e in _errors(other))
+    at.toggle(key="yd_share_analogues").set_value(True).run()
+    other = _page()
+    other.text_input(key="yd_shared_name").input("analogues").run()
+    no_exception(other)
+    assert not _errors(other)
+    assert not [b for b in other.button if b.key == "yd_delete"]  # shared, not theirs
+    at.button(key="yd_delete").click().run()
+    no_exception(at)
+    with pytest.raises(ValueError):
+        user_model("analogues")

@@ -1,0 +1,512 @@
+"""gem_core.chemistry.tables: an uploaded assay table read into molecules and outcomes."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from gem_core.chemistry.tables import (
+    MAX_CLASSES,
+    MIN_TRAINING_MOLECULES,
+    ColumnGuess,
+    Table,
+    TableError,
+    guess_columns,
+    read_molecules,
+    read_table,
+)
+
+NITROBENZENE = "O=[N+]([O-])c1ccccc1"
+BENZENE = "c1ccccc1"
+ETHANOL = "CCO"
+ANILINE = "Nc1ccccc1"
+PHENOL = "Oc1ccccc1"
+TOLUENE = "Cc1ccccc1"
+
+
+def _distinct(n: int) -> list[str]:
+    """``n`` different real molecules: primary alcohols and amines, C1 to C30."""
+    pool = [f"{'C' * k}O" for k in range(1, 31)] + [f"{'C' * k}N" for k in range(1, 31)]
+    assert n <= len(pool)
+    return pool[:n]
+
+
+def _csv(header: str, rows: list[tuple[object, ...]]) -> bytes:
+    return "\n".join([header, *(",".join(map(str, r)) for r in rows)]).encode()
+
+
+def _refusal(data: bytes, kind: str, *words: str, **kw) -> TableError:
+    with pytest.raises(TableError) as info:
+        read_table(data, **kw)
+    err = info.value
+    assert err.kind == kind, str(err)
+    for word in words:
+        assert word.lower() in str(err).lower(), str(err)
+    return err
+
+
+# ----------------------------------------------------------------------------- read_table
+
+
+def test_too_large_is_refused_before_parsing():
+    data = b"\xff" * (60 * 2**20)  # not UTF-8: parsing it would fail differently
+    start = time.perf_counter()
+    _refusal(data, "too_large", "60 MB", "50 MB", "split")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_too_many_rows_states_the_limit():
+    data = _csv("smiles,y", [(ETHANOL, i) for i in range(6)])
+    _refusal(data, "too_many_rows", "5", "split", max_rows=5)
+    assert len(read_table(data, max_rows=6).rows) == 6
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"   \n\n", b"# only a comment\n\n# another\n", b"\xef\xbb\xbf\r\n"]
+)
+def test_empty_files(data):
+    _refusal(data, "empty", "upload")
+
+
+@pytest.mark.parametrize("data", [b"smiles,activity\n", b"smiles,activity\n# no rows\n,,\n"])
+def test_header_only_is_empty(data):
+    err = _refusal(data, "empty", "no data rows")
+    assert "smiles, activity" in str(err)
+
+
+def test_header_only_smi_is_empty():
+    _refusal(b"smiles name\n", "empty", "no molecules")
+
+
+def test_not_utf8_names_the_line():
+    data = "smiles,name\nCCO,ethanol\nc1ccccc1,b\u00e9nzene\n".encode("latin-1")
+    _refusal(data, "encoding", "line 3", "utf-8")
+
+
+@pytest.mark.parametrize(
+    "data, word",
+    [
+        (b"PK\x03\x04\x14\x00\x06\x00rest of a workbook", "xlsx"),
+        (b"\x1f\x8b\x08\x00gzip", "gzip"),
+        ("smiles,y\nCCO,1\n".encode("utf-16"), "utf-16"),
+        (b"smiles,y\nCCO\x00,1\n", "binary"),
+    ],
+)
+def test_binary_files_are_refused(data, word):
+    _refusal(data, "encoding", word)
+
+
+def test_garbage_never_raises_anything_but_table_error():
+    rng = random.Random(0)
+    inputs = [os.urandom(2000), bytes(range(256)) * 4, b'"', b'a,"b\n', b"\r\r\r", b",,,\n;;;"]
+    inputs += [bytes(rng.randrange(32, 127) for _ in range(500)) for _ in range(20)]
+    inputs += [bytes(rng.choice(b",;\t\n\r\"#CcO1()= ") for _ in range(300)) for _ in range(40)]
+    for data in inputs:
+        for name in ("", "x.csv", "x.tsv", "x.smi"):
+            try:
+                table = read_table(data, name)
+            except TableError:
+                continue
+            guess = guess_columns(table)
+            assert all(len(r) == len(table.columns) for r in table.rows)
+            others = [c for c in table.columns if c != table.columns[0]]
+            if others:
+                try:
+                    read_molecules(table, guess.smiles or table.columns[0], others[0])
+                except TableError:
+                    pass
+
+
+def test_small_csv_bom_crlf_quotes_ragged_comments():
+    data = (
+        b"\xef\xbb\xbfmol_id,smiles,logP,note\r\n"
+        b"# a comment\r\n"
+        b'1,O=[N+]([O-])c1ccccc1,1.85,"nitro, aromatic"\r\n'
+        b"\r\n"
+        b"2, c1ccccc1 ,2.13\r\n"
+        b"3,CCO,-0.31,x,extra,cells\r\n"
+        b",,,\r\n"
+    )
+    table = read_table(data, "assay.csv")
+    assert table.format == "csv"
+    assert table.columns == ("mol_id", "smiles", "logP", "note")
+    assert table.rows == (
+        ("1", NITROBENZENE, "1.85", "nitro, aromatic"),
+        ("2", BENZENE, "2.13", ""),
+        ("3", ETHANOL, "-0.31", "x"),
+    )
+    assert table.column("LOGP") == ["1.85", "2.13", "-0.31"]
+
+
+def test_semicolon_table_and_decimal_commas():
+    table = read_table(b"SMILES;pIC50\nCCO;5,5\nc1ccccc1;6,25\n")
+    assert table.format == "csv" and table.columns == ("SMILES", "pIC50")
+    reading = read_molecules(table, "smiles", "pic50")
+    assert reading.outcome_kind == "number" and reading.outcomes == (5.5, 6.25)
+
+
+def test_tsv():
+    table = read_table(b"Name\tSMILES\tActive\nnitrobenzene\tO=[N+]([O-])c1ccccc1\t1\n", "a.tsv")
+    assert table.format == "tsv"
+    assert table.columns == ("Name", "SMILES", "Active")
+    assert table.rows == (("nitrobenzene", NITROBENZENE, "1"),)
+    # a tab without the extension: a table too
+    assert read_table(b"smiles\ty\nCCO\t1\n").format == "tsv"
+
+
+def test_smi_without_header():
+    table = read_table(f"{ETHANOL} ethanol\n{BENZENE}\tbenzene ring\n{ANILINE}\n".encode(), "a.smi")
+    assert table.format == "smi"
+    assert table.columns == ("smiles", "id")
+    assert table.rows == ((ETHANOL, "ethanol"), (BENZENE, "benzene ring"), (ANILINE, ""))
+    assert read_table(f"{ETHANOL}\n{BENZENE}\n".encode()).columns == ("smiles",)
+    # a .smi line with a tab before its id is no table
+    assert read_table(f"{ETHANOL}\tethanol\n".encode()).format == "smi"
+
+
+def test_smi_with_header():
+    table = read_table(f"SMILES Name\n{ETHANOL} ethanol\n{BENZENE} benzene\n".encode(), "a.smi")
+    assert table.format == "smi"
+    assert table.columns == ("SMILES", "Name")
+    assert table.rows == ((ETHANOL, "ethanol"), (BENZENE, "benzene"))
+
+
+def test_smi_extension_with_comma_is_a_table():
+    assert read_table(b"smiles,y\nCCO,1\n", "a.smi").format == "csv"
+
+
+def test_headerless_csv_gets_numbered_columns():
+    table = read_table(f"{NITROBENZENE},1\n{ETHANOL},0\n".encode())
+    assert table.columns == ("column 1", "column 2")
+    assert len(table.rows) == 2
+    assert guess_columns(table) == ColumnGuess(smiles="column 1", outcome="column 2", id=None)
+
+
+def test_duplicate_and_empty_header_names_are_made_unique():
+    table = read_table(b"smiles,y,Y,\nCCO,1,2,3\n")
+    assert table.columns == ("smiles", "y", "Y (2)", "column 4")
+
+
+def test_column_unknown_names_the_columns():
+    table = read_table(b"smiles,activity\nCCO,1\n")
+    with pytest.raises(TableError) as info:
+        table.column("label")
+    assert info.value.kind == "no_column"
+    assert "'smiles', 'activity'" in str(info.value) and "choose" in str(info.value).lower()
+
+
+# ----------------------------------------------------------------------------- guess_columns
+
+
+@pytest.mark.parametrize(
+    "header, row, guess",
+    [
+        ("SMILES,Activity", f"{ETHANOL},1", ColumnGuess("SMILES", "Activity", None)),
+        ("mol_id,smiles,logP", f"m1,{ETHANOL},0.1", ColumnGuess("smiles", "logP", "mol_id")),
+        (
+            "Compound ID,structure,pIC50",
+            f"c1,{NITROBENZENE},5",
+            ColumnGuess("structure", "pIC50", "Compound ID"),
+        ),
+        (
+            "notes,Canonical SMILES,label",
+            f"x,{ETHANOL},0",
+            ColumnGuess("Canonical SMILES", "label", None),
+        ),
+        ("name,mol,weight,class", f"aniline,{ANILINE},93,1", ColumnGuess("mol", "class", "name")),
+    ],
+)
+def test_guess_columns(header, row, guess):
+    table = read_table(f"{header}\n{row}\n".encode(), "t.csv")
+    assert guess_columns(table) == guess
+
+
+def test_guess_smiles_by_content_and_no_smiles():
+    table = read_table(
+        f"a,b,c\n1,{NITROBENZENE},x\n2,{BENZENE},y\n3,not a smiles,z\n4,{ANILINE},w\n".encode()
+    )
+    assert guess_columns(table).smiles == "b"
+    assert guess_columns(read_table(b"a,b\n1,x\n2,y\n")).smiles is None
+
+
+def test_guess_smi_labels_are_the_outcome():
+    table = read_table(f"{ETHANOL} 1\n{BENZENE} 0\n{ANILINE} 1\n".encode())
+    assert guess_columns(table) == ColumnGuess("smiles", "id", None)
+    named = read_table(f"{ETHANOL} ethanol\n{BENZENE} benzene\n".encode())
+    assert guess_columns(named) == ColumnGuess("smiles", None, "id")
+
+
+# ----------------------------------------------------------------------------- read_molecules
+
+
+def _table(rows: list[tuple[object, ...]], header: str = "smiles,y") -> Table:
+    return read_table(_csv(header, rows), "t.csv")
+
+
+@pytest.mark.parametrize(
+    "values, kind, classes",
+    [
+        (["0", "1", "1", "0"], "class", ("0", "1")),
+        (["active", "inactive", "active", "inactive"], "class", ("active", "inactive")),
+        (["1.5", "2.25", "-0.5", "3"], "number", ()),
+        (["1", "2", "3", "4"], "class", ("1", "2", "3", "4")),
+        (["1.0", "0.0", "1", "0"], "class", ("0", "1")),
+    ],
+)
+def test_outcome_auto(values, kind, classes):
+    smiles = [NITROBENZENE, BENZENE, ETHANOL, ANILINE]
+    reading = read_molecules(_table(list(zip(smiles, values))), "smiles", "y")
+    assert reading.outcome_kind == kind
+    assert reading.classes == classes
+
+
+def test_many_integers_are_numbers_and_classes_sort_naturally():
+    smiles = _distinct(12)
+    reading = read_molecules(_table([(s, i * 3) for i, s in enumerate(smiles)]), "smiles", "y")
+    assert reading.outcome_kind == "number"
+    forced = read_molecules(
+        _table([(s, [10, 2, 1][i % 3]) for i, s in enumerate(smiles)]),
+        "smiles",
+        "y",
+        outcome="class",
+    )
+    assert forced.classes == ("1", "2", "10")
+    assert forced.class_counts() == {"1": 4, "2": 4, "10": 4}
+
+
+def test_outcome_class_forced_normalises_numbers():
+    rows = [(NITROBENZENE, "1"), (BENZENE, "1.0"), (ETHANOL, " 2.5 "), (ANILINE, "0")]
+    reading = read_molecules(_table(rows), "smiles", "y", outcome="class")
+    assert reading.outcome_kind == "class"
+    assert reading.outcomes == ("1", "1", "2.5", "0")
+    assert reading.classes == ("0", "1", "2.5")
+
+
+def test_outcome_number_refuses_text_rows():
+    rows = [(NITROBENZENE, "1.5"), (BENZENE, ">10"), (ETHANOL, "2"), (ANILINE, "3")]
+    reading = read_molecules(_table(rows), "smiles", "y", outcome="number")
+    assert reading.outcome_kind == "number"
+    assert reading.rows[1].refusal is not None
+    assert reading.rows[1].refusal[0] == "outcome_not_numeric"
+    assert reading.rows[1].outcome == ">10"
+    assert reading.valid == 3
+    count, message = reading.refused_by_reason()["outcome_not_numeric"]
+    assert count == 1 and message.startswith("Row 2:") and "'>10'" in message
+
+
+def test_outcome_number_on_a_text_column_is_refused():
+    rows = [(NITROBENZENE, "active"), (BENZENE, "inactive"), (ETHANOL, "1")]
+    with pytest.raises(TableError) as info:
+        read_molecules(_table(rows), "smiles", "y", outcome="number")
+    assert info.value.kind == "outcome_not_numeric"
+    message = str(info.value)
+    assert "'y'" in message and "'active'" in message and "choose" in message.lower()
+
+
+def test_same_and_unknown_columns():
+    table = _table([(ETHANOL, 1)])
+    with pytest.raises(TableError) as info:
+        read_molecules(table, "smiles", "SMILES")
+    assert info.value.kind == "same_column" and "choose" in str(info.value).lower()
+    for args in (("smile", "y"), ("smiles", "activity"), ("smiles", "y", "id")):
+        with pytest.raises(TableError) as info:
+            read_molecules(table, *args)
+        assert info.value.kind == "no_column"
+
+
+def test_a_column_without_smiles_is_refused():
+    table = _table([("ethanol", ETHANOL, 1), ("benzene", BENZENE, 0)], "name,structure,y")
+    with pytest.raises(TableError) as info:
+        read_molecules(table, "name", "y")
+    assert info.value.kind == "no_smiles_column"
+    assert "'structure' looks like SMILES" in str(info.value)
+
+
+def test_refused_rows_keep_their_reason():
+    rows = [
+        (NITROBENZENE, 1),
+        ("C1CC", 0),  # unclosed ring
+        ("[Se]c1ccccc1", 1),  # selenium: not a training element
+        ("CC(=O)[O-].[Na+]", 0),  # a salt
+        (ANILINE, ""),  # no outcome
+        ("", 1),  # no SMILES
+        ("CCO ethanol", 1),  # a name in the SMILES cell
+    ]
+    reading = read_molecules(_table(rows, "smiles,label"), "smiles", "label")
+    kinds = [r.refusal[0] if r.refusal else None for r in reading.rows]
+    assert kinds == [None, "parse", "element", "fragments", "empty_outcome", "empty", "parse"]
+    assert [r.row for r in reading.rows] == list(range(1, 8))
+    assert reading.rows[0].canonical == NITROBENZENE and reading.rows[1].canonical is None
+    assert reading.rows[4].outcome is None and reading.rows[4].canonical is None
+    assert reading.rows_read == 7 and reading.valid == 1
+    refused = reading.refused_by_reason()
+    assert refused["element"][1].startswith("Row 3:") and "Se" in refused["element"][1]
+    assert "largest fragment" in refused["fragments"][1]
+
+    kept = read_molecules(_table(rows, "smiles,label"), "smiles", "label", largest_fragment=True)
+    assert kept.rows[3].refusal is None and kept.rows[3].canonical == "CC(=O)[O-]"
+    assert kept.valid == 2
+    assert any("largest fragment" in w for w in kept.warnings)
+
+
+def test_ids_are_read():
+    table = _table([("a1", ETHANOL, 1), ("", BENZENE, 0)], "id,smiles,y")
+    reading = read_molecules(table, "smiles", "y", "ID")
+    assert reading.id_column == "id"
+    assert [r.id for r in reading.rows] == ["a1", None]
+
+
+def test_class_duplicates_and_conflicts():
+    rows = [
+        (BENZENE, 1),
+        ("C1=CC=CC=C1", 1),  # benzene again (Kekulé): a duplicate, same label
+        (ETHANOL, 0),
+        ("OCC", 1),  # ethanol again with another label: a conflict
+        (ANILINE, 0),
+    ]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.duplicates == 2
+    assert reading.conflicting == 1
+    assert [m.smiles for m in reading.molecules] == [BENZENE, ANILINE]
+    assert reading.outcomes == ("1", "0")
+    assert reading.molecules[0].input_smiles == BENZENE  # the first occurrence
+    assert reading.class_counts() == {"0": 1, "1": 1}
+    assert any("different labels" in w for w in reading.warnings)
+
+
+def test_number_duplicates_are_averaged():
+    rows = [(s, float(i)) for i, s in enumerate(_distinct(10))]
+    rows += [("OCC", 1.2), (ETHANOL, 1.4)]  # ethanol ("CCO" = _distinct()[1], value 1.0) twice
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.outcome_kind == "number"
+    assert reading.duplicates == 2
+    assert len(reading.molecules) == 10
+    assert reading.outcomes[1] == pytest.approx((1.0 + 1.2 + 1.4) / 3)
+    assert reading.molecules[1].input_smiles == ETHANOL
+    assert reading.conflicting == 1  # spread 0.4 > 10 % of the std (about 2.8)
+    close = read_molecules(_table([*rows[:10], (ETHANOL, 1.05)]), "smiles", "y")
+    assert close.duplicates == 1 and close.conflicting == 0
+
+
+def test_outcome_summary():
+    rows = [(s, v) for s, v in zip([BENZENE, ETHANOL, ANILINE, PHENOL], [1.0, 2.0, 3.5, 4.5])]
+    summary = read_molecules(_table(rows), "smiles", "y").outcome_summary()
+    assert summary["count"] == 4 and summary["min"] == 1.0 and summary["max"] == 4.5
+    assert summary["mean"] == pytest.approx(2.75) and summary["median"] == pytest.approx(2.75)
+    assert summary["std"] == pytest.approx(1.5546, abs=1e-3)
+    labelled = read_molecules(_table([(BENZENE, "a"), (ETHANOL, "b")]), "smiles", "y")
+    assert labelled.outcome_summary() == {}
+
+
+def test_half_invalid_gives_a_warning():
+    good = _distinct(20)
+    rows = [(s, i % 2) for i, s in enumerate(good)] + [("C1CC", 0), ("xyz", 1)] * 10
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.valid == 20
+    warning = next(w for w in reading.warnings if "refused" in w)
+    assert warning.startswith("50 %") and "invalid SMILES" in warning
+
+
+def test_a_clean_table_has_no_problem():
+    rows = [(s, i % 2) for i, s in enumerate(_distinct(MIN_TRAINING_MOLECULES))]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.problem() is None
+    assert reading.warnings == ()
+    assert len(reading.molecules) == len(reading.outcomes) == MIN_TRAINING_MOLECULES
+
+
+def test_one_class_is_a_problem():
+    rows = [(s, "active") for s in _distinct(60)]
+    problem = read_molecules(_table(rows), "smiles", "y").problem()
+    assert problem is not None and problem.kind == "one_class"
+    assert "two classes" in str(problem)
+
+
+def test_a_constant_number_is_a_problem():
+    rows = [(s, 2.5) for s in _distinct(60)]
+    problem = read_molecules(_table(rows), "smiles", "y", outcome="number").problem()
+    assert problem is not None and problem.kind == "one_class"
+
+
+def test_too_few_molecules_is_a_problem():
+    rows = [(s, i % 2) for i, s in enumerate(_distinct(MIN_TRAINING_MOLECULES - 1))]
+    problem = read_molecules(_table(rows), "smiles", "y").problem()
+    assert problem is not None and problem.kind == "too_few_molecules"
+    assert str(MIN_TRAINING_MOLECULES) in str(problem) and "add molecules" in str(problem).lower()
+    nothing = read_molecules(_table([("C1CC", 1), ("C1CC", 0)]), "smiles", "y").problem()
+    assert nothing is not None and nothing.kind == "too_few_molecules"
+
+
+def test_too_many_classes_is_a_problem():
+    rows = [(s, f"class {i}") for i, s in enumerate(_distinct(MAX_CLASSES + 1))]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    problem = reading.problem()
+    assert problem is not None and problem.kind == "too_many_classes"
+    assert str(MAX_CLASSES) in str(problem) and "choose" in str(problem).lower()
+
+
+def test_a_rare_class_gets_a_warning():
+    rows = [(s, "rare" if i < 3 else "common") for i, s in enumerate(_distinct(60))]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.problem() is None
+    assert reading.class_counts() == {"common": 57, "rare": 3}
+    assert [w for w in reading.warnings if "only" in w] == [
+        "Class 'rare' has only 3 molecules: too few to learn it reliably; add more examples of "
+        "it or merge it with another class."
+    ]
+
+
+def test_4000_rows_read_quickly_with_progress():
+    # 3,920 different SMILES (chains around a hetero group), each converted once, then repeats
+    groups = ["O", "N", "S", "C(=O)", "OC(=O)"]
+    pool = [f"{'C' * a}{g}{'C' * b}" for g in groups for a in range(1, 29) for b in range(1, 29)]
+    rows = [(pool[i % len(pool)], i % 2) for i in range(4000)]
+    rows[7] = ("C1CC", 1)
+    table = read_table(_csv("smiles,y", rows))
+    calls: list[tuple[float, str]] = []
+    start = time.perf_counter()
+    reading = read_molecules(table, "smiles", "y", progress=lambda f, m: calls.append((f, m)))
+    assert time.perf_counter() - start < 15
+    assert reading.rows_read == 4000 and reading.valid == 3999
+    assert 20 <= len(calls) <= 22 and calls[-1][0] == 1.0
+    assert [f for f, _ in calls] == sorted(f for f, _ in calls)
+    count, message = reading.refused_by_reason()["parse"]
+    assert count == 1 and message.startswith("Row 8: Could not parse 'C1CC'")
+    # CnOCm is CmOCn: same canonical SMILES, and some repeat rows carry the other label
+    assert reading.duplicates > 0 and len(reading.molecules) < 3999
+
+
+def test_excel_separator_line():
+    table = read_table(b"sep=;\r\nsmiles;y\r\nCCO;1\r\n")
+    assert table.columns == ("smiles", "y") and table.rows == (("CCO", "1"),)
+    _refusal(b"sep=;\r\n", "empty", "upload")
+
+
+def test_smi_name_with_a_comma_is_no_table():
+    table = read_table(f"{ETHANOL} ethanol, absolute\n{BENZENE} benzene\n".encode())
+    assert table.format == "smi" and table.rows[0] == (ETHANOL, "ethanol, absolute")
+
+
+def test_an_overlong_cell_is_a_table_error():
+    _refusal(b"smiles,y\n" + b"C" * 200_000 + b",1\n", "encoding", "line 2")
+
+
+def test_many_classes_give_one_problem_not_many_warnings():
+    rows = [(s, f"c{i}") for i, s in enumerate(_distinct(60))]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.problem() is not None and reading.problem().kind == "too_many_classes"
+    assert not any("only 1 molecule" in w for w in reading.warnings)
+
+
+def test_mostly_numeric_labels_suggest_numbers():
+    rows = [(s, f"{i * 0.37:.2f}") for i, s in enumerate(_distinct(59))] + [(PHENOL, ">10")]
+    reading = read_molecules(_table(rows), "smiles", "y")
+    assert reading.outcome_kind == "class"
+    problem = reading.problem()
+    assert problem is not None and problem.kind == "too_many_classes"
+    assert "numbers" in str(problem)
+    as_numbers = read_molecules(_table(rows), "smiles", "y", outcome="number")
+    assert as_numbers.valid == 59 and as_numbers.problem() is None
