@@ -32,6 +32,7 @@ from gem_core.api import (
     TableError,
     delete_user_model,
     explain_molecules,
+    fragment_smiles,
     export_user_model,
     guess_columns,
     import_user_model,
@@ -177,8 +178,8 @@ def _train_form(owner: str, reading, source_file: str) -> None:
     name = c1.text_input("Model name", key="yd_name", placeholder="e.g. ames_2024",
                          help="1-40 lower-case letters, digits or _; one namespace per server: "
                          "a name in use is refused.")
-    recipe = c2.selectbox("Recipe", USER_RECIPES, key="yd_recipe",
-                          help=" · ".join(f"{k}: {v}" for k, v in RECIPE_HELP.items()))
+    recipe = c2.radio("Recipe", USER_RECIPES, horizontal=True, key="yd_recipe",
+                      help=" · ".join(f"{k}: {v}" for k, v in RECIPE_HELP.items()))
     split = c3.radio("Split", SPLIT_KINDS, horizontal=True, key="yd_split",
                      help="random: 80/10/10 at random; scaffold: molecules of one Bemis-Murcko "
                      "scaffold stay in one split, so the test set holds chemotypes the model "
@@ -343,7 +344,8 @@ def _screen(model, reading) -> None:
         k = suggested_k(res.molecule.instance.num_pairs)
         rows.append({"smiles": res.molecule.input_smiles, "measured": str(measured),
                      "predicted": res.label_name, "probability": round(res.probability, 4),
-                     "explanation": res.fragment("gem", k)})
+                     "explanation": fragment_smiles(res.molecule.mol,
+                                                    [tuple(b) for b in res.bonds("gem", k)[0]])})
     df = pd.DataFrame(rows)
     agree = float((df["measured"] == df["predicted"]).mean()) if len(df) else 0.0
     with st.container(key="yd_screen"):

@@ -7,6 +7,10 @@
   models import FILE                  a file from 'models export' (loaded with weights_only)
   models table --dataset mutagenicity --out FILE
                                       a shipped molecule dataset as a SMILES table (smiles,label,id)
+  models evaluate NAME --alert-class mutagen
+                                      Gem's toxicophore benchmark on the model's test split: the
+                                      AUC of its bond scores against the Kazius alerts' bonds, per
+                                      molecule predicted in that class (random scores beside it)
 
 Models are trained with ``train --csv FILE --name NAME`` and used with ``explain --model NAME``
 and ``screen --model NAME``. The command line sees every model of this machine's cache.
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from gem_core.cli.common import add_command, write_json
 
-ACTIONS = ("list", "delete", "share", "export", "import", "table")
+ACTIONS = ("list", "delete", "share", "export", "import", "table", "evaluate")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,13 +32,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", help="the model (delete, share, export) or file (import)")
     p.add_argument("--out", metavar="FILE", help="where export / table writes")
     p.add_argument("--off", action="store_true", help="share: make the model private again")
+    p.add_argument(
+        "--alert-class",
+        default="mutagen",
+        help="evaluate: the class whose molecules should carry the alerts (default: mutagen)",
+    )
 
 
 def check(args: argparse.Namespace) -> None:
     """The arguments each action needs, before the engine loads."""
     from gem_core.cli import UserError
 
-    if args.action in ("delete", "share", "export", "import") and not args.name:
+    if args.action in ("delete", "share", "export", "import", "evaluate") and not args.name:
         raise UserError(
             f"models {args.action} needs a {'FILE' if args.action == 'import' else 'NAME'}"
         )
@@ -77,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "import":
         m = um.import_user_model(Path(args.name).read_bytes())
         print(f"imported {m.name}")
+    elif args.action == "evaluate":
+        return _evaluate(args)
     else:
         from gem_core.chemistry.dataset_table import dataset_csv
         from gem_core.data.datasets import load_dataset
@@ -84,4 +95,34 @@ def run(args: argparse.Namespace) -> int:
         text = dataset_csv(load_dataset(args.dataset))
         Path(args.out).write_text(text)
         print(f"wrote {args.out} ({text.count(chr(10)) - 1} molecules)")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    """Gem's (and random scores') toxicophore AUC on the model's test molecules."""
+    from gem_core.chemistry.toxicophores import toxicophore_benchmark
+    from gem_core.service.user_models import user_workbench
+
+    wb = user_workbench(args.name, args.device)
+    classes = list(wb.spec.class_names)
+    if args.alert_class not in classes:
+        raise ValueError(
+            f"{args.alert_class!r} is not a class of {args.name} ({', '.join(classes)})."
+        )
+    test = wb.instances("test")
+    scores = {m: list(wb.explain(m, test)) for m in ("gem", "random")}
+    result = toxicophore_benchmark(
+        test,
+        scores,
+        wb.predict_proba(test).argmax(-1),
+        mutagen_label=classes.index(args.alert_class),
+        atom_symbols=wb.dataset.atom_symbols or (),
+    )
+    for method, row in result["methods"].items():
+        auc = row["auc"]
+        print(
+            f"{method:<8} toxicophore AUC {'n/a' if auc is None else f'{auc:.3f}'} over "
+            f"{result['molecules']} test molecules predicted {args.alert_class} with an alert"
+        )
+    write_json({"model": args.name, "toxicophores": result}, args.json)
     return 0

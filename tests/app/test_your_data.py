@@ -120,7 +120,7 @@ def test_upload_train_explain_screen(own_cache):
     at = _upload(_page(), "analogues.csv", _analogue_table())
     assert not _errors(at), _errors(at)
     at.text_input(key="yd_name").input("analogues")
-    at.selectbox(key="yd_recipe").select("small")
+    at.radio(key="yd_recipe").set_value("small")
     at.slider(key="yd_budget").set_value(30)
     at.button(key="yd_train").click().run()
     no_exception(at)

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.browser
 KEY_OF_TITLE = {method_title(key): key for key in METHODS}
 PAGES = (  # url path, heading
     ("molecule", "Explain a molecule"),
+    ("your-data", "Your data"),
     ("benchmarks", "Benchmarks"),
     ("pipeline", "Pipeline"),
     ("how-it-works", "How Gem works"),

@@ -1,0 +1,97 @@
+"""Your data in a real browser, as a chemist: upload a table → read summary → train a small model →
+ask it why → screen the file; another browser session does not see the model."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tools.browser import IDLE, MAIN
+
+from .conftest import PROJECT, assert_no_errors, open_app, screenshot
+
+pytestmark = pytest.mark.browser
+
+ASK = "O=[N+]([O-])c1ccc(CCC)cc1"
+
+
+def _table(tmp_path) -> str:
+    rows = ["smiles,activity,id"]
+    for i in range(1, 31):
+        rows.append(f"O=[N+]([O-])c1ccc({'C' * i})cc1,active,n{i}")
+        rows.append(f"OC(=O)c1ccc({'C' * i})cc1,inactive,a{i}")
+    rows += ["C1CC(,active,broken", "OC(=O)c1ccccc1.[Na],inactive,salt"]
+    path = tmp_path / "assay.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def _idle(page) -> None:
+    page.wait_for_timeout(300)
+    page.wait_for_selector(IDLE)
+
+
+def test_upload_train_ask_why_and_screen(app_server, page, chromium, tmp_path):
+    open_app(page, app_server, "/your-data")
+    page.locator(".st-key-yd_upload input[type=file]").set_input_files(_table(tmp_path))
+    page.locator(".st-key-yd_summary").wait_for()
+    _idle(page)
+    summary = page.locator(".st-key-yd_summary").inner_text()
+    assert "62" in summary and "60" in summary, summary  # rows, valid molecules
+    assert "Rows refused" in summary, summary  # the grid itself is drawn on a canvas
+    screenshot(page, "your-data-summary")
+    page.locator(".st-key-yd_name input").fill("browser_assay")
+    page.locator(".st-key-yd_name input").press("Enter")
+    _idle(page)
+    page.locator(".st-key-yd_recipe label").filter(has_text="small").click()
+    _idle(page)
+    page.locator(".st-key-yd_train button").click()
+    page.locator(".st-key-yd_job").wait_for()
+    page.get_by_text("is trained and Gem fitted").wait_for(timeout=300_000)
+    screenshot(page, "your-data-trained")
+    page.locator(".st-key-yd_job_ok button").click()
+    _idle(page)
+    page.locator(".st-key-yd_metrics").wait_for()
+    assert_no_errors(page)
+
+    box = page.locator(".st-key-yd_ask input")
+    box.fill(ASK)
+    box.press("Enter")
+    answer = page.locator(".st-key-yd_answer")
+    answer.wait_for()
+    _idle(page)
+    img = answer.locator("img").first
+    img.wait_for()
+    assert img.evaluate("i => i.complete && i.naturalWidth > 0")
+    # the page says what the CLI says with the same saved model
+    env = {**os.environ, "GEM_CACHE_DIR": str(app_server.cache_dir)}
+    out = subprocess.run([sys.executable, "-m", "gem_core", "explain", "--model", "browser_assay",
+                          "--smiles", ASK, "--json", "-"], cwd=PROJECT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    cli = json.loads(out.stdout)["prediction"]
+    text = answer.inner_text()
+    assert f"predicts {cli['label']}" in text and f"{cli['probability']:.3f}" in text, text
+    screenshot(page, "your-data-ask-why")
+
+    page.locator(".st-key-yd_screen_go button").click()
+    page.locator(".st-key-yd_screen").wait_for(timeout=300_000)
+    _idle(page)
+    assert "60 molecules" in page.locator(".st-key-yd_screen").inner_text()
+    assert page.locator(".st-key-yd_screen [data-testid=stDataFrame]").count() == 1
+    assert_no_errors(page)
+    screenshot(page, "your-data-screen")
+
+    # a second browser session (another student) does not see it
+    other = chromium.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        other.goto(app_server.url + "/your-data")
+        other.wait_for_selector(f"{MAIN} [data-testid=stHeading]")
+        other.wait_for_selector(IDLE)
+        assert other.locator(".st-key-yd_model").count() == 0
+        assert "No model yet" in other.locator(MAIN).inner_text()
+    finally:
+        other.context.close()
