@@ -14,14 +14,11 @@ from gem_core.chemistry.tables import read_molecules, read_table
 from gem_core.data.config import get_spec, user_models_root
 from gem_core.service import user_models as um
 
+from .assay_tables import analogue_csv
+
 
 def _csv() -> bytes:
-    """60 distinct molecules in two classes (para-alkyl nitrobenzenes / benzoic acids)."""
-    rows = ["smiles,activity,id"]
-    for i in range(1, 31):
-        rows.append(f"O=[N+]([O-])c1ccc({'C' * i})cc1,active,n{i}")
-        rows.append(f"OC(=O)c1ccc({'C' * i})cc1,inactive,a{i}")
-    return ("\n".join(rows) + "\n").encode()
+    return analogue_csv()
 
 
 @pytest.fixture

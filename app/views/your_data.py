@@ -19,8 +19,10 @@ import streamlit as st
 from components.molecule_view import molecule_svg
 from messages import show_error
 from state.runtime import run_page
+from state.selection import selection
 from state.session import session_cache, session_value, set_session_value
 from state.training_jobs import MAX_RUNNING, forget_job, job_of, owner_token, start_training
+from theme import method_title
 
 from gem_core.api import (
     DEFAULT_TIME_BUDGET_S,
@@ -31,6 +33,7 @@ from gem_core.api import (
     MoleculeError,
     TableError,
     delete_user_model,
+    evaluate_user_model,
     explain_molecules,
     fragment_smiles,
     export_user_model,
@@ -192,7 +195,8 @@ def _train_form(owner: str, reading, source_file: str) -> None:
     if st.button("Train", type="primary", key="yd_train", icon=":material/model_training:"):
         try:
             start_training(owner, reading, name, recipe=recipe, split=split, seed=seed,
-                           time_budget_s=float(budget), device="cpu", source_file=source_file)
+                           time_budget_s=float(budget), device=selection().device,
+                           source_file=source_file)
             set_session_value("yd_open", name.strip().lower())
         except ValueError as exc:
             st.error(str(exc), icon=":material/error:")
@@ -307,8 +311,8 @@ def _ask_why(model) -> None:
         return
     try:
         with st.spinner("Predicting and explaining…"):
-            wb = molecule_model("cpu", model=model.name)
-            res = explain_molecules([mol], ["gem"], device="cpu", model=wb)[0]
+            wb = molecule_model(selection().device, model=model.name)
+            res = explain_molecules([mol], ["gem"], model=wb)[0]
     except Exception as exc:  # noqa: BLE001
         show_error(exc, "Explaining failed")
         return
@@ -333,9 +337,8 @@ def _screen(model, reading) -> None:
         return
     try:
         with st.spinner("Screening…"):
-            wb = molecule_model("cpu", model=model.name)
-            results = explain_molecules(list(reading.molecules[:n]), ["gem"], device="cpu",
-                                        model=wb)
+            wb = molecule_model(selection().device, model=model.name)
+            results = explain_molecules(list(reading.molecules[:n]), ["gem"], model=wb)
     except Exception as exc:  # noqa: BLE001
         show_error(exc, "Screening failed")
         return
@@ -354,6 +357,33 @@ def _screen(model, reading) -> None:
         st.dataframe(df, hide_index=True, width="stretch", height=320)
         st.download_button("Download CSV", df.to_csv(index=False), f"{model.name}-screen.csv",
                            key="yd_screen_csv", icon=":material/download:")
+
+
+def _benchmark(model) -> None:
+    st.subheader("5 · How faithful, how fast", anchor="benchmark")
+    st.caption(
+        "Each explainer on the model's test molecules: sufficiency (the prediction on the top-k "
+        "bonds alone is the same, mean over k = 5..25), necessity (deleting them changes it, "
+        "k = 2..10), both with the field's drop_isolated protocol, and the time per molecule. "
+        "Gem + check asks the model at explain time; random scores are the floor."
+    )
+    if not st.button("Measure on the test split", key="yd_bench_go"):
+        return
+    alert = "mutagen" if "mutagen" in model.classes else None
+    try:
+        with st.spinner("Explaining the test split with each method…"):
+            result = evaluate_user_model(model.name, device=selection().device,
+                                         alert_class=alert, owner=None)
+    except Exception as exc:  # noqa: BLE001
+        show_error(exc, "Measuring failed")
+        return
+    rows = [{"method": method_title(m), "ms per molecule": round(r["ms_per_molecule"], 3),
+             "sufficiency": round(r["sufficiency"], 3), "necessity": round(r["necessity"], 3),
+             **({"toxicophore AUC": r["toxicophore_auc"]} if alert else {})}
+            for m, r in result["methods"].items()]
+    with st.container(key="yd_bench"):
+        st.caption(f"{result['molecules']} test molecules.")
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 # ----------------------------------------------------------------------------- page
@@ -383,6 +413,7 @@ def render() -> None:
     if model is not None:
         _ask_why(model)
         _screen(model, reading)
+        _benchmark(model)
 
 
 run_page(render)

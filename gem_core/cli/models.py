@@ -7,10 +7,12 @@
   models import FILE                  a file from 'models export' (loaded with weights_only)
   models table --dataset mutagenicity --out FILE
                                       a shipped molecule dataset as a SMILES table (smiles,label,id)
-  models evaluate NAME --alert-class mutagen
-                                      Gem's toxicophore benchmark on the model's test split: the
-                                      AUC of its bond scores against the Kazius alerts' bonds, per
-                                      molecule predicted in that class (random scores beside it)
+  models evaluate NAME [--alert-class mutagen]
+                                      each method (Gem, Gem + check, Integrated Gradients, random)
+                                      on the model's test split: ms per molecule, sufficiency and
+                                      necessity (drop_isolated), and with --alert-class the AUC of
+                                      its bond scores against the Kazius alerts' bonds on the
+                                      molecules predicted in that class
 
 Models are trained with ``train --csv FILE --name NAME`` and used with ``explain --model NAME``
 and ``screen --model NAME``. The command line sees every model of this machine's cache.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gem_core.cli.common import add_command, write_json
+from gem_core.cli.common import add_command, progress_bar, write_json
 
 ACTIONS = ("list", "delete", "share", "export", "import", "table", "evaluate")
 
@@ -34,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--off", action="store_true", help="share: make the model private again")
     p.add_argument(
         "--alert-class",
-        default="mutagen",
-        help="evaluate: the class whose molecules should carry the alerts (default: mutagen)",
+        default=None,
+        help="evaluate: the class whose molecules should carry the Kazius alerts (e.g. mutagen)",
     )
 
 
@@ -99,30 +101,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    """Gem's (and random scores') toxicophore AUC on the model's test molecules."""
-    from gem_core.chemistry.toxicophores import toxicophore_benchmark
-    from gem_core.service.user_models import user_workbench
+    """Faithfulness, speed and toxicophore AUC of each method on the model's test molecules."""
+    from gem_core.evaluation.user_model_bench import evaluate_user_model
 
-    wb = user_workbench(args.name, args.device)
-    classes = list(wb.spec.class_names)
-    if args.alert_class not in classes:
-        raise ValueError(
-            f"{args.alert_class!r} is not a class of {args.name} ({', '.join(classes)})."
+    with progress_bar(args, f"evaluate {args.name}") as progress:
+        result = evaluate_user_model(
+            args.name, device=args.device, alert_class=args.alert_class, progress=progress
         )
-    test = wb.instances("test")
-    scores = {m: list(wb.explain(m, test)) for m in ("gem", "random")}
-    result = toxicophore_benchmark(
-        test,
-        scores,
-        wb.predict_proba(test).argmax(-1),
-        mutagen_label=classes.index(args.alert_class),
-        atom_symbols=wb.dataset.atom_symbols or (),
+    print(
+        f"{result['model']}: {result['molecules']} test molecules, {result['protocol']}; "
+        f"sufficiency mean over k = 5..25, necessity over k = 2..10"
     )
+    print(f"{'method':<22} {'ms/molecule':>11} {'sufficiency':>11} {'necessity':>9} {'tox AUC':>8}")
     for method, row in result["methods"].items():
-        auc = row["auc"]
+        auc = row["toxicophore_auc"]
         print(
-            f"{method:<8} toxicophore AUC {'n/a' if auc is None else f'{auc:.3f}'} over "
-            f"{result['molecules']} test molecules predicted {args.alert_class} with an alert"
+            f"{method:<22} {row['ms_per_molecule']:>11.3f} {row['sufficiency']:>11.3f} "
+            f"{row['necessity']:>9.3f} {'n/a' if auc is None else f'{auc:.3f}':>8}"
         )
-    write_json({"model": args.name, "toxicophores": result}, args.json)
+    write_json(result, args.json)
     return 0

@@ -280,8 +280,15 @@ def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
     for i in kept:
         graphs[i].source_index = i
     graphs = [graphs[i] for i in kept]
-    split = random_split(len(graphs), seed)
     info = {"dropped_empty_graphs": n_all - len(graphs)}
+    return graph_dataset(spec, graphs, random_split(len(graphs), seed), info)
+
+
+def graph_dataset(
+    spec: DatasetSpec, graphs: list[Data], split: Split, info: Optional[dict] = None
+) -> GemDataset:
+    """A graph task's dataset: its graphs, one split for the target and the explainer, and the
+    row's class names and atoms."""
     return GemDataset(
         spec=spec,
         split=split,
@@ -289,7 +296,7 @@ def _load_tu(spec: DatasetSpec, seed: int) -> GemDataset:
         graphs=graphs,
         class_names=spec.class_names,
         atom_symbols=spec.atom_symbols,
-        info=info,
+        info=dict(info or {}),
     )
 
 
@@ -349,15 +356,8 @@ def _load_table(spec: DatasetSpec, seed: int) -> GemDataset:
         raise DataUnavailableError(f"The molecules of model {spec.name!r} are missing ({path}).")
     state = load_torch(path, kind=TABLE_KIND)
     split = Split(**{name: state["split"][name] for name in ("train", "val", "test")})
-    return GemDataset(
-        spec=spec,
-        split=split,
-        explain_split=split,
-        graphs=table_graphs(state),
-        class_names=spec.class_names,
-        atom_symbols=spec.atom_symbols,
-        info={"smiles": state["smiles"], "ids": state["ids"]},
-    )
+    info = {"smiles": state["smiles"], "ids": state["ids"]}
+    return graph_dataset(spec, table_graphs(state), split, info)
 
 
 #: how each kind of source is loaded into a :class:`GemDataset` (a new dataset of a known kind

@@ -50,7 +50,7 @@ from gem_core.data.config import (
     user_models_root,
     user_recipe,
 )
-from gem_core.data.datasets import TABLE_FILE, GemDataset, random_split, table_state
+from gem_core.data.datasets import TABLE_FILE, graph_dataset, random_split, table_state
 from gem_core.data.ranking import roc_auc
 from gem_core.runtime.progress import ProgressFn, report
 from gem_core.runtime.store import ArtifactError, save_torch
@@ -288,15 +288,7 @@ def train_user_model(
         "outcome_column": reading.outcome_column,
         "split_sizes": {p: len(parts[p]) for p in ("train", "val", "test")},
     }
-    spec = user_model_spec(meta)
-    ds = GemDataset(
-        spec=spec,
-        split=parts,
-        explain_split=parts,
-        graphs=graphs,
-        class_names=spec.class_names,
-        atom_symbols=spec.atom_symbols,
-    )
+    ds = graph_dataset(user_model_spec(meta), graphs, parts)
     deadline = time.monotonic() + float(time_budget_s)
 
     def stop() -> Optional[str]:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from ..assay_tables import analogue_csv
 from .conftest import make_app, no_exception
 
 ACTIVE = [
@@ -52,14 +53,7 @@ def _table(copies: int = 4) -> bytes:
 
 
 def _analogue_table() -> bytes:
-    """60 distinct molecules: para-substituted nitrobenzenes / benzoic acids with growing
-    alkyl chains, two classes, enough to train (the page refuses fewer than 50)."""
-    rows = ["smiles,activity,id"]
-    for i in range(1, 31):
-        chain = "C" * i
-        rows.append(f"O=[N+]([O-])c1ccc({chain})cc1,active,n{i}")
-        rows.append(f"OC(=O)c1ccc({chain})cc1,inactive,a{i}")
-    return ("\n".join(rows) + "\n").encode()
+    return analogue_csv()
 
 
 @pytest.fixture
@@ -152,6 +146,12 @@ def test_upload_train_explain_screen(own_cache):
     no_exception(at)
     screened = [d for d in at.dataframe if "probability" in d.value.columns]
     assert len(screened) == 1 and len(screened[0].value) == 60
+    at.button(key="yd_bench_go").click().run()
+    no_exception(at)
+    bench = [d.value for d in at.dataframe if "sufficiency" in d.value.columns]
+    assert len(bench) == 1 and len(bench[0]) == 4
+    assert bench[0]["sufficiency"].between(0, 1).all()
+    assert (bench[0]["ms per molecule"] > 0).all()
 
     # another browser session does not see the model until it is shared by name
     other = _page()

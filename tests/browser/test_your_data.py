@@ -11,6 +11,7 @@ import pytest
 
 from tools.browser import IDLE, MAIN
 
+from ..assay_tables import analogue_csv
 from .conftest import PROJECT, assert_no_errors, open_app, screenshot
 
 pytestmark = pytest.mark.browser
@@ -19,13 +20,9 @@ ASK = "O=[N+]([O-])c1ccc(CCC)cc1"
 
 
 def _table(tmp_path) -> str:
-    rows = ["smiles,activity,id"]
-    for i in range(1, 31):
-        rows.append(f"O=[N+]([O-])c1ccc({'C' * i})cc1,active,n{i}")
-        rows.append(f"OC(=O)c1ccc({'C' * i})cc1,inactive,a{i}")
-    rows += ["C1CC(,active,broken", "OC(=O)c1ccccc1.[Na],inactive,salt"]
+    data = analogue_csv(["C1CC(,active,broken", "OC(=O)c1ccccc1.[Na],inactive,salt"])
     path = tmp_path / "assay.csv"
-    path.write_text("\n".join(rows) + "\n")
+    path.write_bytes(data)
     return str(path)
 
 
