@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "TrainingCancelled": "gem_core.service.user_models",
     "UserModel": "gem_core.service.user_models",
     "train_user_model": "gem_core.service.user_models",
+    "check_model_name": "gem_core.service.user_models",
     "fit_gem": "gem_core.service.user_models",
     "list_user_models": "gem_core.service.user_models",
     "user_model": "gem_core.service.user_models",

@@ -122,6 +122,9 @@ def _run(job: Job, reading: Any, options: dict[str, Any]) -> None:
     except TrainingCancelled:
         job.state, job.message = "cancelled", "Training cancelled: nothing was saved."
         return
+    except ValueError as exc:  # a refusal meant for the user (a name taken meanwhile)
+        job.state, job.error = "failed", str(exc)
+        return
     except Exception as exc:  # noqa: BLE001 - every failure becomes the page's message
         job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
         traceback.print_exc()

@@ -32,6 +32,7 @@ from gem_core.api import (
     USER_RECIPES,
     MoleculeError,
     TableError,
+    check_model_name,
     delete_user_model,
     evaluate_user_model,
     explain_molecules,
@@ -194,10 +195,11 @@ def _train_form(owner: str, reading, source_file: str) -> None:
     seed = int(c5.number_input("Seed", 0, 10_000, 0, key="yd_seed"))
     if st.button("Train", type="primary", key="yd_train", icon=":material/model_training:"):
         try:
+            name = check_model_name(name)  # a bad or taken name is said at once
             start_training(owner, reading, name, recipe=recipe, split=split, seed=seed,
                            time_budget_s=float(budget), device=selection().device,
                            source_file=source_file)
-            set_session_value("yd_open", name.strip().lower())
+            set_session_value("yd_open", name)
         except ValueError as exc:
             st.error(str(exc), icon=":material/error:")
 

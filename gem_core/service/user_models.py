@@ -69,6 +69,7 @@ __all__ = [
     "UserModel",
     "TrainingCancelled",
     "check_name",
+    "check_model_name",
     "train_user_model",
     "fit_gem",
     "list_user_models",
@@ -134,6 +135,10 @@ class UserModel:
 def check_name(name: str, taken_ok: bool = False) -> str:
     """A valid new model name (lower-cased), or a one-line error (:func:`check_user_name`)."""
     return check_user_name(name, taken_ok)
+
+
+#: the name front-ends check a new model's name with
+check_model_name = check_name
 
 
 # ----------------------------------------------------------------------------- training

@@ -168,3 +168,15 @@ def test_upload_train_explain_screen(own_cache):
     no_exception(at)
     with pytest.raises(ValueError):
         user_model("analogues")
+
+
+def test_a_bad_model_name_is_said_at_once(own_cache):
+    from state.training_jobs import job_of
+
+    at = _upload(_page(), "analogues.csv", _analogue_table())
+    for name in ("Bad-Name!", "mutagenicity", ""):
+        at.text_input(key="yd_name").input(name)
+        at.button(key="yd_train").click().run()
+        no_exception(at)
+        assert any("name" in e.lower() for e in _errors(at)), (name, _errors(at))
+        assert job_of(at.session_state["owner_token"]) is None
