@@ -20,6 +20,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -307,15 +308,11 @@ TABLE_KIND = "gem-user-table"
 TABLE_FILE = "dataset.pt"
 
 
-def table_state(
-    graphs: Sequence[Data], split: Split, smiles: Sequence[str], ids: Sequence[Optional[str]]
-) -> dict:
+def table_state(graphs: Sequence[Data], split: Split, smiles: Sequence[str]) -> dict:
     """The graphs of a user's table as one file's state: tensors concatenated (one tensor per
-    field, with pointers), the split, the SMILES and ids as plain lists (``weights_only``)."""
-    node_ptr = torch.tensor([0, *torch.tensor([g.num_nodes for g in graphs]).cumsum(0).tolist()])
-    edge_ptr = torch.tensor(
-        [0, *torch.tensor([g.edge_index.size(1) for g in graphs]).cumsum(0).tolist()]
-    )
+    field, with pointers), the split, the SMILES as a plain list (``weights_only``)."""
+    node_ptr = torch.tensor([0, *accumulate(g.num_nodes for g in graphs)])
+    edge_ptr = torch.tensor([0, *accumulate(g.edge_index.size(1) for g in graphs)])
     return {
         "kind": TABLE_KIND,
         "x": torch.cat([g.x for g in graphs]),
@@ -326,7 +323,6 @@ def table_state(
         "edge_ptr": edge_ptr,
         "split": {name: split[name] for name in ("train", "val", "test")},
         "smiles": list(smiles),
-        "ids": [None if i is None else str(i) for i in ids],
     }
 
 
@@ -356,7 +352,7 @@ def _load_table(spec: DatasetSpec, seed: int) -> GemDataset:
         raise DataUnavailableError(f"The molecules of model {spec.name!r} are missing ({path}).")
     state = load_torch(path, kind=TABLE_KIND)
     split = Split(**{name: state["split"][name] for name in ("train", "val", "test")})
-    info = {"smiles": state["smiles"], "ids": state["ids"]}
+    info = {"smiles": state["smiles"]}
     return graph_dataset(spec, table_graphs(state), split, info)
 
 

@@ -337,8 +337,7 @@ def train_user_model(
     stage = root / f"{_STAGING}{name}-{uuid.uuid4().hex[:8]}"
     try:
         stage.mkdir()
-        ids = [None] * len(graphs)
-        save_torch(table_state(graphs, parts, smiles, ids), stage / TABLE_FILE)
+        save_torch(table_state(graphs, parts, smiles), stage / TABLE_FILE)
         metrics = TargetMetrics(
             m["train_accuracy"],
             m["val_accuracy"],

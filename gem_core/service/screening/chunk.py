@@ -7,6 +7,7 @@ torch thread, the chunk as one batch). Models are loaded once per process and ke
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import time
@@ -51,6 +52,7 @@ def class_column(name: str) -> str:
     return re.sub(r"[^a-z0-9_]", "_", str(name).lower())
 
 
+@functools.lru_cache(maxsize=64)
 def screen_schema(first_class: str = MUTAGENICITY_CLASSES[0]) -> pa.Schema:
     """Output columns, in order, of a screen whose model's first class is ``first_class``.
 
