@@ -167,15 +167,15 @@ def fitted_gin(house, train_nodes):
 
 # ----------------------------------------------------------------------------- configuration
 
-def test_supports_rejects_node_masks_regression_and_edge_level():
+def test_supports_rejects_node_masks_and_edge_level_and_takes_regression():
     model = NodeNet("gcn", 4, 3)
     with pytest.raises(ValueError, match="node_mask_type='object' is not supported.*Gem supports"):
         Explainer(model, GemExplainer(), "model", NODE_CONFIG, node_mask_type="object",
                   edge_mask_type="object")
-    with pytest.raises(ValueError, match="regression.*Gem supports"):
-        Explainer(model, GemExplainer(), "model",
-                  dict(mode="regression", task_level="node", return_type="raw"),
-                  edge_mask_type="object")
+    regression = Explainer(model, GemExplainer(), "model",
+                           dict(mode="regression", task_level="node", return_type="raw"),
+                           edge_mask_type="object")
+    assert regression.algorithm.supports() and regression.algorithm.regression
     with pytest.raises(ValueError, match="node_mask_type='attributes' is not supported"):
         Explainer(model, GemExplainer(), "model", NODE_CONFIG, node_mask_type="attributes")
     with pytest.raises(ValueError, match="task_level='edge'"):

@@ -28,6 +28,11 @@ def test_doc_has_the_expected_blocks():
     assert "FIGURES_PLACEHOLDER" not in text, "the results section still needs its figures"
 
 
+def value_explainer_is_regression(explainer) -> bool:
+    algo = explainer.algorithm
+    return algo.regression and algo.target_task == 0 and algo.distillation_.labels.is_floating_point()
+
+
 def test_doc_code_runs(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("GEM_DOCS_SMALL", "1")
     for name in ("GEM_DATA_ROOT", "GEM_CACHE_DIR"):  # relative paths (CI's) outlive the chdir
@@ -55,6 +60,10 @@ def test_doc_code_runs(monkeypatch, tmp_path, capsys):
     # bond features: fitted with them, explained with them
     assert namespace["bond_explainer"].algorithm.edge_inputs_.names == ("edge_attr",)
     assert namespace["bond_explanation"].edge_mask.shape == (namespace["held_out"].num_edges,)
+    # regression, one task of two: the double bond (the edge that moves the value) ranks first
+    odd, value_explanation = namespace["odd"], namespace["value_explanation"]
+    assert value_explainer_is_regression(namespace["value_explainer"])
+    assert float(odd.edge_attr[value_explanation.edge_mask.argmax(), 1]) == 1.0
     comparison = namespace["comparison"]
     assert set(comparison.results) == {"gem", "gnnexplainer", "pgexplainer"}
     for result in comparison.results.values():

@@ -41,7 +41,7 @@ class Instance:
     Attributes:
         x: node features ``[n, d]``.
         pairs: undirected edges ``[2, P]`` with ``pairs[0] < pairs[1]``, sorted.
-        y: ground-truth label of the prediction.
+        y: ground-truth label of the prediction (a class; a float for a regression target).
         target: position of the explained node inside this graph, or None for a graph task.
         edge_attr: optional per-pair edge features ``[P, a]`` (bond types for molecules).
         dataset: dataset name the instance came from ("" for user-made graphs).
@@ -52,7 +52,7 @@ class Instance:
 
     x: Tensor
     pairs: Tensor
-    y: int
+    y: Union[int, float]
     target: Optional[int] = None
     edge_attr: Optional[Tensor] = None
     dataset: str = ""

@@ -14,6 +14,11 @@ necessity@k and stability of edge explanations, measured with the target as a bl
   stays; a graph-task instance left without any edge keeps its nodes).
 * **Per class**: every figure also per class predicted on the whole instance (a majority class
   would hide the other: REFERENCE §9); classes with no instance are left out.
+* **Regressors** (a black box with ``regression = True``): a prediction is a value, so "the same
+  prediction" is a value within a tolerance of the whole instance's: ``rel_tol`` (default
+  :data:`REGRESSION_REL_TOL` = 0.1) times the spread of the model's outputs, their standard
+  deviation over the evaluated instances on the whole instances (1.0 when they do not vary),
+  as in GraphFramEx-style regression fidelity; a figure per class does not apply (empty).
 * **Stability** (:func:`stability`): mean Jaccard similarity of the top-k pair sets of the same
   instances explained with different seeds (every pair of seeds, per instance, then averaged):
   1.0 for a method without randomness.
@@ -37,10 +42,12 @@ from gem_core.data.instances import Instance
 from gem_core.data.protocol import PROTOCOLS as PROTOCOLS  # re-exported: the protocols judged here
 from gem_core.data.protocol import Protocol, check_protocol, drop_isolated
 from gem_core.data.ranking import as_scores, check_score_length, topk_mask
-from gem_core.models.predict import predict_proba
+from gem_core.models.predict import predict_proba, predict_values
 
 #: instances per forward pass unless told otherwise (bounds memory on large splits)
 DEFAULT_BATCH_SIZE = 1024
+#: a regressor's prediction "holds" within this share of the spread of its outputs
+REGRESSION_REL_TOL = 0.1
 #: the fine K grid of the field's curves, per task level (GNNX-Bench plots graph tasks to 25)
 FINE_K = {"graph": tuple(range(1, 26)), "node": tuple(range(1, 11))}
 
@@ -90,20 +97,35 @@ def _unpack(explanation: Any) -> tuple[list[Instance], list[Tensor]]:
     return instances, scores
 
 
+def _regression(black_box) -> bool:
+    return bool(getattr(black_box, "regression", False))
+
+
 def _predict(
     black_box,
     instances: list[Instance],
-    masks: list[Tensor],
+    masks: Optional[list[Tensor]],
     protocol: Protocol,
     batch_size: Optional[int],
 ) -> Tensor:
-    """Predicted classes with only ``masks``' pairs of each instance, under ``protocol``."""
-    if protocol is Protocol.KEEP_NODES:
-        p = predict_proba(black_box, instances, masks, batch_size=batch_size)
-    else:
-        subs = [drop_isolated(inst.subgraph(m)) for inst, m in zip(instances, masks)]
-        p = predict_proba(black_box, subs, batch_size=batch_size)
-    return p.argmax(-1)
+    """Predicted classes (a regressor: values, float64) with only ``masks``' pairs of each
+    instance (None: all of them), under ``protocol``."""
+    if protocol is Protocol.DROP_ISOLATED and masks is not None:
+        instances = [drop_isolated(inst.subgraph(m)) for inst, m in zip(instances, masks)]
+        masks = None
+    if _regression(black_box):
+        return predict_values(black_box, instances, masks, batch_size=batch_size)
+    return predict_proba(black_box, instances, masks, batch_size=batch_size).argmax(-1)
+
+
+def regression_tolerance(values: Tensor, rel_tol: float = REGRESSION_REL_TOL) -> float:
+    """The absolute tolerance within which a regressor's prediction counts as kept: ``rel_tol``
+    times the standard deviation of ``values`` (the model's outputs on the whole instances;
+    1.0 in place of a zero or undefined spread)."""
+    if not rel_tol > 0:
+        raise ValueError(f"rel_tol must be positive, got {rel_tol!r}")
+    spread = float(values.double().std()) if values.numel() > 1 else 0.0
+    return float(rel_tol) * (spread if spread > 0 else 1.0)
 
 
 def _curve(
@@ -114,25 +136,30 @@ def _curve(
     keep_top: bool,
     predicted: Optional[Tensor],
     batch_size: Optional[int],
+    rel_tol: float = REGRESSION_REL_TOL,
 ) -> FaithfulnessCurve:
     protocol = check_protocol(protocol)
     instances, scores = _unpack(explanation)
     ks = sorted({check_k(k) for k in ks})
     if not ks:
         raise ValueError("ks is empty")
+    regression = _regression(black_box)
     if predicted is None:
-        full = predict_proba(black_box, instances, batch_size=batch_size).argmax(-1)
+        full = _predict(black_box, instances, None, protocol, batch_size)
     else:
-        full = torch.as_tensor(predicted).reshape(-1).long().cpu()
+        full = torch.as_tensor(predicted).reshape(-1).cpu()
+        full = full.double() if regression else full.long()
         if full.numel() != len(instances):
             raise ValueError(f"{full.numel()} predictions for {len(instances)} instances")
-    classes = sorted(int(c) for c in torch.unique(full))
+    tol = regression_tolerance(full, rel_tol) if regression else 0.0
+    classes = [] if regression else sorted(int(c) for c in torch.unique(full))
     at_k: dict[int, float] = {}
     per_class: dict[int, dict[int, float]] = {c: {} for c in classes}
     for k in ks:
         top = [topk_mask(s, k) for s in scores]
         masks = top if keep_top else [~m for m in top]
-        same = _predict(black_box, instances, masks, protocol, batch_size) == full
+        now = _predict(black_box, instances, masks, protocol, batch_size)
+        same = (now - full).abs() <= tol if regression else now == full
         hit = (same if keep_top else ~same).double()
         at_k[k] = float(hit.mean())
         for c in classes:
@@ -148,22 +175,26 @@ def sufficiency_at_k(
     *,
     predicted: Optional[Tensor] = None,
     batch_size: Optional[int] = DEFAULT_BATCH_SIZE,
+    rel_tol: float = REGRESSION_REL_TOL,
 ) -> FaithfulnessCurve:
     """Share of instances whose prediction on their top-k pairs alone equals the prediction on
-    the whole instance, for every k of ``ks``, overall and per predicted class.
+    the whole instance, for every k of ``ks``, overall and per predicted class (a regressor:
+    within ``rel_tol`` times the spread of its outputs, see the module docstring).
 
     Args:
         black_box: callable ``InstanceBatch -> logits [N, C]`` (a ``GNNBlackBox``).
         explanation: an ``Explanation`` carrying its instances, or ``(instances, scores)``.
         ks: the K values (each an integer ≥ 1; k ≥ P keeps every pair).
         protocol: ``keep_nodes`` or ``drop_isolated`` (:class:`Protocol`).
-        predicted: the target's classes on the whole instances, when known (spares a pass).
+        predicted: the target's classes (a regressor: values) on the whole instances, when
+            known (spares a pass).
         batch_size: instances per forward pass (None: all at once).
+        rel_tol: a regressor's tolerance, in units of the spread of its outputs.
 
     Our top-k never keeps more than k pairs (ties to the lower pair index); GNNX-Bench keeps
     every pair tied with the k-th score, so our sufficiency is at most as generous.
     """
-    return _curve(black_box, explanation, ks, protocol, True, predicted, batch_size)
+    return _curve(black_box, explanation, ks, protocol, True, predicted, batch_size, rel_tol)
 
 
 def necessity_at_k(
@@ -174,10 +205,12 @@ def necessity_at_k(
     *,
     predicted: Optional[Tensor] = None,
     batch_size: Optional[int] = DEFAULT_BATCH_SIZE,
+    rel_tol: float = REGRESSION_REL_TOL,
 ) -> FaithfulnessCurve:
     """Share of instances whose prediction changes when their top-k pairs are deleted, for every
-    k of ``ks``, overall and per predicted class (arguments as :func:`sufficiency_at_k`)."""
-    return _curve(black_box, explanation, ks, protocol, False, predicted, batch_size)
+    k of ``ks``, overall and per predicted class (a regressor: moves by more than ``rel_tol``
+    times the spread of its outputs; arguments as :func:`sufficiency_at_k`)."""
+    return _curve(black_box, explanation, ks, protocol, False, predicted, batch_size, rel_tol)
 
 
 # ----------------------------------------------------------------------------- stability

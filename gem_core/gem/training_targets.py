@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gem_core.data.instances import Instance, collate
+from gem_core.gem.distill.conventions import granger_loss
 from gem_core.gem.settings import GemSettings
 
 
@@ -63,7 +64,11 @@ def _losses(
     parts = []
     for s in range(0, len(instances), max_copies):
         logits = black_box(collate(instances[s : s + max_copies], masks[s : s + max_copies])).cpu()
-        parts.append(F.cross_entropy(logits.float(), labels[s : s + max_copies], reduction="none"))
+        part = labels[s : s + max_copies]
+        if part.is_floating_point():  # a regression: the squared error
+            parts.append(granger_loss(logits, part).float())
+        else:  # float32, as the shipped fits were made
+            parts.append(F.cross_entropy(logits.float(), part, reduction="none"))
     return torch.cat(parts) if parts else torch.zeros(0)
 
 
@@ -139,6 +144,11 @@ def explainer_targets(
         return targets
     if instances is None or black_box is None:
         raise ValueError("necessity_lead needs the instances and the black box (forward passes)")
+    if dist.labels.is_floating_point():
+        raise ValueError(
+            "teacher.necessity_lead ranks pairs by how soon their deletion flips the predicted "
+            "class: it applies to classifiers; set it to 0 for a regression model"
+        )
     from gem_core.gem.necessity_order import candidate_sets, lead_with, necessity_order
     from gem_core.models.predict import predict_proba
 

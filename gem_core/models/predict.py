@@ -64,3 +64,25 @@ def predict_proba(
         logits = black_box(collate(instances[part], masks))
         out.append(torch.softmax(logits.detach().to("cpu", torch.float64), dim=-1))
     return torch.cat(out, dim=0)
+
+
+@torch.no_grad()
+def predict_values(
+    black_box,
+    instances: Sequence[Instance],
+    pair_masks: Optional[Sequence[Tensor]] = None,
+    batch_size: Optional[int] = None,
+) -> Tensor:
+    """A regressor's values ``[N]`` (CPU, float64) on the instances (its one output column;
+    ``pair_masks`` and ``batch_size`` as in :func:`predict_proba`)."""
+    n = len(instances)
+    if n == 0:
+        raise ValueError("no instances to predict")
+    step = int(batch_size) if batch_size else n
+    out = []
+    for start in range(0, n, step):
+        part = slice(start, start + step)
+        masks = None if pair_masks is None else pair_masks[part]
+        values = black_box(collate(instances[part], masks)).detach().to("cpu", torch.float64)
+        out.append(values.reshape(values.size(0), -1)[:, 0])
+    return torch.cat(out)

@@ -4,7 +4,15 @@ Return types. Distillation compares cross-entropy losses, so outputs are turned 
 cross-entropy-compatible logits: ``raw`` as is, ``log_probs`` as is (``log_softmax`` of
 log-probabilities is the identity), ``probs`` through ``log``; ``binary_classification`` with one
 output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
-(``probs``). Regression is not supported.
+(``probs``).
+
+Regression (``mode="regression"``): the outputs are values, one column per prediction; the black
+box returns them as they are, ``[instances, 1]``, and says ``regression = True``, so the
+distillation compares squared errors (:mod:`gem_core.gem.distill.conventions`).
+
+Several tasks: a model with one output column per task (a multi-task model, e.g. one logit per
+assay) is explained for one of them, ``task_index``: that column is taken before anything
+else, so each task is a single-output binary classifier or regressor of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +33,36 @@ PROB_FLOOR = 1e-12  # probabilities are clipped to [1e-12, 1] before the log
 def count_hops(model: nn.Module) -> int:
     """Number of ``MessagePassing`` submodules of ``model`` (module structure only, no weights)."""
     return ExplainerAlgorithm._num_hops(model)
+
+
+def _task_column(out: Tensor, task_index: Optional[int]) -> Tensor:
+    """The outputs of task ``task_index`` (one column of ``[rows, tasks]``), as ``[rows, 1]``."""
+    if task_index is None:
+        return out
+    flat = out.reshape(out.size(0), -1)
+    if not -flat.size(1) <= task_index < flat.size(1):
+        raise ValueError(
+            f"target_task={task_index} is out of range: the model returns {flat.size(1)} "
+            f"output column{'s' * (flat.size(1) != 1)} per prediction"
+        )
+    return flat[:, task_index : task_index + 1 if task_index != -1 else None]
+
+
+def model_outputs(
+    out: Tensor, mode: ModelMode, return_type: ModelReturnType, task_index: Optional[int] = None
+) -> Tensor:
+    """Raw model outputs as the engine reads them: the task's column, then logits for a
+    classifier (:func:`_logits`) or values ``[rows, 1]`` for a regressor."""
+    out = _task_column(out, task_index)
+    if mode == ModelMode.regression:
+        values = out.float().reshape(out.size(0), -1)
+        if values.size(1) != 1:
+            raise ValueError(
+                f"a regression model with {values.size(1)} outputs per prediction: name the one "
+                f"to explain with fit(..., target_task=...)"
+            )
+        return values
+    return _logits(out, mode, return_type)
 
 
 def _logits(out: Tensor, mode: ModelMode, return_type: ModelReturnType) -> Tensor:
@@ -66,6 +104,7 @@ class PyGBlackBox:
         model_kwargs: extra non-tensor keyword arguments passed on every call.
         edge_inputs: the model's per-edge tensors (bond features, edge weights), which every
             batch then carries as rows and the model gets under their own names.
+        task_index: the output column explained, for a model with one column per task.
     """
 
     def __init__(
@@ -77,6 +116,7 @@ class PyGBlackBox:
         device: Union[str, torch.device] = "cpu",
         model_kwargs: Optional[dict[str, Any]] = None,
         edge_inputs: Optional[EdgeInputs] = None,
+        task_index: Optional[int] = None,
     ):
         self.model = model
         self.task = task
@@ -85,9 +125,12 @@ class PyGBlackBox:
         self.device = torch.device(device)
         self.kwargs = dict(model_kwargs or {})
         self.edge_inputs = edge_inputs
+        self.task_index = task_index
+        #: a regressor: outputs are values, the distillation's loss the squared error
+        self.regression = self.mode == ModelMode.regression
         #: batches built for this black box carry the per-edge rows (the engine's convention)
         self.uses_edge_attr = edge_inputs is not None
-        self.num_classes = 0  # set by the first call
+        self.num_classes = 0  # set by the first call (1 for a regressor: its one value)
 
     @torch.no_grad()
     def __call__(self, batch: InstanceBatch) -> Tensor:
@@ -110,6 +153,10 @@ class PyGBlackBox:
                     f"a graph-level model must return one row per graph of `batch`: got "
                     f"{out.size(0)} rows for {b.num_instances} graphs"
                 )
-        logits = _logits(out, self.mode, self.return_type)
+        logits = self.convert(out)
         self.num_classes = int(logits.size(-1))
         return logits
+
+    def convert(self, out: Tensor) -> Tensor:
+        """The model's raw output rows as the engine reads them (:func:`model_outputs`)."""
+        return model_outputs(out, self.mode, self.return_type, self.task_index)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch
@@ -67,7 +67,7 @@ class ComputationGraphs:
         pair_ids: Tensor,
         edge_pair: Tensor,
         num_pairs: int,
-        labels: Optional[Sequence[int]],
+        labels: Optional[Sequence[Union[int, float]]],
         indices: Sequence[int],
         edge_attr: Optional[Tensor] = None,
     ):
@@ -77,7 +77,8 @@ class ComputationGraphs:
         self.local_pairs, self.targets = local_pairs, targets
         self.node_ids, self.pair_ids, self.edge_pair = node_ids, pair_ids, edge_pair
         self.num_pairs = int(num_pairs)
-        self.labels = [-1] * len(indices) if labels is None else [int(v) for v in labels]
+        # classes stay ints, a regression's values floats
+        self.labels = [-1] * len(indices) if labels is None else [_label(v) for v in labels]
         self.indices = [int(v) for v in indices]
         self.hops: Optional[Tensor] = None  # node level: hop distance of every stacked node
         self.structure: Optional[GraphStructure] = None
@@ -179,7 +180,7 @@ def node_computation_graphs(
     edge_index: Tensor,
     nodes: Sequence[int],
     num_hops: int,
-    labels: Optional[Sequence[int]] = None,
+    labels: Optional[Sequence[Union[int, float]]] = None,
     structure: Optional[GraphStructure] = None,
     pair_attr: Optional[Tensor] = None,
 ) -> ComputationGraphs:
@@ -261,7 +262,7 @@ def graph_computation_graphs(
     x: Tensor,
     edge_index: Tensor,
     batch: Optional[Tensor] = None,
-    labels: Optional[Sequence[int]] = None,
+    labels: Optional[Sequence[Union[int, float]]] = None,
     indices: Optional[Sequence[int]] = None,
     edge_tensors: Optional[dict[str, Tensor]] = None,
     edge_inputs: Optional[EdgeInputs] = None,
@@ -311,6 +312,24 @@ def graph_computation_graphs(
     )
 
 
+def _label(value: Any) -> Union[int, float]:
+    """A label as given: a float stays a float (a regression value), the rest is a class."""
+    if isinstance(value, float) or (isinstance(value, Tensor) and value.is_floating_point()):
+        return float(value)
+    return int(value)
+
+
+def _first_column(row: Tensor) -> int:
+    """The default label reader: a class, the first entry of a label row."""
+    return int(row.reshape(-1)[0])
+
+
+def _label_rows(y: Any) -> Tensor:
+    """Labels as ``[rows, columns]`` (one column per task; a flat tensor has one column)."""
+    t = torch.as_tensor(y)
+    return t.reshape(1, 1) if t.dim() == 0 else t.reshape(t.size(0), -1)
+
+
 def node_fit_instances(
     data: Any,
     index,
@@ -318,10 +337,11 @@ def node_fit_instances(
     target: Optional[Tensor],
     phenomenon: bool,
     edge_inputs: Optional[EdgeInputs] = None,
+    read_label: Callable[[Tensor], Union[int, float]] = _first_column,
 ) -> tuple[list[Instance], torch.device]:
-    """Node level: the training nodes' computation graphs (labels only for ``phenomenon``; with
-    ``edge_inputs``, the model's per-edge tensors of ``data`` cut along) and the device of the
-    user's data."""
+    """Node level: the training nodes' computation graphs (labels only for ``phenomenon``, each
+    row of ``y`` read by ``read_label``; with ``edge_inputs``, the model's per-edge tensors of
+    ``data`` cut along) and the device of the user's data."""
     if not isinstance(data, Data):
         what = (
             f"a list of {len(data)} graphs"
@@ -347,14 +367,14 @@ def node_fit_instances(
                 "'phenomenon' explanations are fitted against labels: give "
                 "data.y or fit(..., target=labels)"
             )
-        y = torch.as_tensor(y).view(-1)
-        if y.numel() == n:
-            labels = [int(y[i]) for i in nodes]
-        elif y.numel() == len(nodes):
-            labels = [int(v) for v in y.tolist()]
+        rows = _label_rows(y)
+        if rows.size(0) == n:
+            labels = [read_label(rows[i]) for i in nodes]
+        elif rows.size(0) == len(nodes):
+            labels = [read_label(row) for row in rows]
         else:
             raise ValueError(
-                f"target has {y.numel()} entries: need one per node ({n}) or "
+                f"target has {rows.size(0)} rows: need one per node ({n}) or "
                 f"one per index entry ({len(nodes)})"
             )
     warn_if_directed(data.edge_index, n)
@@ -375,9 +395,11 @@ def graph_fit_instances(
     target: Optional[Tensor],
     phenomenon: bool,
     edge_inputs: Optional[EdgeInputs] = None,
+    read_label: Callable[[Tensor], Union[int, float]] = _first_column,
 ) -> tuple[list[Instance], torch.device]:
-    """Graph level: every training graph as one instance (labels only for ``phenomenon``; with
-    ``edge_inputs``, each graph's per-edge tensors along) and the device of the user's data."""
+    """Graph level: every training graph as one instance (labels only for ``phenomenon``, each
+    graph's row of labels read by ``read_label``; with ``edge_inputs``, each graph's per-edge
+    tensors along) and the device of the user's data."""
     if isinstance(data, Data):
         raise ValueError(
             "task_level='graph': fit expects a list or Dataset of graphs (one Data each), "
@@ -395,9 +417,9 @@ def graph_fit_instances(
     labels_t = None
     if phenomenon:
         if target is not None:
-            labels_t = torch.as_tensor(target).view(-1)
-            if labels_t.numel() != len(graphs):
-                raise ValueError(f"target has {labels_t.numel()} entries for {len(graphs)} graphs")
+            labels_t = _label_rows(target)
+            if labels_t.size(0) != len(graphs):
+                raise ValueError(f"target has {labels_t.size(0)} rows for {len(graphs)} graphs")
         elif any(getattr(g, "y", None) is None for g in graphs):
             raise ValueError(
                 "'phenomenon' explanations are fitted against labels: every graph "
@@ -407,11 +429,9 @@ def graph_fit_instances(
     for i, g in enumerate(graphs):
         if not isinstance(g, Data) or g.x is None or g.edge_index is None:
             raise ValueError(f"graph {i} is not a Data object with x and edge_index")
-        label = -1
+        label: Union[int, float] = -1
         if phenomenon:
-            label = (
-                int(labels_t[i]) if labels_t is not None else int(torch.as_tensor(g.y).view(-1)[0])
-            )
+            label = read_label(labels_t[i] if labels_t is not None else torch.as_tensor(g.y))
         if i < 100:  # a sample is enough to notice a directed dataset
             warn_if_directed(g.edge_index, int(g.x.size(0)))
         tensors: Optional[dict[str, Tensor]] = None

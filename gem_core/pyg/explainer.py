@@ -46,7 +46,21 @@ Return types. Distillation compares cross-entropy losses, so outputs are turned 
 cross-entropy-compatible logits: ``raw`` as is, ``log_probs`` as is (``log_softmax`` of
 log-probabilities is the identity), ``probs`` through ``log``; ``binary_classification`` with one
 output column becomes the two-class logits ``[0, z]`` (``raw``) or ``[log(1 - p), log p]``
-(``probs``). Regression and node-feature masks are not supported.
+(``probs``). Node-feature masks are not supported.
+
+Regression (``mode="regression"``). The model's output is a value; Gem's Granger effect of an
+edge is then the rise of the squared error when it goes (against the model's own output on the
+whole graph for ``"model"`` explanations, which makes it the squared change of the prediction;
+against ``y`` or the given ``target`` for ``"phenomenon"``), and the distillation, the training
+targets and the ``"sufficient"`` growth compare squared errors where a classifier's compare
+cross-entropies. What reads a predicted *class* does not apply and is off for a regressor:
+``inputs.condition_on_prediction``, ``teacher.necessity_weight``, ``teacher.necessity_lead``
+and the explain-time check (asking for one of them says so). Sufficiency of a regressor's
+explanation is judged with a tolerance (:mod:`gem_core.evaluation.faithfulness`).
+
+Several tasks. A model with one output column per task is explained for one task,
+``fit(..., target_task=j)`` (its column; PyG's ``index`` names nodes or graphs, not tasks): fit
+one ``GemExplainer`` per task of interest.
 """
 
 from __future__ import annotations
@@ -182,7 +196,7 @@ class GemExplainer(ExplainerAlgorithm):
     def _unsupported(explainer_config: ExplainerConfig, model_config: ModelConfig) -> Optional[str]:
         supported = (
             "Gem supports edge_mask_type='object', node_mask_type=None, "
-            "mode='multiclass_classification' or 'binary_classification', "
+            "mode='multiclass_classification', 'binary_classification' or 'regression', "
             "task_level='node' or 'graph', explanation_type='model' or 'phenomenon'."
         )
         if explainer_config.node_mask_type is not None:
@@ -194,8 +208,6 @@ class GemExplainer(ExplainerAlgorithm):
         if explainer_config.edge_mask_type != MaskType.object:
             got = getattr(explainer_config.edge_mask_type, "value", None)
             return f"Gem needs edge_mask_type='object' (got {got!r}). " + supported
-        if model_config.mode == ModelMode.regression:
-            return "Gem explains classifiers: mode='regression' is not supported. " + supported
         if model_config.task_level not in (ModelTaskLevel.node, ModelTaskLevel.graph):
             return (
                 f"Gem explains node or graph predictions: task_level="
@@ -204,7 +216,7 @@ class GemExplainer(ExplainerAlgorithm):
         return None
 
     def supports(self) -> bool:
-        """False (reason logged) for node masks, non-object edge masks, regression, edge level."""
+        """False (reason logged) for node masks, non-object edge masks, edge level."""
         reason = self._unsupported(self.explainer_config, self.model_config)
         if reason is not None:
             logging.error(reason)
@@ -242,6 +254,7 @@ class GemExplainer(ExplainerAlgorithm):
         index: Optional[Union[int, Sequence[int], Tensor]] = None,
         *,
         target: Optional[Tensor] = None,
+        target_task: Optional[int] = None,
         progress: Optional[ProgressFn] = None,
         **kwargs: Any,
     ) -> "GemExplainer":
@@ -255,12 +268,20 @@ class GemExplainer(ExplainerAlgorithm):
                 Not used at graph level.
             target: ``"phenomenon"`` only: the labels to explain (node level: one per node of
                 ``data`` or one per ``index`` entry; graph level: one per graph). Default: ``y``.
+            target_task: for a model with one output column per task (multi-task), the column
+                explained, read as a single-output model of its own (fit one explainer per task);
+                default: the model's only output. Explaining uses the fitted task.
             progress: optional ``progress(fraction, message)`` callback (the engine convention).
             **kwargs: extra non-tensor keyword arguments for the model.
         Returns:
             self.
         """
         self._require_connected()
+        if target_task is not None and (
+            isinstance(target_task, bool) or not isinstance(target_task, (int, np.integer))
+        ):
+            raise ValueError(f"target_task must be an output column index, got {target_task!r}")
+        self.target_task = None if target_task is None else int(target_task)
         for key, value in kwargs.items():
             if isinstance(value, Tensor):
                 where = (
@@ -293,10 +314,12 @@ class GemExplainer(ExplainerAlgorithm):
             torch.manual_seed(settings.seed)
             if level == "node":
                 instances, dev = node_fit_instances(
-                    data, index, hops, target, phenomenon, edge_inputs
+                    data, index, hops, target, phenomenon, edge_inputs, self._label_reader()
                 )
             else:
-                instances, dev = graph_fit_instances(data, index, target, phenomenon, edge_inputs)
+                instances, dev = graph_fit_instances(
+                    data, index, target, phenomenon, edge_inputs, self._label_reader()
+                )
             black_box = PyGBlackBox(
                 model,
                 level,
@@ -305,6 +328,7 @@ class GemExplainer(ExplainerAlgorithm):
                 dev,
                 kwargs,
                 edge_inputs,
+                self.target_task,
             )
             gem_device = resolve_device(self.device if self.device is not None else dev)
             was_training = model.training
@@ -388,6 +412,8 @@ class GemExplainer(ExplainerAlgorithm):
         }
         if phenomenon and "inputs.condition_on_prediction" not in given:
             fit["inputs.condition_on_prediction"] = False  # the labels are explained
+        if self.regression:
+            fit.update(self._regression_settings(chosen, given))
         if chosen.teacher.connected is None:
             fit["teacher.connected"] = level == "node"
         if chosen.teacher.topk_policy == TopKPolicy.sufficient and not chosen.teacher.ks:
@@ -400,6 +426,55 @@ class GemExplainer(ExplainerAlgorithm):
         }
         fit.update({path: value for path, value in explicit.items() if value is not None})
         return chosen.with_overrides(fit)
+
+    @property
+    def regression(self) -> bool:
+        """Whether the connected model is a regressor (``mode="regression"``)."""
+        config = getattr(self, "_model_config", None)
+        return config is not None and config.mode == ModelMode.regression
+
+    def _label_reader(self):
+        """How a phenomenon's labels are read: values for a regressor, classes otherwise
+        (with ``target_task``: that task's column of ``y``)."""
+        task = self.target_task
+
+        def read(value: Any) -> Union[int, float]:
+            t = torch.as_tensor(value).reshape(-1)
+            v = t[0 if task is None else task] if t.numel() > 1 else t[0]
+            return float(v) if self.regression else int(v)
+
+        return read
+
+    def _regression_settings(self, chosen: GemSettings, given: Mapping[str, Any]) -> dict:
+        """The settings a regressor cannot use turned off, or a one-line refusal where the
+        user asked for one: each reads a predicted class."""
+        refused = {
+            "inputs.condition_on_prediction": bool(chosen.inputs.condition_on_prediction),
+            "teacher.necessity_weight": chosen.teacher.necessity_weight > 0,
+            "teacher.necessity_lead": chosen.teacher.necessity_lead > 0,
+        }
+        for path, on in refused.items():
+            if on and path in given:
+                raise ValueError(
+                    f"{path} reads the model's predicted class: it applies to classifiers, "
+                    f"not to a regression model (leave it unset)"
+                )
+        if (
+            self.check is not None
+            and self.check != "off"
+            or "check.rule" in given
+            and (given["check.rule"] != "off")
+        ):
+            raise ValueError(
+                "the explain-time check keeps the predicted class: it applies to classifiers; "
+                "explain a regression model with check='off'"
+            )
+        return {
+            "inputs.condition_on_prediction": False,
+            "teacher.necessity_weight": 0.0,
+            "teacher.necessity_lead": 0,
+            "check.rule": "off",
+        }
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: ``teacher.connected`` where set, else
@@ -613,6 +688,7 @@ class GemExplainer(ExplainerAlgorithm):
             device,
             kwargs,
             getattr(self, "edge_inputs_", None),
+            getattr(self, "target_task", None),
         )
 
 

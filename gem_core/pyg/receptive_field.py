@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 #: nodes checked (evenly spaced over the training nodes) and the tolerance on the class
-#: probabilities. Not exact equality: a normalised layer (GCN's 1/sqrt(deg u · deg v)) sees the
+#: probabilities (a regressor's values: relative to the largest of them). Not exact equality: a
+#: normalised layer (GCN's 1/sqrt(deg u · deg v)) sees the
 #: degree of a boundary node shrink in the cut, which moves a 2-layer GCN's probabilities by a
 #: few hundredths without changing what it depends on or what it predicts (the paper's
 #: computation graphs are these cuts); a missed hop moves them far more.
@@ -46,13 +47,7 @@ def _outputs(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[Ten
     cut = black_box(collate(graphs.instances)).cpu()
     with torch.no_grad():
         full = black_box.model(data.x, data.edge_index, **black_box.kwargs, **tensors)
-    from gem_core.pyg.black_box import _logits
-
-    full = _logits(
-        full[torch.as_tensor(list(nodes), device=full.device)],
-        black_box.mode,
-        black_box.return_type,
-    ).cpu()
+    full = black_box.convert(full[torch.as_tensor(list(nodes), device=full.device)]).cpu()
     return cut, full
 
 
@@ -60,7 +55,11 @@ def _reproduces(black_box, data: Any, nodes: Sequence[int], hops: int) -> tuple[
     cut, full = _outputs(black_box, data, nodes, hops)
     if not cut.numel():
         return True, 0.0
-    gap = float((cut.softmax(-1) - full.softmax(-1)).abs().max())
+    if getattr(black_box, "regression", False):  # values: the gap relative to their size
+        scale = max(float(full.abs().max()), float(full.std()) if full.numel() > 1 else 0.0)
+        gap = float((cut - full).abs().max()) / max(scale, 1e-8)
+    else:
+        gap = float((cut.softmax(-1) - full.softmax(-1)).abs().max())
     return gap <= PROB_TOL, gap  # a class flip within the tolerance is a near tie
 
 
@@ -97,7 +96,7 @@ def check_receptive_field(
     )
     message = (
         f"the model's outputs on the {hops}-hop computation graphs of nodes {sample} differ "
-        f"from its outputs on the whole graph (largest difference of a class probability {gap:.3g}): Gem {source}, but "
+        f"from its outputs on the whole graph (largest difference {gap:.3g}): Gem {source}, but "
         f"the model's prediction depends on more (a layer applied several times, with shared "
         f"weights, counts once); {hint}."
     )

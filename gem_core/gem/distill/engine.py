@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Optional, Union
 import torch
 
 from gem_core.data.instances import Instance
-from gem_core.gem.distill.conventions import TIE_TOL, check_label_source, cross_entropy
+from gem_core.gem.distill.conventions import (
+    TIE_TOL,
+    check_label_source,
+    granger_loss,
+    is_regression,
+    predicted_labels,
+)
 from gem_core.gem.distill.delta import _removal_logits
 from gem_core.gem.distill.greedy import _greedy
 from gem_core.gem.distill.layout import _edge_budget, _Layout
@@ -38,7 +44,9 @@ def distill(
 
     Args:
         instances: computation graphs (all node or all graph instances).
-        black_box: the target, ``black_box(InstanceBatch) -> logits [num_instances, C]``.
+        black_box: the target, ``black_box(InstanceBatch) -> logits [num_instances, C]`` (a
+            regressor, ``regression = True``: its values ``[num_instances, 1]``, the loss then the
+            squared error, see :mod:`~gem_core.gem.distill.conventions`).
         connected: apply the connectivity rule (``DatasetSpec.connected``).
         label_source: losses against the true label (``"true"``) or the target's own prediction
             on the full graph (``"predicted"``).
@@ -56,16 +64,17 @@ def distill(
     dev = resolve_device(device)
     max_edges_per_forward = _edge_budget(max_edges_per_forward, dev)
     start = time.perf_counter()
-    layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box))
+    regression = is_regression(black_box)
+    layout = _Layout.build(instances, edge_attr=uses_edge_attr(black_box), regression=regression)
     n_delta = int((layout.num_pairs * (layout.num_pairs + 1)).sum())
     n_greedy = int((layout.num_pairs * layout.num_nodes).sum())
     split = n_delta / max(n_delta + n_greedy, 1)
     full_logits, removed_logits = _removal_logits(
         layout, black_box, dev, max_edges_per_forward, scaled(progress, 0.0, split)
     )
-    labels = layout.labels if label_source == "true" else full_logits.argmax(-1)
-    full_loss = cross_entropy(full_logits, labels)
-    removed_loss = cross_entropy(removed_logits, labels[layout.pair_owner])
+    labels = layout.labels if label_source == "true" else predicted_labels(full_logits, regression)
+    full_loss = granger_loss(full_logits, labels)
+    removed_loss = granger_loss(removed_logits, labels[layout.pair_owner])
     delta = removed_loss - full_loss[layout.pair_owner]
     kept, weights, greedy_loss = _greedy(
         layout,
@@ -87,7 +96,7 @@ def distill(
         num_nodes=layout.num_nodes,
         targets=layout.targets,
         indices=torch.tensor([inst.index for inst in instances]),
-        labels=labels.long(),
+        labels=labels.cpu().double() if regression else labels.cpu().long(),
         full_loss=full_loss,
         greedy_loss=greedy_loss,
         delta=delta,

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from gem_core.gem.distill.components import _Components
-from gem_core.gem.distill.conventions import cross_entropy, order_key
+from gem_core.gem.distill.conventions import granger_loss, order_key
 from gem_core.gem.distill.layout import _Layout
 from gem_core.gem.distill.segments import _gather_segments, _segment_order
 from gem_core.runtime.progress import ProgressFn, report, scaled
@@ -86,7 +86,7 @@ def _greedy_chunk(
             tent = comps.apply(tent, m)
         edges = tent & alive[owner[:q]]  # idle instances contribute their nodes only
         logits = black_box(make_batch(m, edges))
-        new = cross_entropy(logits, labels_dev[:m]).cpu().numpy()
+        new = granger_loss(logits, labels_dev[:m]).cpu().numpy()
         accept = alive & (new <= loss[:m] + tol)
         reject = alive & ~accept
         weights[cand[reject]] = new[reject] - loss[:m][reject]

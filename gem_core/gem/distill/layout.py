@@ -43,7 +43,7 @@ class _Layout:
     Attributes:
         packed: the instances as one :class:`~gem_core.data.packed.PackedGraphs` (edge features
             only when the target reads them).
-        labels: ``[N]`` true labels.
+        labels: ``[N]`` true labels (classes, or float64 values of a regression).
         num_nodes, num_pairs: ``[N]`` nodes and pairs of every instance.
         pair_owner: ``[Q]`` instance of every pair.
         targets: ``[N]`` target position within each instance, -1 for graph tasks.
@@ -60,13 +60,19 @@ class _Layout:
         self.targets = torch.full((self.size,), -1, dtype=torch.long) if local is None else local
 
     @classmethod
-    def build(cls, instances: Sequence[Instance], edge_attr: bool = False) -> "_Layout":
-        """The layout of ``instances``; ``edge_attr``: keep their edge features too."""
+    def build(
+        cls, instances: Sequence[Instance], edge_attr: bool = False, regression: bool = False
+    ) -> "_Layout":
+        """The layout of ``instances``; ``edge_attr``: keep their edge features too;
+        ``regression``: their labels are values (float64), not classes."""
         if len(instances) == 0:
             raise ValueError("cannot distill an empty list of instances")
         if edge_attr and any(inst.edge_attr is None for inst in instances):
             raise ValueError("the target reads edge features, but some instances have none")
-        labels = torch.tensor([int(inst.y) for inst in instances], dtype=torch.long)
+        if regression:
+            labels = torch.tensor([float(inst.y) for inst in instances], dtype=torch.float64)
+        else:
+            labels = torch.tensor([int(inst.y) for inst in instances], dtype=torch.long)
         return cls(PackedGraphs.from_instances(instances, edge_attr=bool(edge_attr)), labels)
 
     def select(self, ids: Tensor) -> "_Layout":

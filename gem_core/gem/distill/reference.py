@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 import networkx as nx
 import torch
@@ -19,7 +19,13 @@ from torch import Tensor
 
 from gem_core.data.config import check_k
 from gem_core.data.instances import Instance, collate
-from gem_core.gem.distill.conventions import TIE_TOL, check_label_source, cross_entropy
+from gem_core.gem.distill.conventions import (
+    TIE_TOL,
+    check_label_source,
+    granger_loss,
+    is_regression,
+    predicted_labels,
+)
 from gem_core.gem.distill.topk import DEFAULT_TOPK_POLICY, check_topk_policy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +39,7 @@ class ReferenceResult:
     delta: Tensor  # [P] float64
     weights: Tensor  # [P] float64
     kept: Tensor  # [P] bool
-    label: int
+    label: Union[int, float]  # a class, or a regression value
     full_loss: float
     greedy_loss: float
 
@@ -62,10 +68,13 @@ def _key(value: float, tol: float) -> int:
     return int(round(value / tol))
 
 
-def _loss(instance: Instance, mask: Tensor, black_box: "BlackBox", label: int) -> float:
-    """Loss of the target on ``instance`` keeping only the pairs in ``mask``."""
+def _loss(
+    instance: Instance, mask: Tensor, black_box: "BlackBox", label: Union[int, float]
+) -> float:
+    """Loss of the target on ``instance`` keeping only the pairs in ``mask`` (``label``: a class,
+    or a regression value as a float)."""
     logits = black_box(collate([instance], [mask]))
-    return float(cross_entropy(logits, torch.tensor([label]))[0])
+    return float(granger_loss(logits, torch.tensor([label]))[0])
 
 
 def keep_component(instance: Instance, mask: Tensor) -> Tensor:
@@ -108,8 +117,13 @@ def reference_distill_one(
     p = instance.num_pairs
     full = torch.ones(p, dtype=torch.bool)
     logits = black_box(collate([instance], [full]))
-    label = int(instance.y) if label_source == "true" else int(logits.argmax(-1)[0])
-    full_loss = float(cross_entropy(logits, torch.tensor([label]))[0])
+    regression = is_regression(black_box)
+    label: Union[int, float]
+    if label_source == "true":
+        label = float(instance.y) if regression else int(instance.y)
+    else:
+        label = predicted_labels(logits, regression)[0].item()
+    full_loss = float(granger_loss(logits, torch.tensor([label]))[0])
 
     delta = torch.zeros(p, dtype=torch.float64)
     for j in range(p):

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from gem_core.data.instances import Instance
 from gem_core.data.packed import np_segment_arange
-from gem_core.gem.distill.conventions import cross_entropy, order_key
+from gem_core.gem.distill.conventions import granger_loss, order_key
 from gem_core.gem.distill.fields import DistillationFields
 from gem_core.gem.distill.layout import _edge_budget, _Layout
 from gem_core.gem.distill.walk import _pair_owner, _Walk
@@ -81,7 +81,7 @@ def _subset_losses(
             inst_t[start:stop], flat_t[lo:hi], copy_t[lo:hi] - start, drop_isolated=drop_isolated
         )
         logits = black_box(batch if device.type == "cpu" else batch.to(device))
-        out.append(cross_entropy(logits, labels[inst_t[start:stop]]).cpu())
+        out.append(granger_loss(logits, labels[inst_t[start:stop]]).cpu())
         start = stop
     return torch.cat(out).numpy()
 

@@ -46,7 +46,7 @@ class InstanceDistillation:
     weights: Tensor
     kept: Tensor
     topk_mask: Optional[Tensor]
-    label: int
+    label: Union[int, float]  # a class, or a regression value
     full_loss: float
     greedy_loss: float
 
@@ -146,7 +146,7 @@ class Distillation:
             weights=self.weights[lo:hi],
             kept=self.kept[lo:hi],
             topk_mask=topk,
-            label=int(self.labels[i]),
+            label=self.labels[i].item(),
             full_loss=float(self.full_loss[i]),
             greedy_loss=float(self.greedy_loss[i]),
         )

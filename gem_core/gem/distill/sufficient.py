@@ -66,6 +66,11 @@ def _sufficient_flat(
     ks = sorted({int(k) for k in ks})
     if not necessity_weight >= 0:
         raise ValueError(f"necessity_weight must be non-negative, got {necessity_weight!r}")
+    if necessity_weight > 0 and dist.labels.is_floating_point():
+        raise ValueError(
+            "teacher.necessity_weight rewards a complement that loses the predicted class: it "
+            "applies to classifiers; set it to 0 for a regression model"
+        )
     rank = _growth_order(
         dist,
         layout,
