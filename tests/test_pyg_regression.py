@@ -184,8 +184,10 @@ def test_regression_faithfulness_counts_values_within_the_tolerance(task):
 
 def test_settings_that_read_a_class_are_refused_for_a_regressor(task):
     model, train, _ = task
-    with pytest.raises(ValueError, match="check.*classifiers.*check='off'"):
-        _explainer(model, check="repair").algorithm.fit(model, train[:20])
+    with pytest.raises(ValueError, match="check.lead.*classifiers"):
+        _explainer(model, check="repair", settings={"check.lead": 2}).algorithm.fit(
+            model, train[:20]
+        )
     with pytest.raises(ValueError, match="condition_on_prediction.*classifiers"):
         _explainer(model, settings={"inputs.condition_on_prediction": True}).algorithm.fit(
             model, train[:20]
@@ -283,3 +285,25 @@ def test_node_level_regression(task):
             lucky += hit and count == "random"
     # measured: Gem 39 of 57 nodes (0.68), random scores 23 (0.40)
     assert total > 10 and hits / total > lucky / total + 0.2, (hits, lucky, total)
+
+
+def test_the_check_keeps_a_regressor_s_value_within_its_tolerance(task, fitted):
+    model, _, test = task
+    algo = fitted.algorithm
+    assert algo.regression_tolerance_ == pytest.approx(
+        0.1 * float(algo.distillation_.labels.std())
+    )
+    alone = _scores(fitted, test)
+    algo.check = "repair"
+    try:
+        checked = _scores(fitted, test)
+    finally:
+        algo.check = None
+    for a, c in zip(alone, checked):  # Gem's own values, in the checked order
+        assert torch.equal(torch.sort(a).values, torch.sort(c).values)
+    insts = instances_of(test)
+    bb = PyGBlackBox(model, "graph", "regression", "raw")
+    ks = (2, 3, 4)  # the fit's budgets: the check decides these positions
+    gem = sufficiency_at_k(bb, (insts, alone), ks, "drop_isolated").at_k
+    both = sufficiency_at_k(bb, (insts, checked), ks, "drop_isolated").at_k
+    assert sum(both.values()) > sum(gem.values()), (both, gem)

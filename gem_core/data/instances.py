@@ -145,6 +145,11 @@ def node_instance(data: Data, node: int, num_hops: int = 3, dataset: str = "") -
     )
 
 
+def _label(value: Tensor) -> Union[int, float]:
+    """A label tensor's value: a float for a regression target, else a class."""
+    return float(value) if value.is_floating_point() else int(value)
+
+
 def graph_instance(data: Data, index: int, dataset: str = "") -> Instance:
     """A whole graph as an instance (graph classification)."""
     edge_attr = getattr(data, "edge_attr", None)
@@ -152,7 +157,7 @@ def graph_instance(data: Data, index: int, dataset: str = "") -> Instance:
     return Instance(
         x=data.x,
         pairs=pairs,
-        y=int(data.y.view(-1)[0]),
+        y=_label(data.y.view(-1)[0]),
         target=None,
         edge_attr=pair_attr,
         dataset=dataset,

@@ -42,7 +42,11 @@ first pairs of Gem's smallest explanation by deletion (necessity).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
-lower of the two. Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
+lower of the two. A regressor (``predicted`` holds its values, a floating tensor): "holds" means
+its value stays within the black box's ``tolerance`` of the whole instance's (the PyG adapter's:
+0.1 times the spread of the model's outputs on the fit instances, the yardstick's), and in place
+of a probability the check compares the closeness ``1 - min(|v - v_whole| / (10 tolerance), 1)``.
+Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
 order. Only the target's outputs are read, so Gem stays model-agnostic; the cost is
 ``stop - start`` batched forwards of the target per protocol, on ``width`` copies of each
 instance (``repair``: on one copy, Gem's next pair, and on the other candidates only of the
@@ -125,7 +129,7 @@ def checked_scores(
         packed,
         order,
         counts,
-        torch.as_tensor(predicted).long().cpu(),
+        _as_predicted(predicted),
         start,
         int(stop),
         int(width),
@@ -135,6 +139,12 @@ def checked_scores(
         spans,
     )
     return _reassign(packed, scores, ranking, counts)
+
+
+def _as_predicted(predicted: Tensor) -> Tensor:
+    """The target's classes (long), or a regressor's values (float64), on the CPU."""
+    t = torch.as_tensor(predicted).reshape(-1).cpu()
+    return t.double() if t.is_floating_point() else t.long()
 
 
 def _rule(value: Union[CheckRule, str], what: str) -> CheckRule:
@@ -521,6 +531,16 @@ class _Judge:
         self.black_box, self.packed, self.ranking = black_box, packed, ranking
         self.predicted, self.protocols = predicted, protocols
         self.pair_ptr = packed.pair_ptr[:-1]
+        #: a regressor's tolerance (its values are judged, not classes); None for a classifier
+        self.tolerance: Optional[float] = None
+        if predicted.is_floating_point():
+            tol = getattr(black_box, "tolerance", None)
+            if tol is None or not float(tol) > 0:
+                raise ValueError(
+                    "checking a regressor's explanation needs its black box's tolerance (a "
+                    "positive value within which a prediction holds)"
+                )
+            self.tolerance = float(tol)
 
     def __call__(self, inst: Tensor, cand: Tensor, pos: int) -> tuple[Tensor, Tensor]:
         """Per copy (instance ``inst[c]``, its ``pos`` placed pairs and local pair
@@ -549,8 +569,14 @@ class _Judge:
                     probs[j].append(block)
         prob = torch.full((n_copies,), float("inf"), dtype=torch.float64)
         holds = torch.ones(n_copies, dtype=torch.bool)
+        tol = self.tolerance
         for per_protocol in probs:
             p = torch.cat(per_protocol)
+            if tol is not None:  # a regressor: the value within the tolerance, and how close
+                gap = (p[:, 0] - cls).abs()
+                prob = torch.minimum(prob, 1.0 - (gap / (10.0 * tol)).clamp(max=1.0))
+                holds &= gap <= tol
+                continue
             prob = torch.minimum(prob, p[torch.arange(n_copies), cls])
             holds &= p.argmax(-1) == cls
         return holds, prob
@@ -578,7 +604,8 @@ class _Judge:
                 for drop in drops
             ]
         )
-        return torch.softmax(self.black_box(batch).detach().to("cpu", torch.float64), -1)
+        out = self.black_box(batch).detach().to("cpu", torch.float64)
+        return out if self.tolerance is not None else torch.softmax(out, -1)
 
 
 def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: CheckRule, n_rows: int) -> Tensor:
@@ -652,6 +679,11 @@ def deletion_lead(
         raise ValueError(f"{scores.numel()} scores for {packed.num_pairs} pairs")
     if lead <= 0 or packed.num_pairs == 0:
         return scores
+    if torch.as_tensor(predicted).is_floating_point():
+        raise ValueError(
+            "check.lead orders pairs by how much their deletion lowers the predicted class: it "
+            "applies to classifiers; set it to 0 for a regression model"
+        )
     parts = packed.split_pairs(scores)
     ranked = [pair_order(part) for part in parts]  # topk_mask's order
     candidates = []

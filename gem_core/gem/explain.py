@@ -114,9 +114,13 @@ def apply_check(
 
 
 def predict_packed(black_box: Any, packed: PackedGraphs) -> Tensor:
-    """The target's class on every whole packed instance (one batched forward)."""
+    """The target's class on every whole packed instance (one batched forward); a regressor's
+    value (float64)."""
+    from gem_core.gem.distill.conventions import is_regression, predicted_labels
+
     with torch.no_grad():
-        return black_box(packed.forward_batch()).argmax(-1).cpu()
+        out = black_box(packed.forward_batch())
+    return predicted_labels(out, is_regression(black_box)).cpu()
 
 
 def explain_packed(

@@ -128,6 +128,8 @@ class PyGBlackBox:
         self.task_index = task_index
         #: a regressor: outputs are values, the distillation's loss the squared error
         self.regression = self.mode == ModelMode.regression
+        #: a regressor's tolerance for the explain-time check (set by the fitted explainer)
+        self.tolerance: Optional[float] = None
         #: batches built for this black box carry the per-edge rows (the engine's convention)
         self.uses_edge_attr = edge_inputs is not None
         self.num_classes = 0  # set by the first call (1 for a regressor: its one value)

@@ -55,8 +55,11 @@ against ``y`` or the given ``target`` for ``"phenomenon"``), and the distillatio
 targets and the ``"sufficient"`` growth compare squared errors where a classifier's compare
 cross-entropies. What reads a predicted *class* does not apply and is off for a regressor:
 ``inputs.condition_on_prediction``, ``teacher.necessity_weight``, ``teacher.necessity_lead``
-and the explain-time check (asking for one of them says so). Sufficiency of a regressor's
-explanation is judged with a tolerance (:mod:`gem_core.evaluation.faithfulness`).
+and ``check.lead`` (asking for one of them says so). Sufficiency of a regressor's explanation is
+judged with a tolerance, 0.1 times the spread of its outputs
+(:mod:`gem_core.evaluation.faithfulness`); the explain-time check (Gem + check) holds a value
+within 0.1 times the spread of the model's outputs on the fit instances
+(``regression_tolerance_``).
 
 Several tasks. A model with one output column per task is explained for one task,
 ``fit(..., target_task=j)`` (its column; PyG's ``index`` names nodes or graphs, not tasks): fit
@@ -385,6 +388,12 @@ class GemExplainer(ExplainerAlgorithm):
         self.num_hops_ = int(hops)
         self.edge_inputs_: Optional[EdgeInputs] = edge_inputs
         self.num_classes_ = int(black_box.num_classes)
+        #: a regressor's tolerance (the check's "holds"): 0.1 x the spread of what it explained
+        self.regression_tolerance_: Optional[float] = None
+        if self.regression:
+            from gem_core.evaluation.faithfulness import regression_tolerance
+
+            self.regression_tolerance_ = regression_tolerance(dist.labels)
         self.num_features_ = int(instances[0].x.size(1))
         self.task_level_ = level
         self.explanation_type_ = self.explainer_config.explanation_type.value
@@ -448,7 +457,7 @@ class GemExplainer(ExplainerAlgorithm):
     def _regression_settings(self, chosen: GemSettings, given: Mapping[str, Any]) -> dict:
         """The settings a regressor cannot use turned off, or a one-line refusal where the
         user asked for one: each reads a predicted class."""
-        refused = {
+        refused = {  # the check itself judges a regressor's value within its tolerance
             "inputs.condition_on_prediction": bool(chosen.inputs.condition_on_prediction),
             "teacher.necessity_weight": chosen.teacher.necessity_weight > 0,
             "teacher.necessity_lead": chosen.teacher.necessity_lead > 0,
@@ -459,21 +468,16 @@ class GemExplainer(ExplainerAlgorithm):
                     f"{path} reads the model's predicted class: it applies to classifiers, "
                     f"not to a regression model (leave it unset)"
                 )
-        if (
-            self.check is not None
-            and self.check != "off"
-            or "check.rule" in given
-            and (given["check.rule"] != "off")
-        ):
+        if chosen.check.lead > 0 and "check.lead" in given:
             raise ValueError(
-                "the explain-time check keeps the predicted class: it applies to classifiers; "
-                "explain a regression model with check='off'"
+                "check.lead reads the model's predicted class: it applies to classifiers, not "
+                "to a regression model (leave it unset)"
             )
         return {
             "inputs.condition_on_prediction": False,
             "teacher.necessity_weight": 0.0,
             "teacher.necessity_lead": 0,
-            "check.rule": "off",
+            "check.lead": 0,
         }
 
     def connects(self, level: str) -> bool:
@@ -680,7 +684,7 @@ class GemExplainer(ExplainerAlgorithm):
                 "check): explain through the Explainer, which passes the model"
             )
         kwargs = {k: v for k, v in model_kwargs.items() if not isinstance(v, Tensor)}
-        return PyGBlackBox(
+        black_box = PyGBlackBox(
             model,
             self.task_level_,
             self.model_config.mode,
@@ -690,6 +694,8 @@ class GemExplainer(ExplainerAlgorithm):
             getattr(self, "edge_inputs_", None),
             getattr(self, "target_task", None),
         )
+        black_box.tolerance = getattr(self, "regression_tolerance_", None)
+        return black_box
 
 
 def _accepts_batch(model: nn.Module) -> bool:
