@@ -282,6 +282,10 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
     ),
     ("pyg", lambda sub: __import__("gem_core.cli.bench_pyg", fromlist=["register"]).register(sub)),
     (
+        "crippen",
+        lambda sub: __import__("gem_core.cli.bench_crippen", fromlist=["register"]).register(sub),
+    ),
+    (
         "devices",
         lambda sub: __import__("gem_core.cli.bench_devices", fromlist=["register"]).register(sub),
     ),

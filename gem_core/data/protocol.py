@@ -10,6 +10,10 @@ judged by: :class:`~gem_core.gem.settings.GemSettings.protocol`), the faithfulne
 * ``drop_isolated`` (GNNX-Bench, Kosan et al., ICLR 2024): the nodes left without an edge are
   dropped before the forward pass. A node task's target node is never dropped; a graph-task
   instance left without any edge keeps its nodes (an empty graph has no prediction).
+
+A regressor's prediction is a value, so "the same prediction" under either protocol is a value
+within a tolerance of the whole instance's (:func:`regression_tolerance`), shared by the
+faithfulness metrics and the explain-time check.
 """
 
 from __future__ import annotations
@@ -21,7 +25,27 @@ import torch
 
 from gem_core.data.instances import Instance
 
-__all__ = ["Protocol", "PROTOCOLS", "check_protocol", "drop_isolated"]
+__all__ = [
+    "Protocol",
+    "PROTOCOLS",
+    "REGRESSION_REL_TOL",
+    "check_protocol",
+    "drop_isolated",
+    "regression_tolerance",
+]
+
+#: a regressor's prediction "holds" within this share of the spread of its outputs
+REGRESSION_REL_TOL = 0.1
+
+
+def regression_tolerance(values: torch.Tensor, rel_tol: float = REGRESSION_REL_TOL) -> float:
+    """The absolute tolerance within which a regressor's prediction counts as kept: ``rel_tol``
+    times the standard deviation of ``values`` (the model's outputs on the whole instances;
+    1.0 in place of a zero or undefined spread)."""
+    if not rel_tol > 0:
+        raise ValueError(f"rel_tol must be positive, got {rel_tol!r}")
+    spread = float(values.double().std()) if values.numel() > 1 else 0.0
+    return float(rel_tol) * (spread if spread > 0 else 1.0)
 
 
 class Protocol(str, Enum):

@@ -40,14 +40,16 @@ from torch import Tensor
 from gem_core.data.config import check_k
 from gem_core.data.instances import Instance
 from gem_core.data.protocol import PROTOCOLS as PROTOCOLS  # re-exported: the protocols judged here
+from gem_core.data.protocol import (  # re-exported: a regressor's yardstick
+    REGRESSION_REL_TOL as REGRESSION_REL_TOL,
+)
 from gem_core.data.protocol import Protocol, check_protocol, drop_isolated
+from gem_core.data.protocol import regression_tolerance as regression_tolerance
 from gem_core.data.ranking import as_scores, check_score_length, topk_mask
 from gem_core.models.predict import predict_proba, predict_values
 
 #: instances per forward pass unless told otherwise (bounds memory on large splits)
 DEFAULT_BATCH_SIZE = 1024
-#: a regressor's prediction "holds" within this share of the spread of its outputs
-REGRESSION_REL_TOL = 0.1
 #: the fine K grid of the field's curves, per task level (GNNX-Bench plots graph tasks to 25)
 FINE_K = {"graph": tuple(range(1, 26)), "node": tuple(range(1, 11))}
 
@@ -116,16 +118,6 @@ def _predict(
     if _regression(black_box):
         return predict_values(black_box, instances, masks, batch_size=batch_size)
     return predict_proba(black_box, instances, masks, batch_size=batch_size).argmax(-1)
-
-
-def regression_tolerance(values: Tensor, rel_tol: float = REGRESSION_REL_TOL) -> float:
-    """The absolute tolerance within which a regressor's prediction counts as kept: ``rel_tol``
-    times the standard deviation of ``values`` (the model's outputs on the whole instances;
-    1.0 in place of a zero or undefined spread)."""
-    if not rel_tol > 0:
-        raise ValueError(f"rel_tol must be positive, got {rel_tol!r}")
-    spread = float(values.double().std()) if values.numel() > 1 else 0.0
-    return float(rel_tol) * (spread if spread > 0 else 1.0)
 
 
 def _curve(

@@ -391,7 +391,7 @@ class GemExplainer(ExplainerAlgorithm):
         #: a regressor's tolerance (the check's "holds"): 0.1 x the spread of what it explained
         self.regression_tolerance_: Optional[float] = None
         if self.regression:
-            from gem_core.evaluation.faithfulness import regression_tolerance
+            from gem_core.data.protocol import regression_tolerance
 
             self.regression_tolerance_ = regression_tolerance(dist.labels)
         self.num_features_ = int(instances[0].x.size(1))
