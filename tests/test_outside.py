@@ -33,11 +33,12 @@ def test_light_copies_agree_with_the_engine():
 
 def test_bad_input_is_refused_before_torch():
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gem_core", "bench",
-                           "outside", "--models", "gcn_max,transformer"], cwd=ROOT,
+                           "outside", "--models", "gcn_max,graphormer"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = [l for l in proc.stderr.splitlines() if not l.startswith("import time:")]
-    assert lines == ["error: unknown model 'transformer'; choose from gcn_max, gin, sage, gine, gatv2"]
+    assert lines == ["error: unknown model 'graphormer'; choose from gcn_max, gin, sage, gine, gatv2, "
+                     "gat, transformer, attentivefp"]
     imported = {l.rsplit("|", 1)[1].strip().split(".")[0] for l in proc.stderr.splitlines()
                 if l.startswith("import time:") and "|" in l}
     assert not imported & {"torch", "torch_geometric"}

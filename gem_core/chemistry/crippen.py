@@ -22,7 +22,7 @@ import copy
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from rdkit import Chem, RDConfig, rdBase
@@ -260,7 +260,7 @@ def r2_score(pred: Tensor, y: Tensor) -> float:
 
 
 @torch.no_grad()
-def _predict(model: CrippenGINE, loader: DataLoader) -> tuple[Tensor, Tensor]:
+def _predict(model: nn.Module, loader: DataLoader) -> tuple[Tensor, Tensor]:
     """Predictions and targets over a loader, model in eval mode."""
     model.eval()
     preds, ys = [], []
@@ -280,8 +280,11 @@ def train_crippen_regressor(
     batch_size: int = 64,
     lr: float = 3e-3,
     hidden: int = 64,
-) -> tuple[CrippenGINE, dict[str, Any]]:
-    """Train a :class:`CrippenGINE` on a seeded random split; keep the best-validation-R² weights.
+    model: Optional[nn.Module] = None,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Train a :class:`CrippenGINE` (or ``model``, built by the caller with the same
+    ``forward(x, edge_index, edge_attr=..., batch=...)`` keywords and one output) on a seeded
+    random split; keep the best-validation-R² weights.
 
     Adam with MSE loss; stops when validation R² has not improved for ``patience`` epochs.
     Returns the model in eval mode and ``{"train_r2", "val_r2", "test_r2", "epochs", "seconds",
@@ -303,7 +306,8 @@ def train_crippen_regressor(
         raise ValueError(f"{len(graphs)} graphs are too few for the split {split}")
 
     torch.manual_seed(seed)
-    model = CrippenGINE(hidden=hidden)
+    if model is None:
+        model = CrippenGINE(hidden=hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=10)
     train_loader = DataLoader(

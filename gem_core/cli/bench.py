@@ -281,6 +281,7 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
         lambda sub: __import__("gem_core.cli.bench_outside", fromlist=["register"]).register(sub),
     ),
     ("pyg", lambda sub: __import__("gem_core.cli.bench_pyg", fromlist=["register"]).register(sub)),
+    ("zoo", lambda sub: __import__("gem_core.cli.bench_zoo", fromlist=["register"]).register(sub)),
     (
         "crippen",
         lambda sub: __import__("gem_core.cli.bench_crippen", fromlist=["register"]).register(sub),

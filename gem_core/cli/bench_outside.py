@@ -27,7 +27,7 @@ from gem_core.cli.common import add_command, progress_bar, write_json
 
 # gem_core.evaluation.outside.OUTSIDE_MODELS / OUTSIDE_METHODS and gem_core.data.protocol
 # .PROTOCOLS, repeated so that bad input is answered without importing torch (a test checks)
-MODELS = ("gcn_max", "gin", "sage", "gine", "gatv2")
+MODELS = ("gcn_max", "gin", "sage", "gine", "gatv2", "gat", "transformer", "attentivefp")
 METHODS = (
     "gem",
     "gem_check",

@@ -139,6 +139,62 @@ def _sage(features: int, classes: int) -> nn.Module:
     )
 
 
+def _gat(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import GATConv, global_mean_pool
+
+    h = 32
+    return _PooledGNN(
+        [GATConv(features, h // 4, heads=4)] + [GATConv(h, h // 4, heads=4) for _ in range(2)],
+        global_mean_pool,
+        h,
+        classes,
+    )
+
+
+def _transformer(features: int, classes: int) -> nn.Module:
+    from torch_geometric.nn import TransformerConv, global_add_pool
+
+    h = 32
+    return _PooledEdgeGNN(
+        [TransformerConv(features, h // 4, heads=4, edge_dim=BOND_FEATURES)]
+        + [TransformerConv(h, h // 4, heads=4, edge_dim=BOND_FEATURES) for _ in range(2)],
+        global_add_pool,
+        h,
+        classes,
+    )
+
+
+class AttentiveFPModel(nn.Module):
+    """PyG's ``AttentiveFP`` (Xiong et al. 2020: graph attention over atoms and bonds, a gated
+    readout) behind the ``forward(x, edge_index, batch=None, edge_attr=None)`` convention of
+    the other models (its own takes ``edge_attr`` before ``batch``)."""
+
+    def __init__(self, features: int, outputs: int, edge_dim: int, hidden: int = 32):
+        super().__init__()
+        from torch_geometric.nn.models import AttentiveFP
+
+        self.net = AttentiveFP(
+            features, hidden, outputs, edge_dim=edge_dim, num_layers=2, num_timesteps=2
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        batch: Optional[Tensor] = None,
+        edge_attr: Optional[Tensor] = None,
+    ) -> Tensor:
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        if edge_attr is None:
+            raise ValueError("this model reads bond features: pass edge_attr")
+        return self.net(x.float(), edge_index, edge_attr.float(), batch)
+
+
+def _attentivefp(features: int, classes: int) -> nn.Module:
+    return AttentiveFPModel(features, classes, BOND_FEATURES)
+
+
 @dataclass(frozen=True)
 class OutsideModel:
     """A recipe of an outside target: how to build it, in words and in code."""
@@ -163,6 +219,18 @@ OUTSIDE_MODELS: dict[str, OutsideModel] = {
             "gatv2",
             "3-layer GATv2 (4 heads) reading bond types (edge_attr), hidden 32, mean pooling",
             _gatv2,
+        ),
+        OutsideModel("gat", "3-layer GAT (4 heads), hidden 32, mean pooling", _gat),
+        OutsideModel(
+            "transformer",
+            "3-layer graph transformer (TransformerConv, 4 heads) reading bond types "
+            "(edge_attr), hidden 32, sum pooling",
+            _transformer,
+        ),
+        OutsideModel(
+            "attentivefp",
+            "AttentiveFP (2 layers, 2 readout steps) reading bond types (edge_attr), hidden 32",
+            _attentivefp,
         ),
     )
 }
