@@ -21,7 +21,7 @@ from gem_core.evaluation.faithfulness import (
 )
 from gem_core.evaluation.outside import instances_of, pair_scores
 from gem_core.explainers.random_scores import RandomExplainer
-from gem_core.gem.distill import distill
+from gem_core.gem.distill import Distillation, distill
 from gem_core.gem.distill.reference import reference_distill
 from gem_core.pyg import GemExplainer
 from gem_core.pyg.black_box import PyGBlackBox
@@ -307,3 +307,34 @@ def test_the_check_keeps_a_regressor_s_value_within_its_tolerance(task, fitted):
     gem = sufficiency_at_k(bb, (insts, alone), ks, "drop_isolated").at_k
     both = sufficiency_at_k(bb, (insts, checked), ks, "drop_isolated").at_k
     assert sum(both.values()) > sum(gem.values()), (both, gem)
+
+
+def test_a_regressor_s_signed_effects_are_kept_and_can_be_taught(task):
+    model, train, test = task
+    bb = PyGBlackBox(model, "graph", "regression", "raw")
+    insts = instances_of(train[:5])
+    dist = distill(insts, bb, connected=False, label_source="predicted", device="cpu")
+    inst = insts[0]
+    full = float(bb(collate([inst]))[0, 0])
+    keep = torch.ones(inst.num_pairs, dtype=torch.bool)
+    keep[1] = False
+    without = float(bb(collate([inst], [keep]))[0, 0])
+    assert float(dist.effect[1]) == pytest.approx(full - without, abs=1e-5)
+    assert torch.allclose(dist.effect ** 2, dist.delta, atol=1e-6)
+    assert torch.equal(dist.subset([2, 0]).effect[: insts[2].num_pairs],
+                       dist.effect[int(dist.pair_ptr[2]) : int(dist.pair_ptr[3])])
+    state = dist.to_state()
+    del state["effect"]  # a distillation saved before the field existed
+    assert Distillation.from_state(state).effect is None
+    # taught the signed effect, Gem ranks first the pairs that raise the value
+    explainer = _explainer(model, k=[2, 3], seed=0, epochs=150, settings={"teacher.kind": "signed"})
+    explainer.algorithm.fit(model, train)
+    insts = instances_of(test)
+    scores = _scores(explainer, test)
+    rnd = list(RandomExplainer(seed=0, task="graph").explain(insts))
+    assert _truth_precision(insts, scores, test) > _truth_precision(insts, rnd, test) + 0.15
+    classifier = Explainer(Regressor(outputs=2), GemExplainer(settings={"teacher.kind": "signed"}),
+                           "model", dict(mode="multiclass_classification", task_level="graph",
+                                         return_type="raw"), edge_mask_type="object")
+    with pytest.raises(ValueError, match="signed.*regression models"):
+        classifier.algorithm.fit(classifier.model, train[:20])

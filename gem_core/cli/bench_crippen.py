@@ -19,7 +19,7 @@ from typing import Any
 
 from gem_core.cli.common import add_command, progress_bar, write_json
 
-METHODS = ("gem", "gem_check", "integrated_gradients", "gnnexplainer", "random")
+METHODS = ("gem", "gem_check", "gem_signed", "integrated_gradients", "gnnexplainer", "random")
 MODELS = ("gine", "attentivefp")
 
 
@@ -68,12 +68,18 @@ def checks(result: dict[str, Any]) -> list[str]:
     r2 = result["regressor"]["test_r2"]
     out.append(f"  {'PASS' if r2 >= 0.9 else 'MISS'}  regressor test R² {r2:.3f} ≥ 0.9")
     by = {r["method"]: r for r in result["rows"]}
-    if "gem" in by and "integrated_gradients" in by:
-        for key, what in (("spearman", "signed"), ("spearman_magnitude", "magnitude")):
-            g, ig = by["gem"][key], by["integrated_gradients"][key]
+    if "integrated_gradients" in by:
+        for gem, key, what in (
+            ("gem", "spearman", "signed"),
+            ("gem_signed", "spearman", "signed"),
+            ("gem", "spearman_magnitude", "magnitude"),
+        ):
+            if gem not in by:
+                continue
+            g, ig = by[gem][key], by["integrated_gradients"][key]
             ok = not math.isnan(g) and (math.isnan(ig) or g >= ig)
             out.append(
-                f"  {'PASS' if ok else 'MISS'}  Gem's mean Spearman ({what}) {g:.3f} ≥ "
+                f"  {'PASS' if ok else 'MISS'}  {gem}'s mean Spearman ({what}) {g:.3f} ≥ "
                 f"Integrated Gradients' {ig:.3f}"
             )
     return out

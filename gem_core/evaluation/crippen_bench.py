@@ -15,10 +15,12 @@ atoms (:func:`gem_core.chemistry.crippen.bond_contributions`). Two truths are sc
 Methods: Gem through the PyG door (``GemExplainer`` fitted with ``mode="regression"`` on the
 training molecules; the generator alone, one forward pass for the whole test set, the model not
 asked), Gem + check (the same fit, with the adapter's explain-time search that asks the model:
-a separate row with its own ms), Integrated Gradients on the edge mask (Captum through PyG's
-``CaptumExplainer``, signed), PyG's GNNExplainer (regression objective, per molecule) and
-random scores. Also each method's sufficiency and necessity under ``drop_isolated`` with the
-regression tolerance (:mod:`gem_core.evaluation.faithfulness`) and its milliseconds per molecule.
+a separate row with its own ms), Gem signed (a second fit, taught each bond's signed effect on
+the value, ``teacher.kind = "signed"``: what pushes logP up ranks first), Integrated Gradients
+on the edge mask (Captum through PyG's ``CaptumExplainer``, signed), PyG's GNNExplainer
+(regression objective, per molecule) and random scores. Also each method's sufficiency and
+necessity under ``drop_isolated`` with the regression tolerance
+(:mod:`gem_core.evaluation.faithfulness`) and its milliseconds per molecule.
 """
 
 from __future__ import annotations
@@ -36,7 +38,14 @@ from gem_core.runtime.progress import ProgressFn, report
 
 #: the rows, in order: Gem (the generator alone), Gem + check (the same fit with the
 #: explain-time search that asks the model: a separate method), then the baselines
-CRIPPEN_METHODS = ("gem", "gem_check", "integrated_gradients", "gnnexplainer", "random")
+CRIPPEN_METHODS = (
+    "gem",
+    "gem_check",
+    "gem_signed",
+    "integrated_gradients",
+    "gnnexplainer",
+    "random",
+)
 #: the regressors: the helper module's GINE, and PyG's AttentiveFP
 CRIPPEN_MODELS = ("gine", "attentivefp")
 #: the search of the Gem + check row (the adapter's, as on the outside classifiers)
@@ -110,8 +119,11 @@ def _one_by_one(
     return out
 
 
-def crippen_regressor(name: str, seed: int, graphs: Sequence[Any]) -> tuple[Any, dict[str, Any]]:
-    """The regressor ``name`` (:data:`CRIPPEN_MODELS`) trained on ``graphs`` (seeded split)."""
+def crippen_regressor(
+    name: str, seed: int, graphs: Sequence[Any], epochs: Optional[int] = None
+) -> tuple[Any, dict[str, Any]]:
+    """The regressor ``name`` (:data:`CRIPPEN_MODELS`) trained on ``graphs`` (seeded split;
+    ``epochs``: at most that many, else the recipe's)."""
     from gem_core.chemistry.crippen import NUM_BOND_FEATURES, train_crippen_regressor
 
     if name not in CRIPPEN_MODELS:
@@ -122,7 +134,9 @@ def crippen_regressor(name: str, seed: int, graphs: Sequence[Any]) -> tuple[Any,
 
         torch.manual_seed(seed)
         model = AttentiveFPModel(int(graphs[0].x.size(1)), 1, NUM_BOND_FEATURES, hidden=64)
-    return train_crippen_regressor(graphs, seed=seed, model=model)
+    if epochs is None:
+        return train_crippen_regressor(graphs, seed=seed, model=model)
+    return train_crippen_regressor(graphs, seed=seed, model=model, epochs=int(epochs))
 
 
 def run_crippen(
@@ -132,11 +146,14 @@ def run_crippen(
     methods: Sequence[str] = CRIPPEN_METHODS,
     gem_epochs: int = 300,
     model_name: str = "gine",
+    molecules: Optional[int] = None,
+    model_epochs: Optional[int] = None,
     progress: Optional[ProgressFn] = None,
 ) -> dict[str, Any]:
     """Train the Crippen regressor ``model_name`` (seeded split), then score every method on the
     first ``limit`` test molecules; Gem is fitted on the first ``train_limit`` training
-    molecules (once: Gem + check explains again with the same fit)."""
+    molecules (once: Gem + check explains again with the same fit). ``molecules``: only the
+    corpus's first molecules; ``model_epochs``: fewer training epochs (both for quick runs)."""
     from torch_geometric.data import Batch
     from torch_geometric.explain import Explainer
 
@@ -151,10 +168,10 @@ def run_crippen(
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r} (known: {', '.join(CRIPPEN_METHODS)})")
     report(progress, 0.0, "reading the corpus")
-    graphs = crippen_graphs()
+    graphs = crippen_graphs(molecules)
     report(progress, 0.05, "training the regressor")
     t0 = time.perf_counter()
-    model, metrics = crippen_regressor(model_name, seed, graphs)
+    model, metrics = crippen_regressor(model_name, seed, graphs, model_epochs)
     train_seconds = time.perf_counter() - t0
     test = [graphs[i] for i in metrics["test_idx"]][:limit]
     train = [graphs[i] for i in metrics["train_idx"]][:train_limit]
@@ -167,17 +184,21 @@ def run_crippen(
 
     fitted: dict[str, Any] = {}
 
-    def gem_explain(check: str) -> tuple[list[Tensor], dict[str, Any]]:
-        if not fitted:
-            fitted["explainer"] = Explainer(
+    def gem_explain(
+        check: str, teacher: Optional[str] = None
+    ) -> tuple[list[Tensor], dict[str, Any]]:
+        key = teacher or "default"
+        if key not in fitted:
+            settings = {"teacher.kind": teacher} if teacher else None
+            fitted[key] = Explainer(
                 model,
-                GemExplainer(epochs=gem_epochs, k=SUFFICIENCY_K, seed=seed),
+                GemExplainer(epochs=gem_epochs, k=SUFFICIENCY_K, seed=seed, settings=settings),
                 "model",
                 REGRESSION_CONFIG,
                 edge_mask_type="object",
             )
-            fitted["explainer"].algorithm.fit(model, train)
-        explainer = fitted["explainer"]
+            fitted[key].algorithm.fit(model, train)
+        explainer = fitted[key]
         explainer.algorithm.check = check
         t = time.perf_counter()
         mask = explainer(batch.x, batch.edge_index, batch=batch.batch, edge_attr=batch.edge_attr)
@@ -186,6 +207,8 @@ def run_crippen(
         extra = {"ms": ms, "fit_seconds": round(explainer.algorithm.fit_seconds_, 2)}
         if check != "off":
             extra["check"] = check
+        if teacher:
+            extra["teacher"] = teacher
         return scores, extra
 
     def per_molecule(algorithm: Any) -> Callable[[], tuple[list[Tensor], dict[str, Any]]]:
@@ -210,6 +233,7 @@ def run_crippen(
 
     runs["gem"] = lambda: gem_explain("off")
     runs["gem_check"] = lambda: gem_explain(CRIPPEN_CHECK)
+    runs["gem_signed"] = lambda: gem_explain("off", "signed")
     runs["integrated_gradients"] = per_molecule(CaptumExplainer("IntegratedGradients"))
     runs["gnnexplainer"] = per_molecule(GNNExplainer(epochs=100))
     runs["random"] = random

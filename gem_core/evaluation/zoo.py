@@ -51,12 +51,15 @@ def run_zoo(
     seed: int = 0,
     limit: Optional[int] = None,
     train_limit: Optional[int] = 1000,
+    model_epochs: Optional[int] = None,
+    molecules: Optional[int] = None,
     progress: Optional[ProgressFn] = None,
 ) -> dict[str, Any]:
     """Every zoo model: its quality (accuracy or R²) and the :data:`ZOO_METHODS` rows (mean
     sufficiency over k = 5..25, mean necessity over k = 2..10, ms per graph) on the first
     ``limit`` test graphs (all by default), Gem fitted on the first ``train_limit`` training
-    graphs."""
+    graphs. ``model_epochs`` (fewer training epochs) and ``molecules`` (the Crippen corpus's
+    first molecules only) make quick runs."""
     unknown = [m for m in models if m not in ZOO_MODELS]
     if unknown:
         raise ValueError(f"unknown zoo model {unknown[0]!r} (known: {', '.join(ZOO_MODELS)})")
@@ -67,7 +70,7 @@ def run_zoo(
         report(part, 0.0, f"zoo: {name}")
         t0 = time.perf_counter()
         if name in ZOO_CLASSIFIERS:
-            from gem_core.evaluation.outside import OUTSIDE_MODELS, run_outside
+            from gem_core.evaluation.outside import MODEL_EPOCHS, OUTSIDE_MODELS, run_outside
 
             if dataset is None:
                 from gem_core.data.datasets import load_dataset
@@ -82,6 +85,7 @@ def run_zoo(
                 seed=seed,
                 limit=limit,
                 train_limit=train_limit,
+                model_epochs=model_epochs or MODEL_EPOCHS,
                 progress=part,
             )
             entry = {
@@ -103,6 +107,8 @@ def run_zoo(
                 train_limit=train_limit,
                 methods=ZOO_METHODS,
                 model_name=model_name,
+                molecules=molecules,
+                model_epochs=model_epochs,
                 progress=part,
             )
             entry = {

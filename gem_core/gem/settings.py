@@ -53,6 +53,7 @@ class TargetKind(_Choice):
     mix = "mix"
     graded_add = "graded+add"
     blend = "blend"
+    signed = "signed"  # a regressor's: each pair ranked by how much it raises the value
 
 
 class TopKPolicy(_Choice):

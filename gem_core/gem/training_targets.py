@@ -184,11 +184,21 @@ def base_targets(
       ``protocol`` and ``necessity_weight``);
     * ``graded+add``: ``graded`` mapped into [0.5, 1] for the pairs of any distilled top-K set;
       the other pairs get (0, 0.45], ranked by their addition effect, least disturbing highest
-      (needs ``instances`` and ``black_box``).
+      (needs ``instances`` and ``black_box``);
+    * ``signed`` (a regressor's): each pair's rank in (0, 1] by its signed effect on the value,
+      ``f(G) − f(G \\ {e})``: the pair that raises the value most gets 1, the one that lowers
+      it most the least (the reading of an attribution: what pushes the value up).
     """
     kind = settings.teacher.kind.value
     if kind == "weights":
         return dist.normalized_weights()
+    if kind == "signed":
+        if dist.effect is None:
+            raise ValueError(
+                "teacher.kind 'signed' ranks pairs by their effect on a regressor's value: it "
+                "applies to regression models (a classifier's effects are its loss's)"
+            )
+        return [_rank01(-e).float() for e in torch.split(dist.effect, dist.num_pairs.tolist())]
     ks = settings.budgets(tuple(k_grid))
     graded = _graded(dist, settings, ks, settings.teacher.topk_policy.value, instances, black_box)
     if kind == "graded":

@@ -76,6 +76,10 @@ def distill(
     full_loss = granger_loss(full_logits, labels)
     removed_loss = granger_loss(removed_logits, labels[layout.pair_owner])
     delta = removed_loss - full_loss[layout.pair_owner]
+    effect = None
+    if regression:  # the signed effect on the value itself: how much each pair raises it
+        values = predicted_labels(full_logits, True).cpu()
+        effect = values[layout.pair_owner] - predicted_labels(removed_logits, True).cpu()
     kept, weights, greedy_loss = _greedy(
         layout,
         delta,
@@ -107,4 +111,5 @@ def distill(
         tol=float(tol),
         dataset=dataset,
         seconds=time.perf_counter() - start,
+        effect=effect,
     )

@@ -75,6 +75,8 @@ class Distillation:
         tol: tie tolerance used for ordering and loss comparison.
         dataset: dataset name ("" when unknown).
         seconds: wall-clock time of the computation.
+        effect: a regressor's signed Granger effect of every pair, ``f(G) − f(G \\ {e})``
+            ``[Q]`` (float64: how much the pair raises the value); None for a classifier.
     """
 
     pairs: Tensor
@@ -93,6 +95,7 @@ class Distillation:
     tol: float = TIE_TOL
     dataset: str = ""
     seconds: float = 0.0
+    effect: Optional[Tensor] = None
 
     # ---- shape helpers
     def __len__(self) -> int:
@@ -175,6 +178,7 @@ class Distillation:
             tol=self.tol,
             dataset=self.dataset,
             seconds=self.seconds,
+            effect=None if self.effect is None else self.effect[flat],
             **per_inst,
         )
 
@@ -314,4 +318,5 @@ class Distillation:
 
     @classmethod
     def from_state(cls, state: dict) -> "Distillation":
-        return cls(**{f.name: state[f.name] for f in fields(cls)})
+        """The distillation of a saved state (fields added since it was saved: their default)."""
+        return cls(**{f.name: state[f.name] for f in fields(cls) if f.name in state})
