@@ -28,7 +28,7 @@ SHIPPED_KEYS = {("ba_shapes", "paper"): "60670e53c331", ("tree_cycles", "paper")
 @pytest.mark.parametrize("path, value, message", [
     ("network.decoder", "foo", "GemSettings.network.decoder: 'foo' is not one of inner, mlp"),
     ("teacher.kind", "nope", "GemSettings.teacher.kind: 'nope' is not one of weights, graded, "
-                             "mix, graded+add, blend"),
+                             "mix, graded+add, blend, signed"),
     ("teacher.topk_policy", "best", "GemSettings.teacher.topk_policy: 'best' is not one of "
                                     "nosplit, exact, paper, refine, sufficient"),
     ("teacher.protocol", "both", "GemSettings.teacher.protocol: 'both' is not one of keep_nodes, "
