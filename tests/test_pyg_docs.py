@@ -30,7 +30,7 @@ def test_doc_has_the_expected_blocks():
 
 def value_explainer_is_regression(explainer) -> bool:
     algo = explainer.algorithm
-    return algo.regression and algo.target_task == 0 and algo.distillation_.labels.is_floating_point()
+    return algo.regression and algo.target_task_ == 0 and algo.distillation_.labels.is_floating_point()
 
 
 def test_doc_code_runs(monkeypatch, tmp_path, capsys):

@@ -338,3 +338,20 @@ def test_a_regressor_s_signed_effects_are_kept_and_can_be_taught(task):
                                          return_type="raw"), edge_mask_type="object")
     with pytest.raises(ValueError, match="signed.*regression models"):
         classifier.algorithm.fit(classifier.model, train[:20])
+
+
+def test_a_multi_task_classifier_reads_the_named_task_s_prediction(task):
+    """One logit per task (binary, as on Tox21): task 1 explained as the single-logit model."""
+    model, train, test = task
+    binary = dict(mode="binary_classification", task_level="graph", return_type="raw")
+    one = Explainer(model, GemExplainer(k=3, seed=0, epochs=30), "model", binary,
+                    edge_mask_type="object")
+    one.algorithm.fit(model, train[:60])
+    two = TwoTasks(model).eval()
+    second = Explainer(two, GemExplainer(k=3, seed=0, epochs=30), "model", binary,
+                       edge_mask_type="object")
+    second.algorithm.fit(two, train[:60], target_task=1)
+    assert second.algorithm.settings_.inputs.condition_on_prediction  # reads the prediction
+    assert torch.equal(second.algorithm.distillation_.labels, one.algorithm.distillation_.labels)
+    for g in test[:5]:  # PyG's target holds both tasks' classes: Gem reads task 1's
+        assert torch.equal(second(g.x, g.edge_index).edge_mask, one(g.x, g.edge_index).edge_mask)

@@ -157,7 +157,9 @@ class GemExplainer(ExplainerAlgorithm):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
         distillation_: the :class:`gem_core.gem.distill.Distillation` of the fit instances.
         settings_: the :class:`~gem_core.gem.settings.GemSettings` it was fitted with.
-        num_hops_, num_classes_, task_level_, explanation_type_, fit_seconds_, distill_seconds_.
+        num_hops_, num_classes_, task_level_, explanation_type_, fit_seconds_, distill_seconds_,
+        target_task_ (the output column explained, None: the only one), regression_tolerance_ (a
+        regressor's: 0.1 x the spread of the values it was fitted on).
     """
 
     def __init__(
@@ -284,7 +286,7 @@ class GemExplainer(ExplainerAlgorithm):
             isinstance(target_task, bool) or not isinstance(target_task, (int, np.integer))
         ):
             raise ValueError(f"target_task must be an output column index, got {target_task!r}")
-        self.target_task = None if target_task is None else int(target_task)
+        self.target_task_ = None if target_task is None else int(target_task)
         for key, value in kwargs.items():
             if isinstance(value, Tensor):
                 where = (
@@ -331,7 +333,7 @@ class GemExplainer(ExplainerAlgorithm):
                 dev,
                 kwargs,
                 edge_inputs,
-                self.target_task,
+                self.target_task_,
             )
             gem_device = resolve_device(self.device if self.device is not None else dev)
             was_training = model.training
@@ -445,7 +447,7 @@ class GemExplainer(ExplainerAlgorithm):
     def _label_reader(self):
         """How a phenomenon's labels are read: values for a regressor, classes otherwise
         (with ``target_task``: that task's column of ``y``)."""
-        task = self.target_task
+        task = self.target_task_
 
         def read(value: Any) -> Union[int, float]:
             t = torch.as_tensor(value).reshape(-1)
@@ -630,6 +632,11 @@ class GemExplainer(ExplainerAlgorithm):
         indexed by the explained nodes), or None where it does not fit (then Gem predicts)."""
         if target is None or not isinstance(target, Tensor) or target.dtype.is_floating_point:
             return None
+        if target.dim() == 2 and target.size(1) > 1:  # one column per task: the fitted one's
+            task = getattr(self, "target_task_", None)
+            if task is None:
+                return None
+            target = target[:, task]
         flat = target.reshape(-1)
         if level == "node":  # one class per node of the user's graph
             nodes = torch.as_tensor(list(graphs.indices), dtype=torch.long)
@@ -692,7 +699,7 @@ class GemExplainer(ExplainerAlgorithm):
             device,
             kwargs,
             getattr(self, "edge_inputs_", None),
-            getattr(self, "target_task", None),
+            getattr(self, "target_task_", None),
         )
         black_box.tolerance = getattr(self, "regression_tolerance_", None)
         return black_box
