@@ -17,7 +17,7 @@ import argparse
 import math
 from typing import Any
 
-from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
 
 METHODS = ("gem", "gem_check", "gem_signed", "integrated_gradients", "gnnexplainer", "random")
 MODELS = ("gine", "attentivefp")
@@ -44,19 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _methods(text: str) -> list[str]:
-    names = [w.strip().lower() for w in str(text).split(",") if w.strip()]
-    bad = [n for n in names if n not in METHODS]
-    if bad or not names:
-        raise ValueError(
-            f"unknown method {', '.join(map(repr, bad)) or '(none given)'}; "
-            f"choose from {', '.join(METHODS)}"
-        )
-    return names
-
-
 def _check(args: argparse.Namespace) -> None:
-    _methods(args.methods)
+    parse_names(args.methods, METHODS, "method")
     for name in ("limit", "train_limit"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer")
@@ -93,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             limit=args.limit,
             train_limit=args.train_limit,
-            methods=_methods(args.methods),
+            methods=parse_names(args.methods, METHODS, "method"),
             model_name=args.model,
             progress=progress,
         )

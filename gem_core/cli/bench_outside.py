@@ -23,7 +23,7 @@ import argparse
 import time
 from typing import Any
 
-from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
 
 # gem_core.evaluation.outside.OUTSIDE_MODELS / OUTSIDE_METHODS and gem_core.data.protocol
 # .PROTOCOLS, repeated so that bad input is answered without importing torch (a test checks)
@@ -84,21 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _names(text: str, known: tuple[str, ...], what: str) -> list[str]:
-    names = [w.strip().lower() for w in str(text).split(",") if w.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown {what} {', '.join(map(repr, unknown)) or '(none given)'}; "
-            f"choose from {', '.join(known)}"
-        )
-    return names
-
-
 def _check(args: argparse.Namespace) -> None:
-    _names(args.models, MODELS, "model")
-    _names(args.protocols, PROTOCOLS, "protocol")
-    _names(args.methods, METHODS, "method")
+    parse_names(args.models, MODELS, "model")
+    parse_names(args.protocols, PROTOCOLS, "protocol")
+    parse_names(args.methods, METHODS, "method")
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be a positive integer, got {args.limit}")
 
@@ -165,9 +154,9 @@ def run(args: argparse.Namespace) -> int:
     from gem_core.data.datasets import load_dataset
     from gem_core.evaluation.outside import run_outside
 
-    models = _names(args.models, MODELS, "model")
-    protocols = _names(args.protocols, PROTOCOLS, "protocol")
-    methods = _names(args.methods, METHODS, "method")
+    models = parse_names(args.models, MODELS, "model")
+    protocols = parse_names(args.protocols, PROTOCOLS, "protocol")
+    methods = parse_names(args.methods, METHODS, "method")
     dataset = load_dataset("mutagenicity")
     results = []
     start = time.perf_counter()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
 
 # gem_core.evaluation.zoo.ZOO_MODELS, repeated so that bad input is answered without torch
 MODELS = (
@@ -49,19 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
-def _models(text: str) -> list[str]:
-    names = [w.strip().lower() for w in str(text).split(",") if w.strip()]
-    bad = [n for n in names if n not in MODELS]
-    if bad or not names:
-        raise ValueError(
-            f"unknown model {', '.join(map(repr, bad)) or '(none given)'}; "
-            f"choose from {', '.join(MODELS)}"
-        )
-    return names
-
-
 def _check(args: argparse.Namespace) -> None:
-    _models(args.models)
+    parse_names(args.models, MODELS, "model")
     for name in ("limit", "train_limit"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -73,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress_bar(args, "zoo") as progress:
         result = run_zoo(
-            _models(args.models),
+            parse_names(args.models, MODELS, "model"),
             seed=args.seed,
             limit=args.limit,
             train_limit=args.train_limit,

@@ -125,3 +125,15 @@ def write_json(obj: Any, target: str | None) -> None:
     from gem_core.runtime.store import save_json
 
     save_json(obj, Path(target))
+
+
+def parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:
+    """A comma-separated list of names, each one of ``known`` (a one-line error otherwise)."""
+    names = [w.strip().lower() for w in str(text).split(",") if w.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, unknown)) or '(none given)'}; "
+            f"choose from {', '.join(known)}"
+        )
+    return names
