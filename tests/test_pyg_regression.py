@@ -355,3 +355,60 @@ def test_a_multi_task_classifier_reads_the_named_task_s_prediction(task):
     assert torch.equal(second.algorithm.distillation_.labels, one.algorithm.distillation_.labels)
     for g in test[:5]:  # PyG's target holds both tasks' classes: Gem reads task 1's
         assert torch.equal(second(g.x, g.edge_index).edge_mask, one(g.x, g.edge_index).edge_mask)
+
+
+class BondValue(nn.Module):
+    """A graph or node regressor reading bond features (GINE), for the sweep."""
+
+    def __init__(self, level: str):
+        super().__init__()
+        from torch_geometric.nn import GINEConv
+
+        self.level = level
+        self.conv = GINEConv(nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8)), edge_dim=2)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x, edge_index, batch=None, edge_attr=None):
+        h = self.conv(x, edge_index, edge_attr).relu()
+        if self.level == "node":
+            return self.head(h)
+        if batch is None:
+            batch = torch.zeros(x.size(0), dtype=torch.long)
+        return self.head(global_add_pool(h, batch))
+
+
+@pytest.mark.parametrize("level", ["graph", "node"])
+@pytest.mark.parametrize("explanation_type", ["model", "phenomenon"])
+@pytest.mark.parametrize("check", ["off", "repair", "search"])
+@pytest.mark.parametrize("bonds", [False, True])
+def test_every_regression_door_explains(task, level, explanation_type, check, bonds):
+    """Every way into a regression fit a PyG user can take: node and graph level, the model's
+    value or given values, each check rule family, with and without bond features."""
+    _, train, test = task
+    gen = torch.Generator().manual_seed(3)
+    graphs = [g.clone() for g in train[:24]]
+    for g in graphs:  # bond types, the same on both directions of a bond
+        upper = g.edge_index[:, g.edge_index[0] < g.edge_index[1]]
+        kind = torch.randint(0, 2, (upper.size(1),), generator=gen)
+        g.edge_index, kind = to_undirected(upper, kind, num_nodes=g.num_nodes)
+        g.edge_attr = nn.functional.one_hot(kind, 2).float()
+    torch.manual_seed(0)
+    model = (BondValue(level) if bonds else NodeRegressor() if level == "node" else Regressor()).eval()
+    config = dict(mode="regression", task_level=level, return_type="raw")
+    explainer = Explainer(model, GemExplainer(k=2, seed=0, epochs=5, check=check),
+                          explanation_type, config, edge_mask_type="object")
+    kw = (lambda g: {"edge_attr": g.edge_attr}) if bonds else (lambda g: {})
+    if level == "graph":
+        explainer.algorithm.fit(model, graphs if bonds else [g.clone() for g in train[:24]])
+        g = graphs[0] if bonds else test[0]
+        mask = explainer(g.x, g.edge_index, **kw(g), **({"target": g.y} if explanation_type == "phenomenon" else {})).edge_mask
+    else:
+        g = graphs[0]
+        data = Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr if bonds else None,
+                    y=torch.arange(g.num_nodes).float())
+        explainer.algorithm.fit(model, data, index=list(range(0, g.num_nodes, 2)))
+        extra = {"target": data.y} if explanation_type == "phenomenon" else {}
+        mask = explainer(g.x, g.edge_index, index=1, **kw(g), **extra).edge_mask
+    assert mask.shape == (g.edge_index.size(1),) and torch.isfinite(mask).all()
+    assert explainer.algorithm.regression_tolerance_ > 0
+    assert explainer.algorithm.distillation_.labels.is_floating_point()
