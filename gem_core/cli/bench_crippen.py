@@ -105,5 +105,7 @@ def run(args: argparse.Namespace) -> int:
         )
     for line in checks(result):
         print(line)
-    write_json(result, args.json)
+    from gem_core.evaluation.result_file import SCHEMA_VERSION
+
+    write_json({"schema_version": SCHEMA_VERSION, "bench": {"crippen": result}}, args.json)
     return 0

@@ -93,5 +93,7 @@ def run(args: argparse.Namespace) -> int:
             total += 1
             print(f"{'':<20} {'PASS' if ok else 'MISS'}  {text}")
     print(f"{passed} of {total} checks pass")
-    write_json(result, args.json)
+    from gem_core.evaluation.result_file import SCHEMA_VERSION
+
+    write_json({"schema_version": SCHEMA_VERSION, "bench": {"zoo": result}}, args.json)
     return 0

@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 
 from gem_core.evaluation import paper
 from gem_core.evaluation.result_file import ResultFile, load_bench, load_result
-from gem_core.evaluation.result_schema import KMap
+from gem_core.evaluation.result_schema import CrippenBench, KMap, ZooBench
 from gem_core.explainers import title
 from gem_core.runtime.store import ASSETS_DIR, PROJECT_ROOT
 
@@ -174,11 +174,8 @@ def bench_sections(results_dir: Path) -> list[str]:
     return lines
 
 
-def _zoo_section(path: Path) -> list[str]:
-    """``bench zoo``: per model, mean sufficiency / necessity of each row, and the checks."""
-    import json
-
-    data = json.loads(path.read_text())
+def _zoo_section(zoo: ZooBench) -> list[str]:
+    """``bench zoo``: per model, mean sufficiency / necessity of each row, and its ms."""
     names = ("gem", "gem_check", "random", "gnnexplainer")
     lines = [
         "## The model zoo (`bench zoo`)",
@@ -186,58 +183,56 @@ def _zoo_section(path: Path) -> list[str]:
         "`python -m gem_core bench zoo --threads 1 --limit 300 --json "
         "assets/results/bench-zoo.json`: Gem through the PyG door with its defaults on 8 "
         "classifiers (Mutagenicity) and 2 regressors (Crippen logP, RDKit's NCI corpus), under "
-        f"`{data['protocol']}` (a regressor's value kept within 0.1 × the spread of its "
-        "outputs); mean sufficiency over k = 5..25 / mean necessity over k = 2..10 on up to 300 "
-        "test graphs, Gem fitted on 1000 training graphs; ms per explained graph.",
+        f"`{zoo.protocol}` (a regressor's value kept within 0.1 × the spread of its outputs); "
+        "mean sufficiency over k = 5..25 / mean necessity over k = 2..10 on up to 300 test "
+        "graphs, Gem fitted on 1000 training graphs; ms per explained graph (Gem's rows: the "
+        "explain call; GNNExplainer: batched over the split for the classifiers, one molecule "
+        "per call for the regressors).",
         "",
         "| model | task | bonds | accuracy / R² | Gem | Gem + check | random | GNNExplainer "
         "| ms Gem / + check / GNNExplainer |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for entry in data["models"]:
-        by = {r["method"]: r for r in entry["rows"]}
-        quality = next(iter(entry["quality"].values()))
+    for entry in zoo.models:
+        by = {r.method: r for r in entry.rows}
+        quality = next(iter(entry.quality.values()))
         cells = " | ".join(
-            f"{by[m]['mean_sufficiency']:.3f} / {by[m]['mean_necessity']:.3f}" if m in by else "–"
+            f"{by[m].mean_sufficiency:.3f} / {by[m].mean_necessity:.3f}" if m in by else "–"
             for m in names
         )
         ms = " / ".join(
-            f"{by[m]['ms_per_graph']:.3g}" if m in by else "–"
+            f"{by[m].ms_per_graph:.3g}" if m in by else "–"
             for m in ("gem", "gem_check", "gnnexplainer")
         )
         lines.append(
-            f"| {entry['model']} | {entry['task']} | {'yes' if entry['reads_bonds'] else 'no'} "
+            f"| {entry.model} | {entry.task} | {'yes' if entry.reads_bonds else 'no'} "
             f"| {quality:.3f} | {cells} | {ms} |"
         )
     lines.append("")
     return lines
 
 
-def _crippen_section(path: Path) -> list[str]:
+def _crippen_section(run: CrippenBench) -> list[str]:
     """``bench crippen``: rank agreement with the Crippen atom contributions per method."""
-    import json
-
-    data = json.loads(path.read_text())
-    reg = data["regressor"]
     lines = [
         "## Crippen logP: bond scores against the atom contributions (`bench crippen`)",
         "",
         "`python -m gem_core bench crippen --threads 1 --json assets/results/bench-crippen.json`"
-        f": a {data['model']} regressor of RDKit's Crippen logP (test R² {reg['test_r2']:.3f}), "
-        f"{data['test_molecules']} test molecules, Gem fitted on {data['gem_train_molecules']}. "
-        "Mean per-molecule Spearman ρ and Kendall τ between a method's bond scores and each "
-        "bond's summed atom contributions (signed, and both in magnitude); sufficiency and "
-        "necessity under `drop_isolated` (a value kept within 0.1 × the spread).",
+        f": a {run.model} regressor of RDKit's Crippen logP (test R² "
+        f"{run.regressor['test_r2']:.3f}), {run.test_molecules} test molecules, Gem fitted on "
+        f"{run.gem_train_molecules}. Mean per-molecule Spearman ρ and Kendall τ between a "
+        "method's bond scores and each bond's summed atom contributions (signed, and both in "
+        "magnitude); sufficiency and necessity under `drop_isolated` (a value kept within 0.1 × "
+        "the spread). `gem_signed` is Gem taught the signed effect (`teacher.kind = signed`).",
         "",
         "| method | ρ | τ | ρ magnitude | τ magnitude | sufficiency | necessity | ms / molecule |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in data["rows"]:
+    for r in run.rows:
         lines.append(
-            f"| {r['method']} | {r['spearman']:.3f} | {r['kendall']:.3f} | "
-            f"{r['spearman_magnitude']:.3f} | {r['kendall_magnitude']:.3f} | "
-            f"{r['mean_sufficiency']:.3f} | {r['mean_necessity']:.3f} | "
-            f"{r['ms_per_molecule']:.3g} |"
+            f"| {r.method} | {r.spearman:.3f} | {r.kendall:.3f} | "
+            f"{r.spearman_magnitude:.3f} | {r.kendall_magnitude:.3f} | "
+            f"{r.mean_sufficiency:.3f} | {r.mean_necessity:.3f} | {r.ms_per_molecule:.3g} |"
         )
     lines.append("")
     return lines
@@ -272,10 +267,11 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         if path.is_file():
             lines += dataset_section(stem, load_result(path))
     lines += bench_sections(results_dir)
-    for stem, section in (("bench-zoo", _zoo_section), ("bench-crippen", _crippen_section)):
-        path = results_dir / f"{stem}.json"
-        if path.is_file():
-            lines += section(path)
+    zoo_path, crippen_path = results_dir / "bench-zoo.json", results_dir / "bench-crippen.json"
+    zoo = load_bench(zoo_path).zoo if zoo_path.is_file() else None
+    crippen = load_bench(crippen_path).crippen if crippen_path.is_file() else None
+    lines += _zoo_section(zoo) if zoo is not None else []
+    lines += _crippen_section(crippen) if crippen is not None else []
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -46,6 +46,8 @@ from gem_core.evaluation.result_schema import (
     UNVERSIONED,
     BenchFile,
     BenchRow,
+    CrippenBench,
+    CrippenRow,
     Distillation,
     Machine,
     MethodRow,
@@ -58,6 +60,9 @@ from gem_core.evaluation.result_schema import (
     ToxicophoreRow,
     Toxicophores,
     ToxicophoreSummary,
+    ZooBench,
+    ZooModel,
+    ZooRow,
 )
 
 __all__ = [
@@ -299,7 +304,83 @@ def _pyg_bench(value: Any, at: str) -> PygBench:
     )
 
 
+def _zoo_row(value: Any, at: str) -> ZooRow:
+    b = Block(value, at, ("method", "mean_sufficiency", "mean_necessity", "ms_per_graph"))
+    return ZooRow(
+        method=b.need("method", read_text),
+        mean_sufficiency=b.need("mean_sufficiency", read_number),
+        mean_necessity=b.need("mean_necessity", read_number),
+        ms_per_graph=b.need("ms_per_graph", read_number),
+    )
+
+
+def _zoo_model(value: Any, at: str) -> ZooModel:
+    keys = ("model", "title", "task", "dataset", "quality", "instances", "reads_bonds")
+    b = Block(value, at, (*keys, "seconds", "rows"))
+    return ZooModel(
+        model=b.need("model", read_text),
+        title=b.need("title", read_text),
+        task=b.need("task", read_text),
+        dataset=b.need("dataset", read_text),
+        quality=b.need("quality", map_of(read_number)),
+        instances=b.need("instances", read_int),
+        reads_bonds=b.need("reads_bonds", read_flag),
+        seconds=b.need("seconds", read_number),
+        rows=b.need("rows", list_of(_zoo_row)),
+    )
+
+
+def _zoo_bench(value: Any, at: str) -> ZooBench:
+    b = Block(value, at, ("seed", "protocol", "models"))
+    return ZooBench(
+        seed=b.need("seed", read_int),
+        protocol=b.need("protocol", read_text),
+        models=b.need("models", list_of(_zoo_model)),
+    )
+
+
+def _crippen_row(value: Any, at: str) -> CrippenRow:
+    numbers = ("spearman", "kendall", "spearman_magnitude", "kendall_magnitude")
+    means = ("mean_sufficiency", "mean_necessity", "ms_per_molecule")
+    extra = ("fit_seconds", "check", "teacher")
+    b = Block(value, at, ("method", *numbers, "molecules_ranked", *means, *extra))
+    return CrippenRow(
+        method=b.need("method", read_text),
+        spearman=b.need("spearman", read_number),
+        kendall=b.need("kendall", read_number),
+        spearman_magnitude=b.need("spearman_magnitude", read_number),
+        kendall_magnitude=b.need("kendall_magnitude", read_number),
+        molecules_ranked=b.need("molecules_ranked", read_int),
+        mean_sufficiency=b.need("mean_sufficiency", read_number),
+        mean_necessity=b.need("mean_necessity", read_number),
+        ms_per_molecule=b.need("ms_per_molecule", read_number),
+        fit_seconds=b.get("fit_seconds", read_number, None),
+        check=b.get("check", read_text, None),
+        teacher=b.get("teacher", read_text, None),
+    )
+
+
+def _crippen_bench(value: Any, at: str) -> CrippenBench:
+    counts = ("seed", "molecules", "test_molecules", "gem_train_molecules")
+    b = Block(value, at, ("model", "reads_bonds", *counts, "regressor", "rows"))
+    return CrippenBench(
+        model=b.need("model", read_text),
+        reads_bonds=b.need("reads_bonds", read_flag),
+        seed=b.need("seed", read_int),
+        molecules=b.need("molecules", read_int),
+        test_molecules=b.need("test_molecules", read_int),
+        gem_train_molecules=b.need("gem_train_molecules", read_int),
+        regressor=b.need("regressor", map_of(read_number)),
+        rows=b.need("rows", list_of(_crippen_row)),
+    )
+
+
 def _bench(data: Any) -> BenchFile:
     b, version = _top(data, ("schema_version", "bench"))
-    benches = b.need("bench", lambda value, at: Block(value, at, ("pyg",)))
-    return BenchFile(pyg=benches.get("pyg", _pyg_bench, None), schema_version=version)
+    benches = b.need("bench", lambda value, at: Block(value, at, ("pyg", "zoo", "crippen")))
+    return BenchFile(
+        pyg=benches.get("pyg", _pyg_bench, None),
+        schema_version=version,
+        zoo=benches.get("zoo", _zoo_bench, None),
+        crippen=benches.get("crippen", _crippen_bench, None),
+    )

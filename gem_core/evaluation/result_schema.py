@@ -213,8 +213,77 @@ class PygBench:
 
 
 @dataclass(frozen=True)
+class ZooRow:
+    """One method on one zoo model: mean sufficiency, mean necessity, ms per graph."""
+
+    method: str
+    mean_sufficiency: float
+    mean_necessity: float
+    ms_per_graph: float
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    """One model of ``bench zoo``: what it is, how good (accuracy or R²) and its rows."""
+
+    model: str
+    title: str
+    task: str
+    dataset: str
+    quality: Mapping[str, float]
+    instances: int
+    reads_bonds: bool
+    seconds: float
+    rows: tuple[ZooRow, ...]
+
+
+@dataclass(frozen=True)
+class ZooBench:
+    """``bench zoo``: Gem through the PyG door on classifiers and regressors."""
+
+    seed: int
+    protocol: str
+    models: tuple[ZooModel, ...]
+
+
+@dataclass(frozen=True)
+class CrippenRow:
+    """One method of ``bench crippen``: rank agreement with the atom contributions, the
+    faithfulness means and ms per molecule (Gem's rows: its fit seconds, check and teacher)."""
+
+    method: str
+    spearman: float
+    kendall: float
+    spearman_magnitude: float
+    kendall_magnitude: float
+    molecules_ranked: int
+    mean_sufficiency: float
+    mean_necessity: float
+    ms_per_molecule: float
+    fit_seconds: Optional[float] = None
+    check: Optional[str] = None
+    teacher: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CrippenBench:
+    """``bench crippen``: bond scores of a Crippen logP regressor against the atom contributions."""
+
+    model: str
+    reads_bonds: bool
+    seed: int
+    molecules: int
+    test_molecules: int
+    gem_train_molecules: int
+    regressor: Mapping[str, float]
+    rows: tuple[CrippenRow, ...]
+
+
+@dataclass(frozen=True)
 class BenchFile:
-    """A bench JSON (``bench-<name>.json``); only ``bench pyg`` is read today."""
+    """A bench JSON (``bench-<name>.json``): ``bench pyg``, ``bench zoo`` or ``bench crippen``."""
 
     pyg: Optional[PygBench] = None
     schema_version: int = SCHEMA_VERSION
+    zoo: Optional[ZooBench] = None
+    crippen: Optional[CrippenBench] = None
