@@ -148,12 +148,18 @@ def run_crippen(
     model_name: str = "gine",
     molecules: Optional[int] = None,
     model_epochs: Optional[int] = None,
+    split: str = "test",
+    gem_settings: Optional[dict[str, Any]] = None,
     progress: Optional[ProgressFn] = None,
 ) -> dict[str, Any]:
     """Train the Crippen regressor ``model_name`` (seeded split), then score every method on the
     first ``limit`` test molecules; Gem is fitted on the first ``train_limit`` training
     molecules (once: Gem + check explains again with the same fit). ``molecules``: only the
-    corpus's first molecules; ``model_epochs``: fewer training epochs (both for quick runs)."""
+    corpus's first molecules; ``model_epochs``: fewer training epochs (both for quick runs).
+    ``split``: ``"val"`` to choose settings (``gem_settings``: setting paths of Gem's fits),
+    ``"test"`` to report."""
+    if split not in ("val", "test"):
+        raise ValueError(f"split must be 'val' or 'test', got {split!r}")
     from torch_geometric.data import Batch
     from torch_geometric.explain import Explainer
 
@@ -173,7 +179,7 @@ def run_crippen(
     t0 = time.perf_counter()
     model, metrics = crippen_regressor(model_name, seed, graphs, model_epochs)
     train_seconds = time.perf_counter() - t0
-    test = [graphs[i] for i in metrics["test_idx"]][:limit]
+    test = [graphs[i] for i in metrics[f"{split}_idx"]][:limit]
     train = [graphs[i] for i in metrics["train_idx"]][:train_limit]
     edge_inputs = fit_edge_inputs(model, test, "graph")
     instances, _ = graph_fit_instances(test, None, None, False, edge_inputs)
@@ -189,10 +195,12 @@ def run_crippen(
     ) -> tuple[list[Tensor], dict[str, Any]]:
         key = teacher or "default"
         if key not in fitted:
-            settings = {"teacher.kind": teacher} if teacher else None
+            settings = {**(gem_settings or {}), **({"teacher.kind": teacher} if teacher else {})}
             fitted[key] = Explainer(
                 model,
-                GemExplainer(epochs=gem_epochs, k=SUFFICIENCY_K, seed=seed, settings=settings),
+                GemExplainer(
+                    epochs=gem_epochs, k=SUFFICIENCY_K, seed=seed, settings=settings or None
+                ),
                 "model",
                 REGRESSION_CONFIG,
                 edge_mask_type="object",
@@ -262,6 +270,7 @@ def run_crippen(
         )
     report(progress, 1.0, "done")
     return {
+        "split": split,
         "model": model_name,
         "reads_bonds": True,
         "seed": seed,

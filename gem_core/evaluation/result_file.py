@@ -362,7 +362,7 @@ def _crippen_row(value: Any, at: str) -> CrippenRow:
 
 def _crippen_bench(value: Any, at: str) -> CrippenBench:
     counts = ("seed", "molecules", "test_molecules", "gem_train_molecules")
-    b = Block(value, at, ("model", "reads_bonds", *counts, "regressor", "rows"))
+    b = Block(value, at, ("model", "reads_bonds", *counts, "regressor", "rows", "split"))
     return CrippenBench(
         model=b.need("model", read_text),
         reads_bonds=b.need("reads_bonds", read_flag),
@@ -372,6 +372,7 @@ def _crippen_bench(value: Any, at: str) -> CrippenBench:
         gem_train_molecules=b.need("gem_train_molecules", read_int),
         regressor=b.need("regressor", map_of(read_number)),
         rows=b.need("rows", list_of(_crippen_row)),
+        split=b.get("split", read_text, "test"),
     )
 
 

@@ -277,6 +277,7 @@ class CrippenBench:
     gem_train_molecules: int
     regressor: Mapping[str, float]
     rows: tuple[CrippenRow, ...]
+    split: str = "test"
 
 
 @dataclass(frozen=True)
