@@ -377,38 +377,68 @@ class BondValue(nn.Module):
         return self.head(global_add_pool(h, batch))
 
 
+class Columns(nn.Module):
+    """A two-task model: task 0 half of ``inner``'s value, task 1 the value itself."""
+
+    def __init__(self, inner: nn.Module, level: str, bonds: bool):
+        super().__init__()
+        self.inner, self.level, self.bonds = inner, level, bonds
+
+    def forward(self, x, edge_index, batch=None, edge_attr=None):
+        kw = {"edge_attr": edge_attr} if self.bonds else {}
+        if self.level == "graph" or self.bonds:
+            kw["batch"] = batch
+        out = self.inner(x, edge_index, **kw)
+        return torch.cat([0.5 * out, out], 1)
+
+
 @pytest.mark.parametrize("level", ["graph", "node"])
 @pytest.mark.parametrize("explanation_type", ["model", "phenomenon"])
 @pytest.mark.parametrize("check", ["off", "repair", "search"])
 @pytest.mark.parametrize("bonds", [False, True])
-def test_every_regression_door_explains(task, level, explanation_type, check, bonds):
+@pytest.mark.parametrize("tasks", [1, 2])
+def test_every_regression_door_explains(task, level, explanation_type, check, bonds, tasks):
     """Every way into a regression fit a PyG user can take: node and graph level, the model's
-    value or given values, each check rule family, with and without bond features."""
+    value or given values, each check rule family, with and without bond features, one output
+    or one task of two."""
     _, train, test = task
     gen = torch.Generator().manual_seed(3)
-    graphs = [g.clone() for g in train[:24]]
+    graphs = [g.clone() for g in (train[:24] + test[:1])]
     for g in graphs:  # bond types, the same on both directions of a bond
         upper = g.edge_index[:, g.edge_index[0] < g.edge_index[1]]
         kind = torch.randint(0, 2, (upper.size(1),), generator=gen)
         g.edge_index, kind = to_undirected(upper, kind, num_nodes=g.num_nodes)
-        g.edge_attr = nn.functional.one_hot(kind, 2).float()
+        if bonds:
+            g.edge_attr = nn.functional.one_hot(kind, 2).float()
+        if tasks == 2:
+            g.y = torch.cat([0.5 * g.y, g.y], 1)
     torch.manual_seed(0)
     model = (BondValue(level) if bonds else NodeRegressor() if level == "node" else Regressor()).eval()
+    if tasks == 2:
+        model = Columns(model, level, bonds).eval()
+    fit_task = {"target_task": 1} if tasks == 2 else {}
     config = dict(mode="regression", task_level=level, return_type="raw")
     explainer = Explainer(model, GemExplainer(k=2, seed=0, epochs=5, check=check),
                           explanation_type, config, edge_mask_type="object")
     kw = (lambda g: {"edge_attr": g.edge_attr}) if bonds else (lambda g: {})
+    phenomenon = explanation_type == "phenomenon"
     if level == "graph":
-        explainer.algorithm.fit(model, graphs if bonds else [g.clone() for g in train[:24]])
-        g = graphs[0] if bonds else test[0]
-        mask = explainer(g.x, g.edge_index, **kw(g), **({"target": g.y} if explanation_type == "phenomenon" else {})).edge_mask
+        explainer.algorithm.fit(model, graphs[:24], **fit_task)
+        g = graphs[24]
+        mask = explainer(g.x, g.edge_index, **kw(g), **({"target": g.y} if phenomenon else {})).edge_mask
+        want = torch.cat([h.y[0, -1:] for h in graphs[:24]]).double()
     else:
         g = graphs[0]
+        values = torch.arange(g.num_nodes).float()
         data = Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr if bonds else None,
-                    y=torch.arange(g.num_nodes).float())
-        explainer.algorithm.fit(model, data, index=list(range(0, g.num_nodes, 2)))
-        extra = {"target": data.y} if explanation_type == "phenomenon" else {}
-        mask = explainer(g.x, g.edge_index, index=1, **kw(g), **extra).edge_mask
+                    y=torch.stack([0.5 * values, values], 1) if tasks == 2 else values)
+        index = list(range(0, g.num_nodes, 2))
+        explainer.algorithm.fit(model, data, index=index, **fit_task)
+        mask = explainer(g.x, g.edge_index, index=1, **kw(g),
+                         **({"target": data.y} if phenomenon else {})).edge_mask
+        want = values[index].double()
     assert mask.shape == (g.edge_index.size(1),) and torch.isfinite(mask).all()
-    assert explainer.algorithm.regression_tolerance_ > 0
-    assert explainer.algorithm.distillation_.labels.is_floating_point()
+    algo = explainer.algorithm
+    assert algo.regression_tolerance_ > 0 and algo.distillation_.labels.is_floating_point()
+    if phenomenon:  # the values given, of the task named
+        assert torch.allclose(algo.distillation_.labels, want)
