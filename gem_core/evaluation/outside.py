@@ -53,6 +53,17 @@ class _PooledGNN(nn.Module):
         return self.head(self.pool(h, batch))
 
 
+def _bond_inputs(
+    x: Tensor, batch: Optional[Tensor], edge_attr: Optional[Tensor]
+) -> tuple[Tensor, Tensor]:
+    """The batch vector (one graph when none is given) and the bond features (required)."""
+    if batch is None:
+        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+    if edge_attr is None:
+        raise ValueError("this model reads bond features: pass edge_attr")
+    return batch, edge_attr.float()
+
+
 class _PooledEdgeGNN(_PooledGNN):
     """:class:`_PooledGNN` whose layers also read the bond features, ``conv(h, edge_index,
     edge_attr)`` (GINE, GATv2 with ``edge_dim``): the molecule models PyG users train."""
@@ -64,11 +75,8 @@ class _PooledEdgeGNN(_PooledGNN):
         batch: Optional[Tensor] = None,
         edge_attr: Optional[Tensor] = None,
     ) -> Tensor:
-        if batch is None:
-            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
-        if edge_attr is None:
-            raise ValueError("this model reads bond features: pass edge_attr")
-        h, e = x.float(), edge_attr.float()
+        batch, e = _bond_inputs(x, batch, edge_attr)
+        h = x.float()
         for conv in self.convs:
             h = conv(h, edge_index, e).relu()
         return self.head(self.pool(h, batch))
@@ -170,11 +178,8 @@ class AttentiveFPModel(nn.Module):
         batch: Optional[Tensor] = None,
         edge_attr: Optional[Tensor] = None,
     ) -> Tensor:
-        if batch is None:
-            batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
-        if edge_attr is None:
-            raise ValueError("this model reads bond features: pass edge_attr")
-        return self.net(x.float(), edge_index, edge_attr.float(), batch)
+        batch, e = _bond_inputs(x, batch, edge_attr)
+        return self.net(x.float(), edge_index, e, batch)
 
 
 def _attentivefp(features: int, classes: int) -> nn.Module:

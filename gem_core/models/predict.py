@@ -58,12 +58,22 @@ def predict_proba(
     else:
         step = int(batch_size) if batch_size else n
         slices = [slice(start, start + step) for start in range(0, n, step)]
+    raw = _raw_outputs(black_box, instances, pair_masks, slices)
+    return torch.cat([torch.softmax(part, dim=-1) for part in raw], dim=0)
+
+
+def _raw_outputs(
+    black_box,
+    instances: Sequence[Instance],
+    pair_masks: Optional[Sequence[Tensor]],
+    slices: Sequence[slice],
+) -> list[Tensor]:
+    """The black box's outputs (CPU, float64) on each slice of the instances."""
     out = []
     for part in slices:
         masks = None if pair_masks is None else pair_masks[part]
-        logits = black_box(collate(instances[part], masks))
-        out.append(torch.softmax(logits.detach().to("cpu", torch.float64), dim=-1))
-    return torch.cat(out, dim=0)
+        out.append(black_box(collate(instances[part], masks)).detach().to("cpu", torch.float64))
+    return out
 
 
 @torch.no_grad()
@@ -79,10 +89,6 @@ def predict_values(
     if n == 0:
         raise ValueError("no instances to predict")
     step = int(batch_size) if batch_size else n
-    out = []
-    for start in range(0, n, step):
-        part = slice(start, start + step)
-        masks = None if pair_masks is None else pair_masks[part]
-        values = black_box(collate(instances[part], masks)).detach().to("cpu", torch.float64)
-        out.append(values.reshape(values.size(0), -1)[:, 0])
-    return torch.cat(out)
+    slices = [slice(start, start + step) for start in range(0, n, step)]
+    raw = _raw_outputs(black_box, instances, pair_masks, slices)
+    return torch.cat([part.reshape(part.size(0), -1)[:, 0] for part in raw])
