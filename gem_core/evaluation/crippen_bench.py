@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from gem_core.data.instances import Instance
 from gem_core.runtime.progress import ProgressFn, report
@@ -46,8 +46,28 @@ CRIPPEN_METHODS = (
     "gnnexplainer",
     "random",
 )
-#: the regressors: the helper module's GINE, and PyG's AttentiveFP
-CRIPPEN_MODELS = ("gine", "attentivefp")
+
+
+def _crippen_gine(features: int) -> nn.Module:
+    from gem_core.chemistry.crippen import CrippenGINE
+
+    return CrippenGINE(in_channels=features)
+
+
+def _crippen_attentivefp(features: int) -> nn.Module:
+    from gem_core.chemistry.crippen import NUM_BOND_FEATURES
+    from gem_core.evaluation.outside import AttentiveFPModel
+
+    return AttentiveFPModel(features, 1, NUM_BOND_FEATURES, hidden=64)
+
+
+#: the regressors, each built from the atom-feature count: chemistry/crippen's GINE, and PyG's
+#: AttentiveFP (both read the bond types)
+CRIPPEN_RECIPES: dict[str, Callable[[int], nn.Module]] = {
+    "gine": _crippen_gine,
+    "attentivefp": _crippen_attentivefp,
+}
+CRIPPEN_MODELS = tuple(CRIPPEN_RECIPES)
 #: the search of the Gem + check row (the adapter's, as on the outside classifiers)
 CRIPPEN_CHECK = "repair"
 #: the budgets Gem is taught and the metrics judge (molecules of the corpus have ~10-40 bonds)
@@ -129,28 +149,16 @@ def crippen_regressor(
     """The regressor ``name`` (:data:`CRIPPEN_MODELS`) trained on ``graphs`` (seeded split;
     ``epochs``: at most that many, else the recipe's), from the store when the same recipe was
     trained before on the same molecules with the same seed (weights and split are saved)."""
-    from gem_core.chemistry.crippen import (
-        NUM_BOND_FEATURES,
-        CrippenGINE,
-        train_crippen_regressor,
-    )
+    from gem_core.chemistry.crippen import train_crippen_regressor
     from gem_core.runtime.store import cache_dir, cached, config_key
 
-    if name not in CRIPPEN_MODELS:
+    if name not in CRIPPEN_RECIPES:
         raise ValueError(f"unknown Crippen model {name!r} (known: {', '.join(CRIPPEN_MODELS)})")
-
-    def build_model() -> Any:
-        if name == "attentivefp":
-            from gem_core.evaluation.outside import AttentiveFPModel
-
-            return AttentiveFPModel(int(graphs[0].x.size(1)), 1, NUM_BOND_FEATURES, hidden=64)
-        return CrippenGINE()
+    features = int(graphs[0].x.size(1))
 
     def train() -> dict[str, Any]:
-        model = None  # the GINE: built by the trainer, after it seeds
-        if name != "gine":
-            torch.manual_seed(seed)
-            model = build_model()
+        torch.manual_seed(seed)  # the initial weights (the trainer seeds its own steps again)
+        model = CRIPPEN_RECIPES[name](features)
         if epochs is None:
             model, metrics = train_crippen_regressor(graphs, seed=seed, model=model)
         else:
@@ -162,7 +170,7 @@ def crippen_regressor(
     smiles = [str(g.smiles) for g in graphs]
     key = config_key(model=name, seed=int(seed), epochs=epochs, molecules=smiles, version=1)
     state = cached(cache_dir() / "crippen_models" / f"{name}-{key}.pt", train, CRIPPEN_KIND)
-    model = build_model()
+    model = CRIPPEN_RECIPES[name](features)
     model.load_state_dict(state["state"])
     model.eval()
     return model, dict(state["metrics"])
