@@ -202,6 +202,7 @@ def run_crippen(
 
     from gem_core.chemistry.crippen import crippen_graphs
     from gem_core.evaluation.faithfulness import necessity_at_k, sufficiency_at_k
+    from gem_core.models.predict import predict_values
     from gem_core.pyg import GemExplainer
     from gem_core.pyg.black_box import PyGBlackBox
     from gem_core.pyg.computation_graphs import graph_fit_instances
@@ -221,6 +222,7 @@ def run_crippen(
     instances, _ = graph_fit_instances(test, None, None, False, edge_inputs)
     black_box = PyGBlackBox(model, "graph", "regression", "raw", "cpu", None, edge_inputs)
     truths = _truths(instances, test)
+    whole = predict_values(black_box, instances)  # the values every metric compares with, once
     batch = Batch.from_data_list(test)
     runs: dict[str, Callable[[], tuple[list[Tensor], dict[str, Any]]]] = {}
 
@@ -288,8 +290,9 @@ def run_crippen(
         scores, extra = runs[name]()
         signed = rank_agreement(scores, truths)
         magnitude = rank_agreement([s.abs() for s in scores], [t.abs() for t in truths])
-        suff = sufficiency_at_k(black_box, (instances, scores), SUFFICIENCY_K, "drop_isolated")
-        nec = necessity_at_k(black_box, (instances, scores), NECESSITY_K, "drop_isolated")
+        judged = (black_box, (instances, scores))
+        suff = sufficiency_at_k(*judged, SUFFICIENCY_K, "drop_isolated", predicted=whole)
+        nec = necessity_at_k(*judged, NECESSITY_K, "drop_isolated", predicted=whole)
         rows.append(
             {
                 "method": name,
