@@ -156,21 +156,25 @@ def _summary(reading) -> bool:
             st.markdown(f"**Classes of {reading.outcome_column}**")
             st.bar_chart(pd.Series(counts, name="molecules"), height=180)
         else:
-            st.markdown(f"**{reading.outcome_column}**: " + ", ".join(
-                f"{k} {v:.3g}" for k, v in reading.outcome_summary().items()))
+            st.markdown(f"**{reading.outcome_column}** (a number: the model will be a "
+                        f"regressor): " + ", ".join(
+                            f"{k} {v:.3g}" for k, v in reading.outcome_summary().items()))
+            st.bar_chart(_histogram([float(v) for v in reading.outcomes]), height=180,
+                         x_label=reading.outcome_column, y_label="molecules")
         for w in reading.warnings:
             st.warning(w, icon=":material/warning:")
     problem = reading.problem()
     if problem is not None:
         st.error(str(problem), icon=":material/error:")
         return False
-    if reading.outcome_kind != "class":
-        st.error(f"{reading.outcome_column!r} holds numbers: this page trains classifiers for "
-                 f"now. Choose a column of classes, set 'The outcome is' to class if the numbers "
-                 f"are labels, or bin the numbers into classes in your table.",
-                 icon=":material/error:")
-        return False
     return True
+
+
+def _histogram(values: list[float], bins: int = 20) -> pd.Series:
+    """Molecules per bin of a numeric outcome (bins labelled by their middle)."""
+    counts = pd.cut(pd.Series(values), bins=bins).value_counts(sort=False)
+    return pd.Series(counts.values, index=[f"{iv.mid:.3g}" for iv in counts.index],
+                     name="molecules")
 
 
 # ----------------------------------------------------------------------------- training
@@ -262,6 +266,21 @@ def _models_panel(owner: str):
     return user_model(pick, owner) if pick else None
 
 
+def _regression_figures(m, test: dict, outcome: str) -> None:
+    """A regressor's held-out figures: R², RMSE (MAE in its help) and predicted against
+    measured on the test molecules."""
+    def fmt(value, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    m[0].metric("Test R²", fmt(test.get("r2"), ".3f"))
+    m[1].metric("Test RMSE", fmt(test.get("rmse"), ".3g"),
+                help=f"Mean absolute error {fmt(test.get('mae'), '.3g')} (units of {outcome}).")
+    if test.get("points"):
+        st.markdown(f"**Predicted against measured {outcome}, test split**")
+        st.scatter_chart(pd.DataFrame(test["points"], columns=["measured", "predicted"]),
+                         x="measured", y="predicted", height=280)
+
+
 def _mine(models, name: str, owner: str) -> bool:
     return any(m.name == name and m.owner == owner for m in models)
 
@@ -271,9 +290,12 @@ def _model_facts(model, owner: str) -> None:
     test, training = model.metrics.get("test", {}), model.meta.get("training", {})
     with st.container(key="yd_metrics"):
         m = st.columns(4)
-        acc, auc = test.get("accuracy"), test.get("roc_auc")
-        m[0].metric("Test accuracy", "n/a" if acc is None else f"{acc:.1%}")
-        m[1].metric("Test ROC-AUC", "n/a" if auc is None else f"{auc:.3f}")
+        if model.regression:
+            _regression_figures(m, test, model.meta.get("outcome_column", "value"))
+        else:
+            acc, auc = test.get("accuracy"), test.get("roc_auc")
+            m[0].metric("Test accuracy", "n/a" if acc is None else f"{acc:.1%}")
+            m[1].metric("Test ROC-AUC", "n/a" if auc is None else f"{auc:.3f}")
         m[2].metric("Test molecules", test.get("n", 0))
         m[3].metric("Training", f"{training.get('seconds', 0):.0f} s",
                     help=f"{training.get('epochs')} epochs, stopped by {training.get('stopped')}; "
@@ -322,8 +344,10 @@ def _ask_why(model) -> None:
                   suggested_k(mol.instance.num_pairs), key="yd_k")
     bonds, scores = res.bonds("gem", k)
     with st.container(key="yd_answer"):
-        st.markdown(f"**{model.name} predicts {res.label_name}** (p = {res.probability:.3f}); "
-                    f"Gem's {len(bonds)} bonds that the prediction rests on, best first:")
+        said = (f"**{model.name} predicts {res.label_name}**" if res.regression else
+                f"**{model.name} predicts {res.label_name}** (p = {res.probability:.3f})")
+        st.markdown(f"{said}; Gem's {len(bonds)} bonds that the prediction rests on, best "
+                    f"first:")
         st.image(molecule_svg(mol.mol, [tuple(b) for b in bonds], scores=scores))
         st.dataframe(pd.DataFrame({"bond": [f"{i}-{j}" for i, j in bonds], "score": scores}),
                      hide_index=True, width="content")
@@ -347,18 +371,31 @@ def _screen(model, reading) -> None:
     rows = []
     for res, measured in zip(results, reading.outcomes[:n]):
         k = suggested_k(res.molecule.instance.num_pairs)
-        rows.append({"smiles": res.molecule.input_smiles, "measured": str(measured),
-                     "predicted": res.label_name, "probability": round(res.probability, 4),
+        said = ({"measured": float(measured), "predicted": round(float(res.value), 4)}
+                if res.value is not None else
+                {"measured": str(measured), "predicted": res.label_name,
+                 "probability": round(res.probability, 4)})
+        rows.append({"smiles": res.molecule.input_smiles, **said,
                      "explanation": fragment_smiles(res.molecule.mol,
                                                     [tuple(b) for b in res.bonds("gem", k)[0]])})
     df = pd.DataFrame(rows)
-    agree = float((df["measured"] == df["predicted"]).mean()) if len(df) else 0.0
     with st.container(key="yd_screen"):
-        st.caption(f"{len(df):,} molecules; the model agrees with the table on {agree:.1%} "
+        st.caption(f"{len(df):,} molecules; {_agreement(df, model.regression)} "
                    f"(training molecules included).")
         st.dataframe(df, hide_index=True, width="stretch", height=320)
         st.download_button("Download CSV", df.to_csv(index=False), f"{model.name}-screen.csv",
                            key="yd_screen_csv", icon=":material/download:")
+
+
+def _agreement(df: pd.DataFrame, regression: bool) -> str:
+    """How the screened predictions compare with the table's outcomes, in words."""
+    if not len(df):
+        return "nothing to compare"
+    if regression:
+        err = (df["predicted"] - df["measured"]).abs()
+        return f"mean absolute error {err.mean():.3g} against the table"
+    agree = float((df["measured"] == df["predicted"]).mean())
+    return f"the model agrees with the table on {agree:.1%}"
 
 
 def _benchmark(model) -> None:
@@ -368,6 +405,8 @@ def _benchmark(model) -> None:
         "bonds alone is the same, mean over k = 5..25), necessity (deleting them changes it, "
         "k = 2..10), both with the field's drop_isolated protocol, and the time per molecule. "
         "Gem + check asks the model at explain time; random scores are the floor."
+        + (" For a model of a number, 'the same' means within 0.1 × the spread of its test "
+           "predictions." if model.regression else "")
     )
     if not st.button("Measure on the test split", key="yd_bench_go"):
         return

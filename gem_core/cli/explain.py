@@ -119,13 +119,19 @@ def run(args: argparse.Namespace) -> int:
             if "model" in result
             else _model_words(result["target"])
         )
-        print(f"{result['smiles']}: {pred['label']} (p = {pred['probability']:.3f}), {words}")
+        said = (
+            f"{pred['outcome']} = {pred['value']:.4g}"
+            if "value" in pred
+            else f"{pred['label']} (p = {pred['probability']:.3f})"
+        )
+        print(f"{result['smiles']}: {said}, {words}")
         _print_bonds(
             result,
             f"{len(result['explanation']['bonds'])} explanation bond(s), best "
             f"first ({args.method}):",
         )
-        print(result["reading"]["text"])
+        if "reading" in result:
+            print(result["reading"]["text"])
     write_json(result, args.json)
     return 0
 

@@ -7,6 +7,8 @@
   models import FILE                  a file from 'models export' (loaded with weights_only)
   models table --dataset mutagenicity --out FILE
                                       a shipped molecule dataset as a SMILES table (smiles,label,id)
+  models table --crippen --out FILE   a regression table: RDKit's 5,000 NCI compounds with their
+                                      Crippen logP computed by RDKit (smiles,logp,id)
   models evaluate NAME [--alert-class mutagen]
                                       each method (Gem, Gem + check, Integrated Gradients, random)
                                       on the model's test split: ms per molecule, sufficiency and
@@ -35,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="FILE", help="where export / table writes")
     p.add_argument("--off", action="store_true", help="share: make the model private again")
     p.add_argument(
+        "--crippen",
+        action="store_true",
+        help="table: RDKit's NCI compounds with their Crippen logP (a regression table)",
+    )
+    p.add_argument(
         "--alert-class",
         default=None,
         help="evaluate: the class whose molecules should carry the Kazius alerts (e.g. mutagen)",
@@ -51,10 +58,31 @@ def check(args: argparse.Namespace) -> None:
         )
     if args.action in ("export", "table") and not args.out:
         raise UserError(f"models {args.action} needs --out FILE")
-    if args.action == "table" and not args.dataset:
-        raise UserError("models table needs --dataset NAME (a molecule dataset)")
+    if args.action == "table" and not (args.dataset or args.crippen):
+        raise UserError("models table needs --dataset NAME (a molecule dataset) or --crippen")
     if args.action == "import" and not Path(args.name).is_file():
         raise UserError(f"{args.name!r} does not exist (or is not a file)")
+
+
+def _outcome(model) -> str:
+    """What a model predicts: its classes, or its outcome's name (a number)."""
+    if model.regression:
+        return f"{model.meta.get('outcome_column', '')} (number)"
+    return "/".join(model.classes)
+
+
+def _figures(test: dict, model) -> str:
+    """A model's test figures in one phrase: accuracy and ROC-AUC, or RMSE and R²."""
+
+    def fmt(value, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    if model.regression:
+        return f"test RMSE {fmt(test.get('rmse'), '.3f')}, R² {fmt(test.get('r2'), '.3f')}"
+    return (
+        f"test accuracy {fmt(test.get('accuracy'), '.1%')}, ROC-AUC "
+        f"{fmt(test.get('roc_auc'), '.3f')}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,14 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         models = um.list_user_models()
         for m in models:
-            test = m.metrics.get("test", {})
-            acc = test.get("accuracy")
-            auc = test.get("roc_auc")
             print(
-                f"{m.name:<24} {'/'.join(m.classes):<28} test accuracy "
-                f"{'n/a' if acc is None else f'{acc:.1%}'}, ROC-AUC "
-                f"{'n/a' if auc is None else f'{auc:.3f}'}  owner {m.owner}"
-                f"{' (shared)' if m.shared else ''}"
+                f"{m.name:<24} {_outcome(m):<28} {_figures(m.metrics.get('test', {}), m)}  "
+                f"owner {m.owner}{' (shared)' if m.shared else ''}"
             )
         if not models:
             print("no models yet: python -m gem_core train --csv FILE --name NAME")
@@ -91,13 +114,22 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "evaluate":
         return _evaluate(args)
     else:
-        from gem_core.chemistry.dataset_table import dataset_csv
-        from gem_core.data.datasets import load_dataset
-
-        text = dataset_csv(load_dataset(args.dataset))
+        text = _table_text(args)
         Path(args.out).write_text(text)
         print(f"wrote {args.out} ({text.count(chr(10)) - 1} molecules)")
     return 0
+
+
+def _table_text(args: argparse.Namespace) -> str:
+    """The table ``models table`` writes: a molecule dataset's classes, or Crippen logP."""
+    if args.crippen:
+        from gem_core.chemistry.crippen import crippen_csv
+
+        return crippen_csv()
+    from gem_core.chemistry.dataset_table import dataset_csv
+    from gem_core.data.datasets import load_dataset
+
+    return dataset_csv(load_dataset(args.dataset))
 
 
 def _evaluate(args: argparse.Namespace) -> int:

@@ -215,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(
-        f"ok {s.ok} ({s.mutagens} predicted {s.first_class}), rejected "
+        f"ok {s.ok}"
+        + ("" if s.first_class is None else f" ({s.mutagens} predicted {s.first_class})")
+        + ", rejected "
         f"{sum(s.rejected.values())}"
         + (f" ({reasons})" if reasons else "")
         + f" -> {result.output}",

@@ -155,23 +155,36 @@ def _run_table(args: argparse.Namespace) -> int:
             progress=progress,
             source_file=path.name,
         )
-    test = model.metrics["test"]
-    auc = "n/a" if test["roc_auc"] is None else f"{test['roc_auc']:.3f}"
-    training = model.meta["training"]
-    print(
-        f"{model.name}: test accuracy {test['accuracy']:.1%}, ROC-AUC {auc} on "
-        f"{test['n']} molecules ({args.split} split); {training['seconds']:.0f} s, "
-        f"{training['epochs']} epochs, stopped by {training['stopped']}"
-    )
-    print(f"confusion (rows measured, columns predicted; {', '.join(model.classes)}):")
-    for name, row in zip(model.classes, test["confusion"]):
-        print(f"  {name:>12}: {' '.join(f'{v:6d}' for v in row)}")
+    print(describe_model(model, args.split))
     if not args.no_gem:
         with progress_bar(args, f"fit Gem for {model.name}") as progress:
             fit_gem(model.name, args.device, progress)
         print(f"Gem fitted: python -m gem_core explain --model {model.name} --smiles ...")
     write_json({"model": model.name, **model.meta}, args.json)
     return 0
+
+
+def describe_model(model, split: str) -> str:
+    """A trained user model's held-out figures, in a few lines: a classifier's accuracy,
+    ROC-AUC and confusion; a regressor's RMSE, MAE and R²."""
+    test, training = model.metrics["test"], model.meta["training"]
+    trained = (
+        f"on {test['n']} molecules ({split} split); {training['seconds']:.0f} s, "
+        f"{training['epochs']} epochs, stopped by {training['stopped']}"
+    )
+    if model.regression:
+        r2 = "n/a" if test["r2"] is None else f"{test['r2']:.3f}"
+        return (
+            f"{model.name}: test RMSE {test['rmse']:.3f}, MAE {test['mae']:.3f}, R² {r2} {trained}"
+        )
+    auc = "n/a" if test["roc_auc"] is None else f"{test['roc_auc']:.3f}"
+    lines = [
+        f"{model.name}: test accuracy {test['accuracy']:.1%}, ROC-AUC {auc} {trained}",
+        f"confusion (rows measured, columns predicted; {', '.join(model.classes)}):",
+    ]
+    for name, row in zip(model.classes, test["confusion"]):
+        lines.append(f"  {name:>12}: {' '.join(f'{v:6d}' for v in row)}")
+    return "\n".join(lines)
 
 
 def describe_reading(reading) -> str:
@@ -186,5 +199,12 @@ def describe_reading(reading) -> str:
     if reading.outcome_kind == "class":
         counts = ", ".join(f"{k}: {v}" for k, v in reading.class_counts().items())
         lines.append(f"classes of {reading.outcome_column}: {counts}")
+    else:
+        o = reading.outcome_summary()
+        if o:
+            lines.append(
+                f"{reading.outcome_column} (a number: regression): mean {o['mean']:.3g}, "
+                f"std {o['std']:.3g}, from {o['min']:.3g} to {o['max']:.3g}"
+            )
     lines += [f"  note: {w}" for w in reading.warnings]
     return "\n".join(lines)

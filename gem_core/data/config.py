@@ -122,6 +122,12 @@ class DatasetSpec:
     # default K of the app and of the log-odds histograms: the motif's size on the synthetic sets
     # (a house and a cycle both have 6 edges), the middle of the grid otherwise
     default_k_value: int = 0
+    # a regression row (a user's table with a numeric outcome): the target has one output, a
+    # value (``num_classes`` 1, ``class_names`` the outcome's name); ``value_tolerance`` is how
+    # near a value counts as the same prediction for Gem + check (0.1 x the spread of the
+    # target's values on its training molecules, :func:`gem_core.data.protocol.regression_tolerance`)
+    regression: bool = False
+    value_tolerance: Optional[float] = None
 
     @property
     def default_k(self) -> int:
@@ -307,23 +313,40 @@ def user_recipe(name: str) -> TargetConfig:
 
 def user_model_spec(meta: Mapping[str, Any]) -> DatasetSpec:
     """The dataset row of a user model from its facts (``model.json``): molecules in the
-    Mutagenicity encoding, its classes, the recipe it was trained with as its ``strong``
-    target, Gem's settings of the bond-aware Mutagenicity target."""
-    classes = tuple(str(c) for c in meta["classes"])
+    Mutagenicity encoding, its classes (or, ``kind`` ``"number"``, its one numeric outcome), the
+    recipe it was trained with as its ``strong`` target, Gem's settings of the bond-aware
+    Mutagenicity target (less what reads a predicted class, for a regressor)."""
     base = DATASETS["mutagenicity"]
+    regression = meta.get("kind", "class") == "number"
+    outcome = str(meta.get("outcome_column", "the table"))
+    if regression:
+        classes: tuple[str, ...] = (outcome,)
+        tolerance = meta.get("tolerance")
+        gem: dict[str, Any] = {
+            "preset": "mutagenicity_strong",
+            "inputs.condition_on_prediction": False,
+        }
+        phrase = f"the value of {outcome} it predicts"
+    else:
+        classes = tuple(str(c) for c in meta["classes"])
+        tolerance = None
+        gem = {"preset": "mutagenicity_strong"}
+        phrase = f"one outcome of {outcome} from another"
     return DatasetSpec(
         name=str(meta["name"]),
         title=str(meta.get("title") or meta["name"]),
         task="graph",
-        num_classes=len(classes),
+        num_classes=1 if regression else len(classes),
         k_grid=base.k_grid,
         connected=True,
         source=TableSource(str(meta["name"])),
         class_names=classes,
         atom_symbols=base.atom_symbols,
-        prediction_phrase=f"one outcome of {meta.get('outcome_column', 'the table')} from another",
+        prediction_phrase=phrase,
         strong_target=user_recipe(str(meta.get("recipe", "default"))),
-        gem={"preset": "mutagenicity_strong"},
+        gem=gem,
+        regression=regression,
+        value_tolerance=None if tolerance is None else float(tolerance),
     )
 
 

@@ -36,13 +36,16 @@ def evaluate_user_model(
     "sufficiency", "necessity", "toxicophore_auc"}}}`` (sufficiency: mean over
     :data:`SUFFICIENCY_KS`, necessity over :data:`NECESSITY_KS`, under ``drop_isolated``;
     the toxicophore AUC of the Kazius alerts' bonds on the test molecules predicted
-    ``alert_class``, None without one)."""
+    ``alert_class``, None without one). A model of a number (regression) keeps its prediction
+    when the value stays within 0.1 x the spread of its test values
+    (:func:`gem_core.evaluation.faithfulness.sufficiency_at_k`); it has no alert class."""
     wb = user_workbench(user_model(name, owner).name, device)
     classes = list(wb.spec.class_names)
-    if alert_class is not None and alert_class not in classes:
-        raise ValueError(f"{alert_class!r} is not a class of {name} ({', '.join(classes)}).")
+    if alert_class is not None and (wb.regression or alert_class not in classes):
+        kinds = "predicts a number, not classes" if wb.regression else f"has {', '.join(classes)}"
+        raise ValueError(f"{alert_class!r} is not a class of {name} (it {kinds}).")
     test = wb.instances("test")
-    predicted = wb.predict_proba(test).argmax(-1)
+    predicted = wb.predicted(test)
     rows: dict[str, dict[str, Any]] = {}
     for i, method in enumerate(methods):
         report(progress, i / len(methods), f"explaining with {method}")

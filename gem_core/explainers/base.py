@@ -243,14 +243,19 @@ class ExplainerContext:
 # ----------------------------------------------------------------------------- the base class
 
 
-def check_predicted(predicted: Any, n: int) -> Tensor:
-    """``predicted`` as a ``[n]`` long tensor of class indices, or a clear ValueError."""
+def check_predicted(predicted: Any, n: int, regression: bool = False) -> Tensor:
+    """``predicted`` as a ``[n]`` long tensor of class indices (a regressor's: a float64
+    tensor of values), or a clear ValueError."""
     out = torch.as_tensor(predicted)
     if out.dim() != 1 or out.numel() != n:
         raise ValueError(
             f"predicted must hold one class per instance: got shape "
             f"{tuple(out.shape)} for {n} instances"
         )
+    if regression:
+        if not out.is_floating_point():
+            raise ValueError(f"a regressor's predicted values must be numbers, got {out.dtype}")
+        return out.double().cpu()
     if out.is_floating_point() or out.dtype == torch.bool:
         raise ValueError(f"predicted must hold integer class indices, got {out.dtype}")
     if n and int(out.min()) < 0:
@@ -325,7 +330,12 @@ class Explainer(ABC):
             )
         instances = self._check_instances(instances)
         if predicted is not None:
-            predicted = check_predicted(predicted, len(instances))
+            # values (a regressor's) are accepted by an explainer that knows its target is one,
+            # and by one that never reads them
+            values = self._regression or (
+                not self.reads_prediction and torch.as_tensor(predicted).is_floating_point()
+            )
+            predicted = check_predicted(predicted, len(instances), values)
         start = time.perf_counter()
         if predicted is not None and self.reads_prediction:
             scores = self._explain_predicted(instances, progress, predicted)
@@ -334,6 +344,15 @@ class Explainer(ABC):
         self.explain_seconds_ = time.perf_counter() - start
         ms = 1000.0 * self.explain_seconds_ / max(len(instances), 1)
         return Explanation(self.name, list(scores), ms, instances)
+
+    @property
+    def _regression(self) -> bool:
+        """Whether the target explained is a regressor (its predictions are values): the
+        dataset row of its context says so, or the white-box model it holds does."""
+        context = getattr(self, "context", None)
+        if context is not None:
+            return bool(getattr(context.spec, "regression", False))
+        return bool(getattr(getattr(self, "model", None), "regression", False))
 
     @abstractmethod
     def _explain(self, instances: list[Instance], progress: Optional[ProgressFn]) -> list[Tensor]:

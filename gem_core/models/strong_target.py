@@ -73,8 +73,14 @@ class GINETarget(nn.Module):
     """Graph classifier: atom embedding, ``GINEConv`` x ``num_layers``, sum+max JK readout, MLP head.
 
     ``forward(x, edge_index, batch=None, num_graphs=None, edge_attr=None)`` returns logits
-    ``[num_graphs, num_classes]``.
+    ``[num_graphs, num_classes]``. With ``num_classes=1`` it is a regressor: its one output is a
+    value in the units of what it was trained on (the head's output times the buffer
+    ``value_scale`` plus ``value_shift``, the training values' spread and mean, so the head
+    learns standardised numbers whatever the units; both saved with the weights).
     """
+
+    value_shift: Tensor  # a regressor's buffers (see the class docstring)
+    value_scale: Tensor
 
     def __init__(
         self,
@@ -102,6 +108,22 @@ class GINETarget(nn.Module):
             nn.Dropout(dropout),
             nn.Linear(hidden, num_classes),
         )
+        if num_classes == 1:
+            self.register_buffer("value_shift", torch.zeros(1))
+            self.register_buffer("value_scale", torch.ones(1))
+
+    @property
+    def regression(self) -> bool:
+        """Whether the model outputs one value (a regressor), not class logits."""
+        return hasattr(self, "value_scale")
+
+    @torch.no_grad()
+    def set_value_scale(self, values: Tensor) -> None:
+        """Standardise a regressor's head on the training ``values`` (mean and spread)."""
+        v = values.double().reshape(-1)
+        spread = float(v.std()) if v.numel() > 1 else 1.0
+        self.value_shift.fill_(float(v.mean()))
+        self.value_scale.fill_(spread if spread > 1e-12 else 1.0)
 
     def encode_bonds(self, edge_index: Tensor, edge_attr: Optional[Tensor]) -> Tensor:
         """The 4-channel bond encoding ``[E, 4]`` (single, double, triple, unknown)."""
@@ -136,7 +158,10 @@ class GINETarget(nn.Module):
         for conv in self.convs:
             h = conv(h, edge_index, e)
             pooled += [global_add_pool(h, batch, size=size), global_max_pool(h, batch, size=size)]
-        return self.head(F.dropout(torch.cat(pooled, dim=-1), self.dropout, self.training))
+        out = self.head(F.dropout(torch.cat(pooled, dim=-1), self.dropout, self.training))
+        if self.regression:
+            return out * self.value_scale + self.value_shift
+        return out
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -192,17 +217,40 @@ def _ema_update(ema: nn.Module, model: nn.Module, decay: float) -> None:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: list, edge_attr: bool = True) -> tuple[float, float]:
-    """Accuracy and mean cross-entropy over pre-built batches (eval mode)."""
+    """Over pre-built batches (eval mode): accuracy and mean cross-entropy of a classifier;
+    R² and the mean squared error in standardised units of a regressor (the score a
+    checkpoint is chosen by, higher is better, then the loss)."""
     model.eval()
+    regression = bool(getattr(model, "regression", False))
     correct, loss, n = 0, 0.0, 0
+    outs, ys = [], []
     for b in batches:
         out = model(
             b.x, b.edge_index, b.batch, b.num_graphs, edge_attr=b.edge_attr if edge_attr else None
         )
-        loss += float(F.cross_entropy(out, b.y, reduction="sum"))
-        correct += int((out.argmax(-1) == b.y).sum())
+        if regression:
+            outs.append(out[:, 0].double())
+            ys.append(b.y.double())
+        else:
+            loss += float(F.cross_entropy(out, b.y, reduction="sum"))
+            correct += int((out.argmax(-1) == b.y).sum())
         n += b.num_graphs
+    if regression:
+        if not outs:
+            return 0.0, float("inf")
+        pred, y = torch.cat(outs), torch.cat(ys)
+        return r_squared(pred, y), float(
+            ((pred - y) ** 2).mean() / float(model.get_buffer("value_scale")) ** 2
+        )
     return correct / max(n, 1), loss / max(n, 1)
+
+
+def r_squared(pred: Tensor, y: Tensor) -> float:
+    """The coefficient of determination of ``pred`` against ``y`` (1 - SSE / SST; 0 when
+    ``y`` is constant)."""
+    y, pred = y.double().reshape(-1), pred.double().reshape(-1)
+    sst = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - float(((y - pred) ** 2).sum()) / sst if sst > 0 else 0.0
 
 
 def train_strong_target(
@@ -228,7 +276,9 @@ def train_strong_target(
     BatchNorm statistics; the averaged model is the one validated and kept).
 
     The kept checkpoint is the one with the best validation accuracy (ties: lower validation
-    loss). Test accuracy is computed only when ``report_test``.
+    loss). Test accuracy is computed only when ``report_test``. A dataset whose row is a
+    regression (``spec.regression``) trains a one-output regressor on the squared error; its
+    "accuracy" figures are then R² (:func:`evaluate`).
 
     ``stop()``, asked after every epoch, ends training early when it returns a reason (a time
     budget spent, a user's cancel; the metrics' ``stopped`` says which, else
@@ -264,14 +314,18 @@ def _train(
     r = {**DEFAULT_RECIPE, **recipe}
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
+    regression = bool(getattr(ds.spec, "regression", False))
     model = GINETarget(
         ds.num_features,
-        ds.num_classes,
+        1 if regression else ds.num_classes,
         r["hidden"],
         r["num_layers"],
         r["dropout"],
         none_bond="unknown" if r["unknown_bond_prob"] > 0 else "single",
     ).to(dev)
+    graphs = ds.graphs
+    if regression:
+        model.set_value_scale(torch.cat([graphs[int(i)].y.view(-1) for i in ds.split.train]))
     opt = torch.optim.Adam(model.parameters(), lr=r["lr"], weight_decay=r["weight_decay"])
     sched: Optional[torch.optim.lr_scheduler.LRScheduler]
     if r["schedule"] == "plateau":
@@ -284,12 +338,11 @@ def _train(
         sched = None
     else:
         raise ValueError(f"unknown schedule {r['schedule']!r}")
-    graphs = ds.graphs
     fixed = {
         name: list(_batches(graphs, ds.split[name], 512, device=dev))
         for name in ("train", "val", "test")
     }
-    best, best_state, best_epoch, since_best, epoch = (-1.0, float("inf")), None, 0, 0, 0
+    best, best_state, best_epoch, since_best, epoch = (-float("inf"), float("inf")), None, 0, 0, 0
     history = []
     ema = copy.deepcopy(model) if r["ema"] > 0 else None
     start = time.perf_counter()
@@ -302,7 +355,11 @@ def _train(
                 continue
             ei, ea = _augment(b, gen, r["unknown_bond_prob"], r["drop_edge"])
             opt.zero_grad()
-            loss = F.cross_entropy(model(b.x, ei, b.batch, b.num_graphs, edge_attr=ea), b.y)
+            out = model(b.x, ei, b.batch, b.num_graphs, edge_attr=ea)
+            if regression:  # the squared error in standardised units
+                loss = F.mse_loss(out[:, 0] / model.value_scale, b.y.float() / model.value_scale)
+            else:
+                loss = F.cross_entropy(out, b.y)
             loss.backward()
             opt.step()
             if ema is not None:
@@ -337,7 +394,7 @@ def _train(
             stopped = reason
             break
     seconds = time.perf_counter() - start
-    assert best_state is not None  # the first epoch's accuracy (>= 0) beats the initial -1
+    assert best_state is not None  # the first epoch's score beats the initial -inf
     model.load_state_dict(best_state)
     model.eval()
     metrics: dict[str, Any] = {

@@ -122,6 +122,10 @@ class GNNBlackBox:
     called with ``batch=`` (and ``num_graphs=`` when the model accepts it, so instances whose
     edges were all deleted still get a row). A model whose ``forward`` takes ``edge_attr`` (a
     bond-aware target) gets the batch's edge features (``uses_edge_attr``).
+
+    A regressor (``regression=True``: one output column, a value) says so to the engine
+    (:func:`gem_core.gem.distill.conventions.is_regression`); ``tolerance`` is how near a value
+    counts as the same prediction for the explain-time check.
     """
 
     def __init__(
@@ -130,9 +134,13 @@ class GNNBlackBox:
         task: str,
         num_classes: int,
         device: Union[str, torch.device, None] = "auto",
+        regression: bool = False,
+        tolerance: Optional[float] = None,
     ):
         self.task = task
         self.num_classes = num_classes
+        self.regression = bool(regression)
+        self.tolerance = tolerance
         self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         import inspect
@@ -197,7 +205,14 @@ class TrainedTarget:
         except UnknownDatasetError:
             spec = None
         if spec is not None:
-            return GNNBlackBox(self.model, spec.task, spec.num_classes, device)
+            return GNNBlackBox(
+                self.model,
+                spec.task,
+                spec.num_classes,
+                device,
+                regression=spec.regression,
+                tolerance=spec.value_tolerance,
+            )
         task = "node" if isinstance(self.model, NodeGCN) else "graph"  # a model of no dataset
         head = self.model.lin
         assert isinstance(head, nn.Linear)  # NodeGCN's / GraphGCN's classifier

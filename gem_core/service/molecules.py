@@ -150,7 +150,9 @@ class MoleculeExplanation:
 
     Attributes:
         molecule: the parsed molecule (graph instance + RDKit molecule, same numbering).
-        probabilities: class probabilities of the target on the whole molecule.
+        probabilities: class probabilities of the target on the whole molecule (a regressor:
+            empty).
+        value: a regressor's predicted value on the whole molecule (None for a classifier).
         explanations: method -> its one-instance :class:`Explanation` of ``molecule.instance``
             (one score per bond, in ``molecule.instance.pairs`` order; ``ms_per_instance`` that
             of the batch it was explained in).
@@ -162,6 +164,7 @@ class MoleculeExplanation:
     explanations: dict[str, Explanation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     class_names: tuple[str, ...] = CLASS_NAMES
+    value: Optional[float] = None
 
     @property
     def scores(self) -> dict[str, Tensor]:
@@ -174,16 +177,28 @@ class MoleculeExplanation:
         return {m: e.ms_per_instance for m, e in self.explanations.items()}
 
     @property
+    def regression(self) -> bool:
+        """Whether the model predicted a value (a regressor), not a class."""
+        return self.value is not None
+
+    @property
     def label(self) -> int:
+        if self.regression:
+            return 0
         return int(max(range(len(self.probabilities)), key=lambda c: self.probabilities[c]))
 
     @property
     def label_name(self) -> str:
+        """The predicted class; a regressor's value as text (``"logp = 2.31"``)."""
+        if self.value is not None:
+            return f"{self.class_names[0]} = {self.value:.4g}"
         return self.class_names[self.label]
 
     @property
     def probability(self) -> float:
-        """Probability of the predicted label."""
+        """Probability of the predicted label (NaN for a regressor: it predicts a value)."""
+        if self.regression:
+            return math.nan
         return float(self.probabilities[self.label])
 
     def bonds(self, method: str, k: int) -> tuple[list[list[int]], list[float]]:
@@ -202,9 +217,14 @@ class MoleculeExplanation:
     def to_json(self, method: str, k: int) -> dict[str, Any]:
         """The CLI's JSON shape for one method."""
         bonds, scores = self.bonds(method, k)
+        prediction: dict[str, Any] = (
+            {"outcome": self.class_names[0], "value": self.value}
+            if self.value is not None
+            else {"label": self.label_name, "probability": self.probability}
+        )
         return {
             "smiles": self.molecule.input_smiles,
-            "prediction": {"label": self.label_name, "probability": self.probability},
+            "prediction": prediction,
             "explanation": {"bonds": bonds, "scores": scores},
         }
 
@@ -233,13 +253,20 @@ def explain_molecules(
         return []
     model = model or molecule_model(device)
     instances = [m.instance for m in molecules]
-    proba = model.predict_proba(instances)
-    predicted = proba.argmax(-1)  # made once: an explainer that reads it (Gem) gets it here
     names = model.spec.class_names
-    out = [
-        MoleculeExplanation(m, [float(p) for p in row], class_names=names)
-        for m, row in zip(molecules, proba)
-    ]
+    if model.regression:  # a user's model of a number: its value, judged within a tolerance
+        predicted = model.predict_values(instances)
+        out = [
+            MoleculeExplanation(m, [], class_names=names, value=float(v))
+            for m, v in zip(molecules, predicted)
+        ]
+    else:
+        proba = model.predict_proba(instances)
+        predicted = proba.argmax(-1)  # made once: an explainer that reads it (Gem) gets it here
+        out = [
+            MoleculeExplanation(m, [float(p) for p in row], class_names=names)
+            for m, row in zip(molecules, proba)
+        ]
     for i, method in enumerate(methods):
         part = scaled(progress, i / len(methods), (i + 1) / len(methods))
         report(part, 0.0, f"explaining with {method}")
@@ -281,7 +308,8 @@ def explain_smiles(
     ``toxicophores`` (``present``: classes in the molecule; ``touched``: those the explanation
     touches, with its bonds in each). ``k`` defaults to :func:`suggested_k` of the molecule, as
     on the Molecule page. ``model``: a model trained on a user's table (by name) instead of
-    Mutagenicity's ``target``; the JSON then names it (``"model"``) and its classes.
+    Mutagenicity's ``target``; the JSON then names it (``"model"``) and its classes. A model of
+    a number (regression) gives ``"prediction": {"outcome", "value"}`` and no reading.
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -300,7 +328,7 @@ def explain_smiles(
     if model is not None:
         out["model"] = wb.name
     out["explanation"]["labels"] = bond_labels(mol.mol, out["explanation"]["bonds"])[0]
-    if read:
+    if read and not wb.regression:  # the reading speaks of classes; a regressor has none
         from gem_core.service.reading import read_explanation
 
         reading = read_explanation(

@@ -208,6 +208,24 @@ class Workbench:
 
         return predict_proba(self.black_box, list(instances), pair_masks, max_nodes=max_nodes)
 
+    @property
+    def regression(self) -> bool:
+        """Whether the target is a regressor (a user's table with a numeric outcome)."""
+        return self.spec.regression
+
+    def predict_values(self, instances: Sequence[Instance]) -> Tensor:
+        """A regressor's values ``[N]`` (float64) on ``instances``."""
+        from gem_core.models.predict import predict_values
+
+        return predict_values(self.black_box, list(instances))
+
+    def predicted(self, instances: Sequence[Instance]) -> Tensor:
+        """The target's predictions on ``instances``: classes ``[N]`` (int64) of a classifier,
+        values ``[N]`` (float64) of a regressor: what explainers are told and judged by."""
+        if self.regression:
+            return self.predict_values(instances)
+        return self.predict_proba(instances).argmax(-1)
+
     # ------------------------------------------------------------------ distillation
     def distillation(
         self,
@@ -246,7 +264,14 @@ class Workbench:
         from gem_core.gem.distill import distill
 
         instances = list(instances)
-        if label_source == "true" and all(inst.y >= 0 for inst in instances):
+        labels: tuple
+        if self.regression:
+            labels = (
+                tuple(float(inst.y) for inst in instances)
+                if label_source == "true"
+                else tuple(self.predict_values(instances).tolist())
+            )
+        elif label_source == "true" and all(inst.y >= 0 for inst in instances):
             labels = tuple(int(inst.y) for inst in instances)
         else:
             labels = tuple(self.predict_proba(instances).argmax(-1).tolist())

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from torch import Tensor
@@ -112,6 +112,11 @@ class UserModel:
         return tuple(self.meta["classes"])
 
     @property
+    def regression(self) -> bool:
+        """Whether it predicts a number (its table's outcome was numeric), not a class."""
+        return self.meta.get("kind", "class") == "number"
+
+    @property
     def owner(self) -> str:
         return str(self.meta.get("owner", OWNER_LOCAL))
 
@@ -144,9 +149,12 @@ check_model_name = check_name
 # ----------------------------------------------------------------------------- training
 
 
-def molecule_graphs(molecules: Sequence[MoleculeInstance], labels: Sequence[int]) -> list[Data]:
+def molecule_graphs(
+    molecules: Sequence[MoleculeInstance], labels: Sequence[Union[int, float]]
+) -> list[Data]:
     """The molecules as PyG graphs the target trains on: one-hot atoms, both directions of each
-    bond with its one-hot bond order, the class index as ``y``."""
+    bond with its one-hot bond order, the class index (an ``int``) or the value (a ``float``,
+    kept as float32) as ``y``."""
     from torch_geometric.data import Data
 
     graphs = []
@@ -158,7 +166,7 @@ def molecule_graphs(molecules: Sequence[MoleculeInstance], labels: Sequence[int]
                 x=inst.x.float(),
                 edge_index=inst.edge_index(),
                 edge_attr=torch.cat([inst.edge_attr, inst.edge_attr]).float(),
-                y=torch.tensor([int(label)]),
+                y=torch.tensor([label], dtype=torch.float32 if isinstance(label, float) else None),
                 num_nodes=inst.num_nodes,
             )
         )
@@ -203,6 +211,44 @@ def held_out_metrics(proba: Tensor, y: Tensor, classes: Sequence[str]) -> dict[s
     }
 
 
+@torch.no_grad()
+def predicted_values(model: torch.nn.Module, graphs: Sequence[Data]) -> Tensor:
+    """``[N]`` values (float64) of a regressor ``model`` for ``graphs`` (eval mode)."""
+    from torch_geometric.data import Batch
+
+    model.eval()
+    out = []
+    for s in range(0, len(graphs), 512):
+        b = Batch.from_data_list(list(graphs[s : s + 512]))
+        out.append(model(b.x, b.edge_index, b.batch, b.num_graphs, edge_attr=b.edge_attr))
+    return torch.cat(out)[:, 0].double() if out else torch.zeros(0, dtype=torch.float64)
+
+
+#: at most this many (measured, predicted) pairs of a split are kept for its plot
+MAX_PLOT_POINTS = 2000
+
+
+def regression_metrics(pred: Tensor, y: Tensor) -> dict[str, Any]:
+    """What a chemist reads of a regressor on held-out molecules: ``n``, ``rmse``, ``mae``,
+    ``r2`` (None without molecules) and ``points``: (measured, predicted) pairs for a
+    predicted-against-measured plot."""
+    from gem_core.models.strong_target import r_squared
+
+    n = int(y.numel())
+    pred, y = pred.double().reshape(-1), y.double().reshape(-1)
+    err = pred - y
+    return {
+        "n": n,
+        "rmse": float(err.pow(2).mean().sqrt()) if n else None,
+        "mae": float(err.abs().mean()) if n else None,
+        "r2": r_squared(pred, y) if n > 1 else None,
+        "points": [
+            [round(float(a), 4), round(float(b), 4)]
+            for a, b in zip(y[:MAX_PLOT_POINTS], pred[:MAX_PLOT_POINTS])
+        ],
+    }
+
+
 def _split(kind: str, smiles: Sequence[str], seed: int):
     if kind == "random":
         return random_split(len(smiles), seed)
@@ -235,9 +281,13 @@ def train_user_model(
     ``cancel`` (nothing is saved: :class:`TrainingCancelled`). Gem is not fitted here
     (:func:`fit_gem`), so a model is usable for predictions as soon as it is saved.
 
+    A numeric outcome trains a regressor (the same recipe, one output, the squared error;
+    held-out RMSE, MAE and R², :func:`regression_metrics`); classes train a classifier
+    (accuracy, ROC-AUC, confusion, :func:`held_out_metrics`).
+
     Raises:
-        ValueError: a bad name, recipe or split; a table that cannot train a classifier
-            (its :meth:`~gem_core.chemistry.tables.TableReading.problem`); numeric outcomes.
+        ValueError: a bad name, recipe or split; a table that cannot train a model (its
+            :meth:`~gem_core.chemistry.tables.TableReading.problem`).
         TrainingCancelled: ``cancel`` was set.
     """
     from gem_core.models.strong_target import train_strong_target
@@ -252,17 +302,16 @@ def train_user_model(
     name = check_name(name)
     if recipe not in USER_RECIPES:
         raise ValueError(f"Unknown recipe {recipe!r}. Choose one of: {', '.join(USER_RECIPES)}.")
-    if reading.outcome_kind != "class":
-        raise ValueError(
-            f"The outcome {reading.outcome_column!r} is a number: models of numbers (regression) "
-            f"are not trained here yet. Choose a column of classes, or bin the numbers into "
-            f"classes (e.g. active / inactive at a threshold) in the table."
-        )
     problem = reading.problem()
     if problem is not None:
         raise problem
-    classes = list(reading.classes)
-    labels = [classes.index(str(o)) for o in reading.outcomes]
+    regression = reading.outcome_kind == "number"
+    classes = [] if regression else list(reading.classes)
+    labels: list[Union[int, float]] = (
+        [float(o) for o in reading.outcomes]
+        if regression
+        else [classes.index(str(o)) for o in reading.outcomes]
+    )
     smiles = [m.input_smiles for m in reading.molecules]
     parts = _split(split, smiles, seed)
     for part in ("train", "val", "test"):
@@ -273,7 +322,7 @@ def train_user_model(
     meta: dict[str, Any] = {
         "name": name,
         "title": name,
-        "kind": "class",
+        "kind": "number" if regression else "class",
         "classes": classes,
         "recipe": recipe,
         "split": split,
@@ -301,8 +350,9 @@ def train_user_model(
             return "cancelled"
         return "time budget" if time.monotonic() > deadline else None
 
-    def on_epoch(epoch: int, max_epochs: int, val_accuracy: float) -> None:
-        report(progress, 0.95 * epoch / max_epochs, f"epoch {epoch}: validation {val_accuracy:.1%}")
+    def on_epoch(epoch: int, max_epochs: int, val_score: float) -> None:
+        score = f"R² {val_score:.3f}" if regression else f"{val_score:.1%}"
+        report(progress, 0.95 * epoch / max_epochs, f"epoch {epoch}: validation {score}")
 
     report(progress, 0.0, f"training on {len(parts.train)} molecules")
     model, m = train_strong_target(
@@ -322,14 +372,12 @@ def train_user_model(
         "stopped": m["stopped"],
         "time_budget_s": float(time_budget_s),
     }
-    meta["metrics"] = {
-        part: held_out_metrics(
-            class_probabilities(model, [graphs[int(i)] for i in parts[part]]),
-            torch.tensor([labels[int(i)] for i in parts[part]], dtype=torch.long),
-            classes,
-        )
-        for part in ("val", "test")
-    }
+    meta["metrics"] = _held_out(model, graphs, labels, parts, classes, regression)
+    if regression:
+        from gem_core.data.protocol import regression_tolerance
+
+        train_values = predicted_values(model, [graphs[int(i)] for i in parts["train"]])
+        meta["tolerance"] = regression_tolerance(train_values)
     report(progress, 0.97, "saving")
     root = user_models_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -352,6 +400,30 @@ def train_user_model(
         shutil.rmtree(stage, ignore_errors=True)
     report(progress, 1.0, "saved")
     return user_model(name)
+
+
+def _held_out(
+    model: torch.nn.Module,
+    graphs: Sequence[Data],
+    labels: Sequence[Union[int, float]],
+    parts: Any,
+    classes: Sequence[str],
+    regression: bool,
+) -> dict[str, Any]:
+    """The held-out figures of the validation and test splits (see :func:`train_user_model`)."""
+    out = {}
+    for part in ("val", "test"):
+        kept = [graphs[int(i)] for i in parts[part]]
+        measured = [labels[int(i)] for i in parts[part]]
+        if regression:
+            out[part] = regression_metrics(
+                predicted_values(model, kept), torch.tensor(measured, dtype=torch.float64)
+            )
+        else:
+            out[part] = held_out_metrics(
+                class_probabilities(model, kept), torch.tensor(measured, dtype=torch.long), classes
+            )
+    return out
 
 
 def _commit(stage: Path, final: Path) -> None:

@@ -180,3 +180,47 @@ def test_a_bad_model_name_is_said_at_once(own_cache):
         no_exception(at)
         assert any("name" in e.lower() for e in _errors(at)), (name, _errors(at))
         assert job_of(at.session_state["owner_token"]) is None
+
+
+def test_a_numeric_outcome_trains_a_regressor_and_is_explained(own_cache):
+    """A table of numbers (Crippen logP of real molecules): summary, train, figures, ask, screen."""
+    from state.training_jobs import job_of
+
+    from gem_core.service.molecules import explain_smiles
+
+    from ..test_user_regression import logp_table
+
+    at = _upload(_page(), "logp.csv", logp_table(0, 80).encode())
+    assert not _errors(at), _errors(at)
+    assert any("a number: the model will be a regressor" in m.value for m in at.markdown)
+    at.text_input(key="yd_name").input("logp_page")
+    at.radio(key="yd_recipe").set_value("small")
+    at.slider(key="yd_budget").set_value(30)
+    at.button(key="yd_train").click().run()
+    no_exception(at)
+    owner = at.session_state["owner_token"]
+    deadline = time.monotonic() + 240
+    while job_of(owner) is not None and job_of(owner).running and time.monotonic() < deadline:
+        time.sleep(1)
+    job = job_of(owner)
+    assert job is not None and job.state == "done", (job.state, job.error, job.message)
+    at.run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert "Test R²" in metrics and "Test RMSE" in metrics and "Test accuracy" not in metrics
+    assert any("Predicted against measured logp" in m.value for m in at.markdown)
+    at.text_input(key="yd_ask").input("CCCCCCCCO").run()
+    no_exception(at)
+    answer = " ".join(m.value for m in at.markdown if "predicts" in m.value)
+    expected = explain_smiles("CCCCCCCCO", model="logp_page", read=False)
+    assert f"predicts logp = {expected['prediction']['value']:.4g}" in answer, answer
+    at.button(key="yd_screen_go").click().run()
+    no_exception(at)
+    screened = [d.value for d in at.dataframe if "predicted" in d.value.columns]
+    assert len(screened) == 1 and "probability" not in screened[0].columns
+    assert screened[0]["predicted"].dtype.kind == "f" and len(screened[0]) > 60
+    assert any("mean absolute error" in c.value for c in at.caption)
+    at.button(key="yd_bench_go").click().run()
+    no_exception(at)
+    bench = [d.value for d in at.dataframe if "sufficiency" in d.value.columns]
+    assert len(bench) == 1 and len(bench[0]) == 4 and "toxicophore AUC" not in bench[0].columns

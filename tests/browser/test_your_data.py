@@ -92,3 +92,54 @@ def test_upload_train_ask_why_and_screen(app_server, page, chromium, tmp_path):
         assert "No model yet" in other.locator(MAIN).inner_text()
     finally:
         other.context.close()
+
+
+def test_a_table_of_numbers_trains_a_regressor_in_the_browser(app_server, page, tmp_path):
+    """As a chemist with measured logP values: the summary reads numbers, the figures are a
+    regressor's, Ask why gives the value the CLI gives, the file is screened."""
+    from ..test_user_regression import logp_table
+
+    path = tmp_path / "logp.csv"
+    path.write_text(logp_table(0, 80))
+    open_app(page, app_server, "/your-data")
+    page.locator(".st-key-yd_upload input[type=file]").set_input_files(str(path))
+    page.locator(".st-key-yd_summary").wait_for()
+    _idle(page)
+    assert "a number: the model will be a regressor" in page.locator(".st-key-yd_summary").inner_text()
+    page.locator(".st-key-yd_name input").fill("browser_logp")
+    page.locator(".st-key-yd_name input").press("Enter")
+    _idle(page)
+    page.locator(".st-key-yd_recipe label").filter(has_text="small").click()
+    _idle(page)
+    page.locator(".st-key-yd_train button").click()
+    page.locator(".st-key-yd_job").wait_for()
+    page.get_by_text("is trained and Gem fitted").wait_for(timeout=300_000)
+    page.locator(".st-key-yd_job_ok button").click()
+    _idle(page)
+    metrics = page.locator(".st-key-yd_metrics")
+    metrics.wait_for()
+    assert "Test R²" in metrics.inner_text() and "Test RMSE" in metrics.inner_text()
+    assert_no_errors(page)
+    screenshot(page, "your-data-regression-trained")
+
+    ask = "CCCCCCCCO"
+    box = page.locator(".st-key-yd_ask input")
+    box.fill(ask)
+    box.press("Enter")
+    answer = page.locator(".st-key-yd_answer")
+    answer.wait_for()
+    _idle(page)
+    env = {**os.environ, "GEM_CACHE_DIR": str(app_server.cache_dir)}
+    out = subprocess.run([sys.executable, "-m", "gem_core", "explain", "--model", "browser_logp",
+                          "--smiles", ask, "--json", "-"], cwd=PROJECT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    value = json.loads(out.stdout)["prediction"]["value"]
+    assert f"predicts logp = {value:.4g}" in answer.inner_text(), answer.inner_text()
+    screenshot(page, "your-data-regression-ask-why")
+    page.locator(".st-key-yd_screen_go button").click()
+    page.locator(".st-key-yd_screen").wait_for(timeout=300_000)
+    _idle(page)
+    assert "mean absolute error" in page.locator(".st-key-yd_screen").inner_text()
+    assert_no_errors(page)
+    screenshot(page, "your-data-regression-screen")

@@ -53,12 +53,16 @@ def class_column(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def screen_schema(first_class: str = MUTAGENICITY_CLASSES[0]) -> pa.Schema:
+def screen_schema(
+    first_class: str = MUTAGENICITY_CLASSES[0], regression: bool = False
+) -> pa.Schema:
     """Output columns, in order, of a screen whose model's first class is ``first_class``.
 
     ``prediction`` is the predicted class's name; ``p_<first class>`` (the name made safe by
     :func:`class_column`: ``p_mutagen`` for Mutagenicity, ``p_active`` for a user model whose
-    classes are active / inactive) the model's probability of its first class (class 0).
+    classes are active / inactive) the model's probability of its first class (class 0). A
+    model of a number (``regression``; ``first_class`` is then the outcome's name) has
+    ``value_<outcome>`` there, the predicted value, and ``prediction`` is that value as text.
     ``bonds`` are atom-index pairs (``explain``'s numbering), best first, ``scores`` theirs;
     ``message`` is the rejection message, or the parser's notes for an accepted molecule (kept
     largest fragment, charges); ``toxicophores`` the Kazius alerts found in the molecule (its
@@ -73,7 +77,7 @@ def screen_schema(first_class: str = MUTAGENICITY_CLASSES[0]) -> pa.Schema:
             ("reason", pa.string()),
             ("message", pa.string()),
             ("prediction", pa.string()),
-            ("p_" + class_column(first_class), pa.float64()),
+            (("value_" if regression else "p_") + class_column(first_class), pa.float64()),
             ("bonds", pa.list_(pa.list_(pa.int32()))),
             ("scores", pa.list_(pa.float64())),
             ("fragment", pa.string()),
@@ -84,7 +88,7 @@ def screen_schema(first_class: str = MUTAGENICITY_CLASSES[0]) -> pa.Schema:
 
 #: The output columns of a Mutagenicity screen (:func:`screen_schema`; ``p_mutagen``).
 SCHEMA = screen_schema()
-#: the position of the first class's probability column in every screen schema
+#: the position of the first class's probability column (a regressor's value) in every schema
 P_COLUMN = SCHEMA.get_field_index("p_mutagen")
 
 
@@ -144,14 +148,25 @@ class ScreenSettings:
 
     @property
     def first_class(self) -> str:
-        """The class whose probability the rows hold (``mutagen`` for Mutagenicity)."""
+        """The class whose probability the rows hold (``mutagen`` for Mutagenicity; a
+        regressor's outcome name)."""
         return self.class_names[0]
+
+    @property
+    def regression(self) -> bool:
+        """Whether the answering model predicts a number (a user's regression model)."""
+        if self.model is None:
+            return False
+        spec = user_spec(check_model(self.model))
+        return spec is not None and spec.regression
 
     @property
     def schema(self) -> pa.Schema:
         """The output columns of this screen: :data:`SCHEMA` for Mutagenicity, else
-        :func:`screen_schema` of the user model's first class."""
-        return SCHEMA if self.model is None else screen_schema(self.first_class)
+        :func:`screen_schema` of the user model's first class (or outcome)."""
+        if self.model is None:
+            return SCHEMA
+        return screen_schema(self.first_class, self.regression)
 
 
 _MODELS: dict[tuple[Optional[str], str, str], Any] = {}
@@ -306,11 +321,15 @@ def _explain_parsed(
     model = _model(settings)
     instances = [mol.instance for _, mol in parsed]
     with _step(times, "target's forward"):
-        # on the CPU, forwards of a few thousand nodes (cache-sized) instead of the whole chunk
-        proba_t = model.predict_proba(
-            instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None
-        )
-    labels_t = proba_t.argmax(-1)
+        if model.regression:  # a user's model of a number: its values, and the values said
+            labels_t = model.predict_values(instances)
+            proba_t = labels_t.view(-1, 1)
+        else:
+            # on the CPU, forwards of a few thousand nodes (cache-sized), not the whole chunk
+            proba_t = model.predict_proba(
+                instances, max_nodes=NODES_PER_FORWARD if settings.device == "cpu" else None
+            )
+            labels_t = proba_t.argmax(-1)
     with _step(times, "explainer"):
         # the prediction is made once: an explainer that reads it (Gem) gets it from here
         explained = _explainer(model, settings).explain(instances, predicted=labels_t)
@@ -335,7 +354,8 @@ def _fill_model_columns(
     out: dict[str, list[Any]],
     class_names: tuple[str, ...],
 ) -> None:
-    """The prediction (a name of ``class_names``), the first class's probability and the
+    """The prediction (a name of ``class_names``; a regressor's value as text), the first
+    class's probability (a regressor's value: ``proba`` is then ``[N, 1]`` values) and the
     top-K bonds with their scores of every molecule: one ranking and one lookup for the whole
     chunk (no tensor operation per molecule)."""
     import torch
@@ -352,8 +372,9 @@ def _fill_model_columns(
     scores = flat[chosen].astype(np.float64).tolist()
     p_first = out[settings.schema.names[P_COLUMN]]  # p_mutagen, p_<a user model's class 0>
     end = 0
+    regression = labels.dtype.kind == "f"  # a regressor's values, not class indices
     for (i, _), p, label, n in zip(parsed, proba.tolist(), labels.tolist(), counts.tolist()):
-        out["prediction"][i] = class_names[label]
+        out["prediction"][i] = f"{label:.4g}" if regression else class_names[label]
         p_first[i] = p[0]
         out["bonds"][i] = bonds[end : end + n]
         out["scores"][i] = scores[end : end + n]

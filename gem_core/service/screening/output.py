@@ -64,7 +64,8 @@ class Summary:
     ok: int = 0
     mutagens: int = 0
     rejected: Counter = field(default_factory=Counter)
-    first_class: str = MUTAGENICITY_CLASSES[0]
+    #: None for a model of a number: no class to count
+    first_class: Optional[str] = MUTAGENICITY_CLASSES[0]
 
     def add(self, table: pa.Table) -> None:
         cols = table.select(["status", "reason", "prediction"]).to_pydict()
@@ -72,7 +73,7 @@ class Summary:
         for status, reason, prediction in zip(cols["status"], cols["reason"], cols["prediction"]):
             if status == STATUS_OK:
                 self.ok += 1
-                self.mutagens += prediction == self.first_class
+                self.mutagens += self.first_class is not None and prediction == self.first_class
             else:
                 self.rejected[reason] += 1
 
@@ -83,16 +84,18 @@ class Summary:
         safe as in its ``p_<first class>`` column)."""
         if self.first_class == MUTAGENICITY_CLASSES[0]:
             return "predicted_mutagens"
-        return f"predicted_{class_column(self.first_class)}"
+        return f"predicted_{class_column(str(self.first_class))}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "rows": self.rows,
             "ok": self.ok,
             "rejected": sum(self.rejected.values()),
             "rejected_by_reason": dict(sorted(self.rejected.items())),
-            self.predicted_key: self.mutagens,
         }
+        if self.first_class is not None:
+            out[self.predicted_key] = self.mutagens
+        return out
 
 
 class ChunkStore:
@@ -184,7 +187,7 @@ def compact(
     num_chunks: int,
     fmt: str,
     metadata: Optional[dict[str, Any]] = None,
-    first_class: str = MUTAGENICITY_CLASSES[0],
+    first_class: Optional[str] = MUTAGENICITY_CLASSES[0],
 ) -> Summary:
     """Stream chunks ``0..num_chunks-1`` in order into the single output file (in the store's
     schema); count them (``first_class``: the model's class 0, whose predictions are counted)."""

@@ -531,7 +531,7 @@ def screen(
             num_chunks,
             fmt,
             metadata={**store.settings, "format": fmt, "chunks": num_chunks},
-            first_class=settings.first_class,
+            first_class=None if settings.regression else settings.first_class,
         )
     finally:
         closing.join()
