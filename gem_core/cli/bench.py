@@ -290,4 +290,8 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
         "devices",
         lambda sub: __import__("gem_core.cli.bench_devices", fromlist=["register"]).register(sub),
     ),
+    (
+        "atoms",
+        lambda sub: __import__("gem_core.cli.bench_atoms", fromlist=["register"]).register(sub),
+    ),
 )
