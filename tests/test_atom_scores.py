@@ -92,3 +92,15 @@ def test_bench_atoms_prints_every_method_and_its_checks(capsys, tmp_path):
     for method in ("gem", "gem_check", "atom_deletion", "ig", "ig_magnitude", "random"):
         assert 0.0 <= result["atoms"][method] <= 1.0 and method in printed
     assert result["bonds"]["gem"] is not None and "Gem's atom AUC" in printed
+
+
+def test_the_json_of_an_explanation_names_its_atoms(strong):
+    from gem_core.service.molecules import explain_smiles
+
+    out = explain_smiles("O=[N+]([O-])c1ccc(N)cc1", k=4, read=False, device="cpu")
+    bonds, atoms = out["explanation"]["bonds"], out["explanation"]["atoms"]
+    assert sorted(atoms) == sorted({a for b in bonds for a in b})
+    scores = out["explanation"]["atom_scores"]
+    assert scores == sorted(scores, reverse=True) and len(scores) == len(atoms)
+    # an atom's score is its best bond's, so the first atom belongs to the best bond
+    assert atoms[0] in bonds[0] and scores[0] == pytest.approx(out["explanation"]["scores"][0])

@@ -10,8 +10,9 @@ This is the engine side of the app's Molecule page and of ``python -m gem_core e
 * :func:`explain_smiles` is the one-molecule flow with the CLI's JSON shape::
 
     {"smiles": ..., "target": "strong", "prediction": {"label": "mutagen" | "nonmutagen",
-     "probability": p}, "explanation": {"bonds": [[i, j], ...], "scores": [...], "labels":
-     ["N6=O7 (aromatic nitro)", ...]}, "reading": {"text", "facts"}, "toxicophores":
+     "probability": p}, "explanation": {"bonds": [[i, j], ...], "scores": [...], "atoms":
+     [i, ...], "atom_scores": [...], "labels": ["N6=O7 (aromatic nitro)", ...]}, "reading":
+     {"text", "facts"}, "toxicophores":
      {"present": [...], "touched": [...]}}
 
   The target is the registry's molecule default (:data:`MOLECULE_TARGET`) unless one is named.
@@ -205,6 +206,22 @@ class MoleculeExplanation:
         """Top-``k`` explanation bonds of ``method``, best first, with their scores."""
         return ranked_bonds(self.molecule.instance.pairs, self.explanations[method][0], k)
 
+    def atom_scores(self, method: str) -> Tensor:
+        """One score per atom (``molecule.instance`` numbering): the atom's best bond score of
+        ``method`` (:func:`gem_core.evaluation.atom_scores.atoms_from_bonds`; ``bench atoms``
+        measures how these find the toxicophore atoms)."""
+        from gem_core.evaluation.atom_scores import atoms_from_bonds
+
+        return atoms_from_bonds(self.molecule.instance, self.explanations[method][0])
+
+    def atoms(self, method: str, k: int) -> tuple[list[int], list[float]]:
+        """The atoms of ``method``'s top-``k`` bonds, best first (by atom score, ties: lower
+        index), with their scores."""
+        bonds, _ = self.bonds(method, k)
+        scores = self.atom_scores(method)
+        touched = sorted({a for b in bonds for a in b}, key=lambda a: (-float(scores[a]), a))
+        return touched, [float(scores[a]) for a in touched]
+
     def mask(self, method: str, k: int) -> Tensor:
         """Boolean mask of ``method``'s top-``k`` bonds (in ``molecule.instance.pairs`` order)."""
         return self.explanations[method].topk_mask(0, int(k))
@@ -222,10 +239,16 @@ class MoleculeExplanation:
             if self.value is not None
             else {"label": self.label_name, "probability": self.probability}
         )
+        atoms, atom_scores = self.atoms(method, k)
         return {
             "smiles": self.molecule.input_smiles,
             "prediction": prediction,
-            "explanation": {"bonds": bonds, "scores": scores},
+            "explanation": {
+                "bonds": bonds,
+                "scores": scores,
+                "atoms": atoms,
+                "atom_scores": atom_scores,
+            },
         }
 
 
