@@ -13,8 +13,16 @@ import streamlit as st
 import torch
 from messages import device_label
 from state.runtime import recent_reruns, session_id
-from state.selection import DEFAULT_METHODS, Selection, remember_selection, set_molecule_target
+from state.selection import (
+    DEFAULT_METHODS,
+    Selection,
+    molecule_target,
+    remember_selection,
+    set_molecule_target,
+    set_molecule_user_model,
+)
 from state.session import session_value
+from state.training_jobs import known_owner, session_models
 from theme import method_title
 
 from gem_core.api import (
@@ -42,25 +50,41 @@ def device_options() -> list[str]:
 DEVICE_TITLES = {"auto": "auto (the faster one, measured)", "cpu": "CPU", "cuda": "CUDA"}
 
 
-def _target_selector(spec: DatasetSpec, key: str, default: str = DEFAULT_TARGET) -> str:
+#: the Molecule page's model selector names a user's model ``user:<name>`` (no target row has a
+#: colon in its name)
+USER_OPTION = "user:"
+
+
+def _target_selector(
+    spec: DatasetSpec, key: str, default: str = DEFAULT_TARGET, extra: dict[str, str] | None = None
+) -> str:
     """Which target model to explain, where the dataset has more than the paper's (``default``
-    unless the user picks another)."""
+    unless the user picks another); ``extra``: more options after the targets (option -> title:
+    the Molecule page's user models)."""
     names = target_names(spec)
-    if len(names) == 1:
+    extra = extra or {}
+    if len(names) == 1 and not extra:
         return names[0]
+    options = [*names, *extra]
     chosen = st.selectbox(
         "Model being explained",
-        names,
-        format_func=lambda n: target_spec(n).title,
-        index=names.index(default) if default in names else 0,
+        options,
+        format_func=lambda n: extra[n] if n in extra else target_spec(n).title,
+        index=options.index(default) if default in options else 0,
         key=key,
         persist_state="session",
         help="The graph neural network whose predictions are explained (the "
         "paper's 'target model'): the paper's architecture, or a "
         "stronger one that reads bond types. Explainers are fitted per "
-        "model.",
+        "model."
+        + (
+            " Below them, the models trained on your own tables (the Your data page): "
+            "yours, and those shared with you by name."
+            if extra
+            else ""
+        ),
     )
-    comparison = _target_comparison(spec, names)
+    comparison = "" if chosen in extra else _target_comparison(spec, names)
     if comparison:
         st.caption(comparison)
     return chosen
@@ -88,19 +112,53 @@ def _target_comparison(spec: DatasetSpec, names: tuple[str, ...]) -> str:
     )
 
 
+def _user_model_title(model, owner: str | None) -> str:
+    """A user model as the selector names it (short: the sidebar is narrow; the line above the
+    selector says what it predicts): its name and whose it is."""
+    return f"{model.name} ({'yours' if owner is not None and model.owner == owner else 'shared'})"
+
+
+def _molecule_model_selector() -> tuple[str, str | None]:
+    """The Molecule page's model: a Mutagenicity target, or a model this browser session may
+    open (trained on the Your data page, or shared by name). Returns the Mutagenicity target
+    (the one chosen before while a user model is chosen) and the user model's name or None;
+    the sidebar names the model above the selector."""
+    named = st.empty()
+    owner = known_owner()
+    models = {f"{USER_OPTION}{m.name}": m for m in session_models()}
+    chosen = _target_selector(
+        molecule_spec(),
+        "sb_target_molecule",
+        molecule_default_target(),
+        {option: _user_model_title(m, owner) for option, m in models.items()},
+    )
+    user = models.get(chosen)
+    if user is None:
+        named.markdown("**Model:** the Mutagenicity graph neural network (mutagen / non-mutagen)")
+        return chosen, None
+    what = (
+        f"predicts {user.meta.get('outcome_column') or 'a number'}"
+        if user.regression
+        else " / ".join(user.classes)
+    )
+    named.markdown(f"**Model:** {user.name}, trained on a table on the Your data page ({what})")
+    return molecule_target(), user.name
+
+
 def draw_sidebar(page: str = "") -> Selection:
     """Draw the selectors shared by the pages and store the selection in the session.
 
-    The Molecule page always uses the Mutagenicity model and its own K (one per molecule), so
-    there the sidebar names the model instead of offering a dataset and a K.
+    The Molecule page uses a Mutagenicity model (or one of the session's own models, trained on
+    the Your data page) and its own K (one per molecule), so there the sidebar names the model
+    instead of offering a dataset and a K.
     """
     molecule_page = page == "molecule"
     with st.sidebar:
         st.markdown("### Settings")
         names = list(DATASETS)
+        user = None
         if molecule_page:
             dataset = session_value("sb_dataset", names[0])
-            st.markdown("**Model:** the Mutagenicity graph neural network (mutagen / non-mutagen)")
         else:
             dataset = st.selectbox(
                 "Dataset",
@@ -111,9 +169,7 @@ def draw_sidebar(page: str = "") -> Selection:
             )
         spec = get_spec(dataset)
         if molecule_page:  # its own choice: the chemist's default, not the paper tables'
-            target = _target_selector(
-                molecule_spec(), "sb_target_molecule", molecule_default_target()
-            )
+            target, user = _molecule_model_selector()
         else:
             target = _target_selector(spec, f"sb_target_{spec.name}")
         device = st.selectbox(
@@ -155,8 +211,9 @@ def draw_sidebar(page: str = "") -> Selection:
         )
     chosen = target if not molecule_page or dataset == molecule_spec().name else DEFAULT_TARGET
     sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods), chosen)
-    if molecule_page:  # the Molecule page's model: Mutagenicity, with the target chosen here
+    if molecule_page:  # the Molecule page's model: a Mutagenicity target, or a user's model
         set_molecule_target(target)
+        set_molecule_user_model(user)
     remember_selection(sel)
     return sel
 

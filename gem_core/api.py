@@ -96,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "export_user_model": "gem_core.service.user_models",
     "import_user_model": "gem_core.service.user_models",
     "evaluate_user_model": "gem_core.evaluation.user_model_bench",
+    "BENCH_METHODS": "gem_core.evaluation.user_model_bench",
     # What-if edits and the plain-language reading
     "Edit": "gem_core.service.whatif",
     "EditError": "gem_core.service.whatif",

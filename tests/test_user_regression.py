@@ -229,3 +229,15 @@ def test_models_table_writes_the_crippen_regression_table(tmp_path, capsys):
     assert float(logp) == pytest.approx(Crippen.MolLogP(Chem.MolFromSmiles(smiles)), abs=1e-4)
     assert ident == "nci-1"
     assert main(["models", "table", "--out", str(out)]) == 2  # neither --dataset nor --crippen
+
+
+def test_methods_whose_objective_reads_classes_are_refused_in_one_line(model, workbench):
+    from gem_core.chemistry.smiles import smiles_to_instance
+    from gem_core.service.molecules import explain_molecules
+
+    mol = smiles_to_instance("CCCCCCO")
+    for method in ("gnnexplainer", "pgexplainer", "subgraphx"):
+        with pytest.raises(ValueError, match="explains classifiers"):
+            workbench.explain(method, [mol.instance])
+    (res,) = explain_molecules([mol], ["gem", "gnnexplainer"], model=workbench, strict=False)
+    assert "gem" in res.scores and "explains classifiers" in res.errors["gnnexplainer"]

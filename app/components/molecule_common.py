@@ -1,5 +1,6 @@
-"""What both parts of the Molecule page share: the Mutagenicity model, class names as a chemist
-reads them, toxicophores, fit offers and literal Markdown."""
+"""What both parts of the Molecule page share: the model being explained (a Mutagenicity target,
+or a model trained on the user's table), class names as a chemist reads them, toxicophores, fit
+offers and literal Markdown."""
 from __future__ import annotations
 
 import string
@@ -9,8 +10,8 @@ import streamlit as st
 from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
                           molecule_model, target_checkpoint_available)
 from messages import DATA_HELP, fit_offer, progress_bar, show_error
-from state.engine_cache import probabilities_with
-from state.selection import molecule_target
+from state.engine_cache import probabilities_with, values_with
+from state.selection import molecule_target, molecule_user_model
 from theme import class_title, method_title
 
 SPEC = get_spec(DATASET)
@@ -24,8 +25,17 @@ def display(label: str) -> str:
 
 
 def load_model(device: str) -> Workbench | None:
-    """The Mutagenicity workbench of the sidebar's target (trained on first use), or None
-    with a message."""
+    """The workbench the page explains with, or None with a message: the user's model chosen in
+    the sidebar, else the Mutagenicity workbench of the sidebar's target (trained on first
+    use)."""
+    user = molecule_user_model()
+    if user is not None:
+        try:
+            with st.spinner(f"Loading the model {user}…"):
+                return molecule_model(device, model=user)
+        except Exception as exc:  # deleted meanwhile, unreadable: one line, never a traceback
+            show_error(exc, f"Cannot load the model {user}")
+        return None
     try:
         if target_checkpoint_available(molecule_target()):
             with st.spinner("Loading the Mutagenicity model…"):
@@ -42,10 +52,54 @@ def load_model(device: str) -> Workbench | None:
     return None
 
 
+# ----------------------------------------------------------------------------- the model's words
+
+
+def is_user_model(model: Workbench) -> bool:
+    """Whether ``model`` was trained on a user's table (not a Mutagenicity target)."""
+    return model.name != DATASET
+
+
+def regression(model: Workbench) -> bool:
+    """Whether ``model`` predicts a number (a user's regression model), not classes."""
+    return is_user_model(model) and bool(model.regression)
+
+
+def class_names(model: Workbench) -> tuple[str, ...]:
+    """The model's classes in its order (Mutagenicity's: mutagen, nonmutagen; a regressor: its
+    outcome's name)."""
+    return tuple(model.spec.class_names) if is_user_model(model) else CLASS_NAMES
+
+
+def first_class(model: Workbench) -> str:
+    """The class whose probability the page shows (mutagen; a user model's first class), or a
+    regressor's outcome, as a chemist reads it."""
+    return display(class_names(model)[0])
+
+
+def focus_words(model: Workbench) -> str:
+    """What the page's number is: "P(mutagen)", "P(active)", or a regressor's outcome "logp"."""
+    return first_class(model) if regression(model) else f"P({first_class(model)})"
+
+
+def model_title(model: Workbench) -> str:
+    """The model in a sentence: "the Mutagenicity model", "the model ames_2024"."""
+    return f"the model {model.name}" if is_user_model(model) else "the Mutagenicity model"
+
+
+def model_key(model: Workbench) -> str:
+    """The model's part of the page's cache keys: the Mutagenicity target's name; a user's
+    model's name and its checkpoint's digest (a model deleted and trained again under the
+    same name is another model)."""
+    if not is_user_model(model):
+        return molecule_target()
+    return f"user:{model.name}:{model.target().digest[:16]}"
+
+
 def offer_fits(model: Workbench, waiting: list[str]) -> None:
     """A one-off fit offer for each method of ``waiting``."""
     for m in waiting:
-        fit_offer(model, m, f"{method_title(m)} is not fitted for the Mutagenicity model yet (a "
+        fit_offer(model, m, f"{method_title(m)} is not fitted for {model_title(model)} yet (a "
                             f"one-off fit on the training molecules, cached afterwards).",
                   key=f"mol_fit_{m}")
 
@@ -54,16 +108,24 @@ def on_explanation_alone(model: Workbench, instance, mask, label: int,
                          key: tuple) -> tuple[str, float]:
     """The sentence "P(mutagen) = … on these K bonds alone: still … / the prediction flips to
     …" of one explanation (``mask`` over ``instance``'s bonds; ``label`` the prediction on the
-    whole molecule), and the probability of ``label`` on the explanation alone. Both tabs of
-    the page say it the same way. ``key`` names the molecule and the model (the probabilities
-    are computed once per server process)."""
-    p_sub = probabilities_with(key, model, instance, mask)
-    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
-    verdict = (f"still {display(CLASS_NAMES[sub_label])}" if sub_label == label else
-               f"the prediction flips to **{display(CLASS_NAMES[sub_label])}**")
+    whole molecule), and the probability of ``label`` on the explanation alone. A regressor's:
+    "logp = … on these K bonds alone, … without them (… on the whole molecule)", and its value
+    on the explanation alone. Both tabs of the page say it the same way. ``key`` names the
+    molecule and the model (the numbers are computed once per server process)."""
     kept = int(mask.sum())
     these = "this one bond" if kept == 1 else f"these {kept} bonds"
-    return f"P(mutagen) = **{p_sub[MUTAGEN]:.3f}** on {these} alone: {verdict}.", p_sub[label]
+    if regression(model):
+        whole, alone, without = values_with(key, model, instance, mask)
+        them = "it" if kept == 1 else "them"
+        return (f"{first_class(model)} = **{alone:.4g}** on {these} alone, **{without:.4g}** "
+                f"without {them} ({whole:.4g} on the whole molecule).", alone)
+    names = class_names(model)
+    p_sub = probabilities_with(key, model, instance, mask)
+    sub_label = max(range(len(p_sub)), key=p_sub.__getitem__)
+    verdict = (f"still {display(names[sub_label])}" if sub_label == label else
+               f"the prediction flips to **{display(names[sub_label])}**")
+    return (f"{focus_words(model)} = **{p_sub[MUTAGEN]:.3f}** on {these} alone: {verdict}.",
+            p_sub[label])
 
 
 def toxicophores(mol) -> dict:

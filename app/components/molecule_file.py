@@ -2,7 +2,9 @@
 
 It runs the engine path of ``python -m gem_core screen``: the rows of
 ``gem_core.service.screening.iter_rows``, computed by ``explain_rows`` into the screen's Arrow
-table. This tab only reads, sorts, filters and draws that table.
+table. This tab only reads, sorts, filters and draws that table. With a user's model chosen in
+the sidebar it screens with that model (``screen --model NAME``): its classes and the probability
+of its first class (``p_<first class>``), or a regressor's value (``value_<outcome>``).
 """
 from __future__ import annotations
 
@@ -19,14 +21,16 @@ import streamlit as st
 import torch
 
 from components import molecule_view
-from components.molecule_common import (SPEC, display, literal, load_model, offer_fits,
-                                        on_explanation_alone, toxicophores)
-from gem_core.api import (CLASS_NAMES, METHODS, REJECTION_WORDS, MoleculeError, ScreenSettings,
+from components.molecule_common import (SPEC, class_names, display, first_class, focus_words,
+                                        is_user_model, literal, load_model, model_key,
+                                        offer_fits, on_explanation_alone, regression,
+                                        toxicophores)
+from gem_core.api import (METHODS, REJECTION_WORDS, MoleculeError, ScreenSettings,
                           Summary, Workbench, bond_labels, check_settings, csv_table,
                           explain_rows, iter_rows, method_spec, smiles_to_instance)
 from messages import show_error
 from state.engine_cache import explainer_token
-from state.selection import molecule_target
+from state.selection import molecule_target, molecule_user_model
 from state.session import session_cache, session_value, set_session_value
 from theme import method_title
 
@@ -45,6 +49,27 @@ SHOWN_COLUMNS = {
                 "message"],
     "rejected": ["row", "id", "smiles", "reason", "message"],
 }
+
+
+def _model_column(table) -> str:
+    """The screen's number column: ``p_mutagen``, ``p_<a user model's first class>`` or a
+    regressor's ``value_<outcome>``."""
+    return next(n for n in table.column_names if n.startswith(("p_", "value_")))
+
+
+def _with_column(columns: list[str], pcol: str) -> list[str]:
+    """``columns`` with the model's number column in place of ``p_mutagen``."""
+    return [pcol if c == "p_mutagen" else c for c in columns]
+
+
+def _show_options(model: Workbench) -> dict[str, str]:
+    """The rows a user may show: Mutagenicity's flagged / non-mutagen; a user classifier's
+    rows per predicted class (``class:<name>``); a regressor's all or rejected."""
+    if not is_user_model(model):
+        return SHOW_OPTIONS
+    classes = {} if regression(model) else {
+        f"class:{c}": f"Predicted {display(c)}" for c in class_names(model)}
+    return {"all": "All rows", **classes, "rejected": "Rejected"}
 
 
 def _batch_methods() -> list[str]:
@@ -107,11 +132,15 @@ def _download_bytes(entry: dict, settings: ScreenSettings, name: str) -> tuple[b
 
 def _result_frame(table) -> pd.DataFrame:
     """The screen's rows as shown: flagged (predicted mutagen) first, by P(mutagen) descending,
-    then the other accepted molecules, rejected rows last (input order among equals)."""
+    then the other accepted molecules, rejected rows last (input order among equals). A user
+    model's rows by the probability of its first class, or a regressor's by value, highest
+    first."""
     from gem_core.api import TOXICOPHORES
 
+    pcol = _model_column(table)
+    columns = _with_column(BATCH_COLUMNS, pcol)
     titles = {t.name: t.title for t in TOXICOPHORES}
-    plain = [c for c in BATCH_COLUMNS if c not in ("toxicophores", "result", "k")]
+    plain = [c for c in columns if c not in ("toxicophores", "result", "k")]
     df = pd.DataFrame(table.select(plain).to_pydict())
     df["k"] = [None if b is None else len(b) for b in table.column("bonds").to_pylist()]
     df["toxicophores"] = [None if t is None else [titles.get(c, c) for c in t]
@@ -120,9 +149,9 @@ def _result_frame(table) -> pd.DataFrame:
     df["result"] = [p if status == "ok" else status
                     for p, status in zip(df["prediction"], df["status"])]
     order = sorted(range(len(df)), key=lambda i: (df["status"][i] != "ok",
-                                                  -(df["p_mutagen"][i] if df["status"][i] == "ok"
+                                                  -(df[pcol][i] if df["status"][i] == "ok"
                                                     else 0.0), df["row"][i]))
-    return df.iloc[order][BATCH_COLUMNS].reset_index(drop=True)
+    return df.iloc[order][columns].reset_index(drop=True)
 
 
 def _filtered(df: pd.DataFrame, show: str, text: str) -> pd.DataFrame:
@@ -132,7 +161,7 @@ def _filtered(df: pd.DataFrame, show: str, text: str) -> pd.DataFrame:
     if show == "rejected":
         keep &= df["status"] != "ok"
     elif show != "all":
-        keep &= df["prediction"] == display(show)
+        keep &= df["prediction"] == display(show.removeprefix("class:"))
     text = text.strip()
     if text:
         ids = df["id"].fillna("").str.lower().str.contains(text.lower(), regex=False)
@@ -141,8 +170,29 @@ def _filtered(df: pd.DataFrame, show: str, text: str) -> pd.DataFrame:
     return df[keep].reset_index(drop=True)
 
 
-def _column_config() -> dict:
+def _column_config(model: Workbench, pcol: str = "p_mutagen") -> dict:
     cc = st.column_config
+    if not is_user_model(model):
+        return _mutagenicity_columns(cc)
+    out = _mutagenicity_columns(cc)
+    del out["p_mutagen"]
+    if regression(model):
+        out[pcol] = cc.NumberColumn(first_class(model), format="%.3f", width="medium",
+                                    help=f"The model's predicted {first_class(model)}.")
+        out["result"] = cc.TextColumn("Result", help="The predicted value, or 'rejected' (the "
+                                                     "message says why).")
+    else:
+        out[pcol] = cc.ProgressColumn(focus_words(model), format="%.3f", min_value=0.0,
+                                      max_value=1.0, width="medium",
+                                      help=f"The model's probability of '{first_class(model)}'.")
+    out["toxicophores"] = cc.ListColumn("Toxicophores",
+                                        help="Known mutagenicity toxicophores (Kazius et al. "
+                                             "2005) in the molecule: its chemistry, whatever "
+                                             "the model.")
+    return out
+
+
+def _mutagenicity_columns(cc) -> dict:
     return {
         "row": cc.NumberColumn("Row", format="%d", width="small",
                                help="Row number in the file (header and # comments not "
@@ -171,12 +221,23 @@ def _column_config() -> dict:
     }
 
 
-def _summary_line(table, method: str, k: int | None) -> str:
-    s = Summary()
+def _summary_line(table, method: str, k: int | None, model: Workbench) -> str:
+    user = is_user_model(model)
+    s = Summary() if not user else Summary(
+        first_class=None if regression(model) else class_names(model)[0])
     s.add(table)
     reasons = ", ".join(f"{n:,} {REJECTION_WORDS.get(r, r)}" for r, n in sorted(s.rejected.items()))
     rejected = sum(s.rejected.values())
     rule = f"K = {k}" if k is not None else "K = a quarter of each molecule's bonds"
+    if user:
+        names = class_names(model)
+        other = display(names[1]) if len(names) == 2 else "another class"
+        said = ("" if regression(model) else
+                f": **{s.mutagens:,} predicted {first_class(model)}**, "
+                f"{s.ok - s.mutagens:,} predicted {other}")
+        return (f"**{s.ok:,} of {s.rows:,} rows screened** by {model.name} with "
+                f"{method_title(method)} ({rule}){said}, {rejected:,} rejected"
+                + (f" ({reasons})." if reasons else "."))
     others = s.ok - s.mutagens
     return (f"**{s.ok:,} of {s.rows:,} rows screened** with {method_title(method)} ({rule}): "
             f"**{s.mutagens:,} flagged** as predicted mutagen{'s' if s.mutagens != 1 else ''}, "
@@ -190,7 +251,9 @@ def render_file(sel, opts: dict) -> None:
                f"engine of the command-line screen; rows that cannot be molecules stay in the "
                f"table with the reason. Larger libraries belong to the command line (all cores, "
                f"resumable, Parquet or CSV out):")
-    st.code(CLI_COMMAND, language="bash")
+    user = molecule_user_model()
+    model_arg = f" --model {user}" if user else ""
+    st.code(CLI_COMMAND + model_arg, language="bash")
     up = st.file_uploader("SMI file (SMILES [id] per line) or CSV/TSV table with a 'smiles' "
                           "column (an 'id' or 'name' column is kept)",
                           type=["csv", "smi", "txt", "tsv"], key="mol_file")
@@ -213,8 +276,8 @@ def render_file(sel, opts: dict) -> None:
         st.warning(f"The file has {total:,} rows; the first {len(rows):,} were read and are "
                    f"screened here. Screen the whole file with the command line:",
                    icon=":material/warning:")
-        st.code(f"python -m gem_core screen {shlex.quote(up.name)} --out hits.parquet",
-                language="bash")
+        st.code(f"python -m gem_core screen {shlex.quote(up.name)} --out hits.parquet"
+                + model_arg, language="bash")
     model = load_model(sel.device)
     if model is None:
         return
@@ -229,18 +292,23 @@ def render_file(sel, opts: dict) -> None:
     try:
         settings = check_settings(ScreenSettings(method=method, k=k, target=molecule_target(),
                                                  device=sel.device,
-                                                 largest_fragment=opts["largest"]))
+                                                 largest_fragment=opts["largest"],
+                                                 model=model.name if is_user_model(model)
+                                                 else None))
         entry = _screened(digest, rows, settings, explainer_token(model, method))
     except Exception as exc:
         show_error(exc, "Screening the file failed")
         return
     table = entry["table"]
-    st.markdown(_summary_line(table, method, k))
+    st.markdown(_summary_line(table, method, k, model))
 
     df = _result_frame(table)
+    pcol = _model_column(table)
     f1, f2 = st.columns([3, 2], vertical_alignment="bottom")
-    show = f1.radio("Show", list(SHOW_OPTIONS), format_func=SHOW_OPTIONS.get, horizontal=True,
-                    key="mol_batch_show")
+    options = _show_options(model)
+    show = f1.radio("Show", list(options), format_func=options.get, horizontal=True,
+                    key="mol_batch_show" if not is_user_model(model)
+                    else f"mol_batch_show_{model.name}")
     text = f2.text_input("Find (ID or SMILES contains)", key="mol_batch_search",
                          placeholder="e.g. nitro, or N(=O)")
     view = _filtered(df, show, text)
@@ -254,8 +322,10 @@ def render_file(sel, opts: dict) -> None:
             st.caption(f"{len(view):,} rows shown · click a row's checkbox to see the molecule "
                        f"and its explanation below · click a column title to sort.")
             event = st.dataframe(view, hide_index=True,
-                                 column_order=SHOWN_COLUMNS.get(show, SHOWN_COLUMNS["mutagen"]),
-                                 column_config=_column_config(), key=f"mol_batch_df_{token}",
+                                 column_order=_with_column(
+                                     SHOWN_COLUMNS.get(show, SHOWN_COLUMNS["mutagen"]), pcol),
+                                 column_config=_column_config(model, pcol),
+                                 key=f"mol_batch_df_{token}",
                                  on_select="rerun", selection_mode="single-row", placeholder="")
     csv_bytes, parquet_bytes = _download_bytes(entry, settings, up.name)
     d1, d2, _ = st.columns([1, 1, 2])
@@ -317,10 +387,10 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
         if pairs:
             chosen = set(pairs)
             mask = torch.tensor([p in chosen for p in mol.pairs])
-            label = CLASS_NAMES.index(rec["prediction"])
+            label = 0 if regression(model) else class_names(model).index(rec["prediction"])
             left.markdown(on_explanation_alone(
                 model, mol.instance, mask, label,
-                ("molecule", rec["smiles"], settings.largest_fragment, molecule_target(),
+                ("molecule", rec["smiles"], settings.largest_fragment, model_key(model),
                  str(model.device)))[0])
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "
                      f"{method_title(settings.method)} (of the molecule's "
@@ -329,8 +399,13 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
                         else "."))
         with right:
             m1, m2 = st.columns(2)
-            m1.metric("Prediction", display(rec["prediction"]))
-            m2.metric("P(mutagen)", f"{rec['p_mutagen']:.3f}")
+            pcol = _model_column(table)
+            if regression(model):
+                m1.metric(f"Predicted {first_class(model)}", f"{rec[pcol]:.4g}")
+                m2.metric("Model", model.name)
+            else:
+                m1.metric("Prediction", display(rec["prediction"]))
+                m2.metric(focus_words(model), f"{rec[pcol]:.3f}")
             if rec["message"]:
                 st.warning(literal(rec["message"]), icon=":material/warning:")
             st.caption("Canonical SMILES (RDKit):")

@@ -12,15 +12,15 @@ import pandas as pd
 import streamlit as st
 
 from components import molecule_view, whatif_view
-from components.molecule_common import (MUTAGEN, SPEC, display, literal, load_model, offer_fits,
-                                        on_explanation_alone, toxicophores)
-from gem_core.api import (CLASS_NAMES, DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
+from components.molecule_common import (MUTAGEN, SPEC, class_names, display, first_class,
+                                        focus_words, literal, load_model, model_key, offer_fits,
+                                        on_explanation_alone, regression, toxicophores)
+from gem_core.api import (DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbench,
                           fragment_smiles, method_spec, smiles_to_instance,
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
 from messages import device_label, show_error, show_reading
 from state.engine_cache import (explained_molecule, explainer_token, explanation_reading,
                                 what_if_evaluator)
-from state.selection import molecule_target
 from state.session import (prepare_molecule_k, prepare_smiles_box, set_molecule_example,
                            submit_molecule, submitted_molecule)
 from teaching import describe_gem
@@ -39,9 +39,12 @@ EXAMPLES = {
 
 
 def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Methods to explain with now, and methods waiting for a fit; a classifier's method asked
+    of a regressor goes with the first, so its one-line refusal is shown, not a fit offer."""
     ready, waiting = [], []
     for m in methods:
-        (ready if model.is_fitted(m) else waiting).append(m)
+        refused = model.regression and method_spec(m).classifiers_only
+        (ready if refused or model.is_fitted(m) else waiting).append(m)
     return ready, waiting
 
 
@@ -50,7 +53,7 @@ def _explained(model: Workbench, mol, methods: list[str], largest: bool):
     for every session that asks for the same molecule, methods and model."""
     tokens = tuple(explainer_token(model, m) for m in methods)
     with st.spinner("Predicting and explaining…"):
-        return explained_molecule(mol.input_smiles, largest, tuple(methods), molecule_target(),
+        return explained_molecule(mol.input_smiles, largest, tuple(methods), model_key(model),
                                   str(model.device), tokens, model, mol)
 
 
@@ -106,11 +109,14 @@ def render_single(sel, opts: dict) -> None:
         return
 
     ensure_depiction(res.molecule.mol)  # one 2D layout, shared by every picture below
-    p_mutagen = res.probabilities[MUTAGEN]
     with st.container(key="mol_prediction"):
         c1, c2, c3 = st.columns(3)
-        c1.metric("Prediction", display(res.label_name))
-        c2.metric("P(mutagen)", f"{p_mutagen:.3f}")
+        if regression(model):
+            c1.metric(f"Predicted {first_class(model)}", f"{res.value:.4g}")
+            _test_figures(c2, model)
+        else:
+            c1.metric("Prediction", display(res.label_name))
+            c2.metric(focus_words(model), f"{res.probabilities[MUTAGEN]:.3f}")
         c3.metric("Atoms (with H) / bonds", f"{mol.num_atoms} / {mol.instance.num_pairs}")
         st.caption(f"{mol.formula}" + (f" · {mol.name}" if mol.name else "")
                    + " · canonical SMILES (RDKit), copy it from the box:")
@@ -140,7 +146,7 @@ def render_single(sel, opts: dict) -> None:
     for i, m in enumerate(panels):
         with cols[i % len(cols)], st.container(border=True, key=f"mol_panel_{m}"):
             if m == "molecule":
-                _molecule_panel(res, opts, outline)
+                _molecule_panel(model, res, opts, outline)
             else:
                 payload[m] = _panel(model, res, m, k, opts, outline, tox["pairs"])
     if shown:
@@ -162,12 +168,28 @@ def render_single(sel, opts: dict) -> None:
         _what_if(model, sel, res, shown, waiting, k, opts)
 
 
+def _test_figures(col, model: Workbench) -> None:
+    """A regressor's held-out R² (RMSE and MAE in its help), as the Your data page gives them:
+    how far to trust the value."""
+    from gem_core.api import user_model
+
+    test = user_model(model.name).metrics.get("test", {})
+
+    def fmt(value, spec: str) -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    col.metric("Test R² of the model", fmt(test.get("r2"), ".3f"),
+               help=f"On its {test.get('n', 0)} test molecules: RMSE {fmt(test.get('rmse'), '.3g')}, "
+                    f"mean absolute error {fmt(test.get('mae'), '.3g')} (units of "
+                    f"{first_class(model)}).")
+
+
 def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k: int,
              opts: dict) -> None:
     """Delete bonds or atoms and see the prediction and the explanations of what is left."""
     mol = res.molecule
     pairs = [tuple(p) for p in mol.pairs]
-    key = ("molecule", mol.input_smiles, opts["largest"], molecule_target(), sel.device)
+    key = ("molecule", mol.input_smiles, opts["largest"], model_key(model), sel.device)
     edge_labels, node_labels = whatif_view.bond_labels(mol.mol, pairs)
     edge_order, node_order = whatif_view.heavy_first(mol.mol, pairs)
 
@@ -184,24 +206,26 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
         prefix="mol_whatif", ident=whatif_view.ident_of(*key), pairs=pairs,
         num_nodes=mol.instance.num_nodes, edge="bond", node="atom", thing="molecule",
         edge_labels=edge_labels, node_labels=node_labels, edge_order=edge_order,
-        node_order=node_order, class_names=[display(c) for c in CLASS_NAMES], focus=MUTAGEN,
-        original=list(res.probabilities), k=k, methods=list(shown),
+        node_order=node_order, class_names=[display(c) for c in class_names(model)],
+        focus=MUTAGEN, original=list(res.probabilities), k=k, methods=list(shown),
         scores={m: [float(v) for v in res.scores[m]] for m in shown},
         evaluate=what_if_evaluator(key, model, mol.instance, "bond"), draw=draw,
         titles=method_title, notes=notes, ms=dict(res.ms_per_instance),
         groups=toxicophore_groups(mol.mol),
         hint="Atoms are numbered as in the bond table ('Show atom numbers' above draws them); "
-             "hydrogens count as atoms."))
+             "hydrogens count as atoms.",
+        value_name=first_class(model) if regression(model) else None, original_value=res.value))
 
 
-def _molecule_panel(res, opts: dict, outline: list[tuple[int, int]]) -> None:
+def _molecule_panel(model: Workbench, res, opts: dict, outline: list[tuple[int, int]]) -> None:
     """The molecule alone, before any explanation (its toxicophores outlined when asked)."""
     st.subheader("Molecule", anchor=False)
     svg = molecule_view.molecule_svg(res.molecule.mol, [], size=(440, 360),
                                      hide_hydrogens=opts["hide_h"],
                                      atom_indices=opts["numbers"], outline=outline)
     st.image(svg, width="stretch")
-    st.markdown(f"P(mutagen) = **{res.probabilities[MUTAGEN]:.3f}** on the whole molecule")
+    said = (f"{res.value:.4g}" if regression(model) else f"{res.probabilities[MUTAGEN]:.3f}")
+    st.markdown(f"{focus_words(model)} = **{said}** on the whole molecule")
 
 
 def _panel(model: Workbench, res, method: str, k: int, opts: dict,
@@ -216,11 +240,12 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     st.image(svg, width="stretch")
     alone, p_alone = on_explanation_alone(
         model, res.molecule.instance, res.mask(method, k), res.label,
-        ("molecule", res.molecule.input_smiles, opts["largest"], molecule_target(),
+        ("molecule", res.molecule.input_smiles, opts["largest"], model_key(model),
          str(model.device)))
     st.markdown(alone)
     _tie_note(res, method, k)
-    reading = _reading(model, res, method, k, opts)
+    # the reading speaks of classes; a regressor's numbers are in the sentence above
+    reading = None if regression(model) else _reading(model, res, method, k, opts)
     try:
         fragment = fragment_smiles(res.molecule.mol, pairs)
     except Exception:  # drawing aid only
@@ -242,7 +267,8 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                        key=f"mol_png_{method}", width="stretch", icon=":material/download:")
     out = res.to_json(method, k)
     out["explanation"]["fragment"] = fragment
-    out["explanation"]["probability_on_explanation"] = p_alone
+    out["explanation"]["value_on_explanation" if regression(model)
+                       else "probability_on_explanation"] = p_alone
     out["toxicophore_bonds"] = [list(p) for p in tox_pairs]
     out["reading"] = reading
     return out
@@ -255,9 +281,9 @@ def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | N
     teacher = res.scores.get(DEFAULT_TEACHER) if method != DEFAULT_TEACHER else None
     try:
         facts, text = explanation_reading(
-            ("molecule", mol.input_smiles, opts["largest"], molecule_target(),
+            ("molecule", mol.input_smiles, opts["largest"], model_key(model),
              str(model.device), explainer_token(model, method)),
-            method, k, tuple(display(c) for c in CLASS_NAMES), "bond", res.scores[method],
+            method, k, tuple(display(c) for c in class_names(model)), "bond", res.scores[method],
             teacher, model, mol.instance, mol.mol)
     except Exception as exc:  # words are an aid: never stop the panel
         show_error(exc, "The reading failed")

@@ -73,6 +73,10 @@ class WhatIf:
             toxicophores, :func:`gem_core.chemistry.labels.toxicophore_groups`).
         reads_detached: whether the model still reads a part an edit cuts off (a graph-level
             model does; a node's prediction only sees the explained node's part).
+        value_name: a regressor's outcome ("logp"): the section then shows its value before →
+            after (``original_value``, the engine's :attr:`EditOutcome.value`) instead of a
+            class probability, and Δ loss is the squared change of the value. None: classes.
+        original_value: a regressor's value on the whole instance.
     """
 
     prefix: str
@@ -101,9 +105,44 @@ class WhatIf:
     clickable: bool = False
     groups: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
     reads_detached: bool = True
+    value_name: Optional[str] = None
+    original_value: Optional[float] = None
 
     def key(self, name: str) -> str:
         return f"{self.prefix}_{name}_{self.ident}"
+
+    @property
+    def regression(self) -> bool:
+        """Whether the model predicts a number (:attr:`value_name`), not classes."""
+        return self.value_name is not None
+
+
+def _value(outcome: Any) -> float:
+    return float("nan") if outcome.value is None else float(outcome.value)
+
+
+def _value_numbers(w: WhatIf, container_key: str, original: Any, outcome: Any) -> None:
+    """A regressor's value before → after, its change and the engine's Δ loss (the squared
+    change)."""
+    name = w.value_name
+    before, after = _value(original), _value(outcome)
+    with st.container(key=container_key):
+        c1, c2, c3 = st.columns([1, 1.3, 1])
+        c1.metric(str(name), f"{before:.4g} → {after:.4g}",
+                  help=f"The model's {name} on the whole {w.thing} → on the edited one.")
+        c2.metric("Change", f"{after - before:+.4g}")
+        c3.metric("How much worse the model does", f"{outcome.delta_loss:+.3g}",
+                  help=f"Δ loss: the squared change of {name} that the edit causes (the "
+                       f"model's own value on the whole {w.thing} is the reference). For one "
+                       f"deleted {w.edge} it is exactly the Granger Δ of that {w.edge}, the "
+                       f"number Gem's teacher (the distillation) ranks {w.edge}s by.")
+        st.markdown(f"{name} {before:.4g} → **{after:.4g}**: {_moves(before, after)}.")
+
+
+def _moves(before: float, after: float) -> str:
+    change = after - before
+    return "the value stays the same" if change == 0 else \
+        f"the value {'rises' if change > 0 else 'falls'} by {abs(change):.3g}"
 
 
 def toggle_edge(prefix: str, ident: str, j: int) -> None:
@@ -312,8 +351,12 @@ def _section(w: WhatIf) -> None:
     if not edges and not nodes:
         focus = w.class_names[w.focus]
         with result, st.container(key=f"{w.prefix}_result_none"):
-            st.metric(f"P({focus})", f"{w.original[w.focus]:.3f}",
-                      help=f"No edit: the whole {w.thing}, as above.")
+            if w.regression:
+                st.metric(str(w.value_name), f"{float(w.original_value or 0.0):.4g}",
+                          help=f"No edit: the whole {w.thing}, as above.")
+            else:
+                st.metric(f"P({focus})", f"{w.original[w.focus]:.3f}",
+                          help=f"No edit: the whole {w.thing}, as above.")
             st.caption(f"No edit yet: the original {w.thing}. Pick {w.edge}s or {w.node}s above"
                        + (f", or click an {w.edge} in the drawing." if w.clickable else "."))
         if w.clickable:
@@ -369,7 +412,10 @@ def _edited(w: WhatIf, edges: list[int], nodes: list[int], result: Any, detached
             w.draw(removed, nodes, [], None, None, "whatif_edited")
         return
     with result:
-        _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
+        if w.regression:
+            _value_numbers(w, f"{w.prefix}_result_{token}", original, out)
+        else:
+            _numbers(w, f"{w.prefix}_result_{token}", original.probabilities, out)
     if out.detached:
         with detached:
             _detached(w, out.detached)
@@ -484,10 +530,22 @@ def _compare(w: WhatIf) -> None:
             if out.error:
                 st.warning(out.error, icon=":material/link_off:")
                 continue
+            if w.regression:
+                before, after = _value(original), _value(out)
+                st.markdown(f"{w.value_name} {before:.4g} → **{after:.4g}**: "
+                            f"{_moves(before, after)}. How much worse the model does: "
+                            f"**{out.delta_loss:+.3g}**.")
+                continue
             _, _, sentence = _flip(w, original.probabilities, out.probabilities)
             st.markdown(f"P({focus}) {original.probabilities[w.focus]:.3f} → "
                         f"**{out.probabilities[w.focus]:.3f}**: {sentence}. "
                         f"How much worse the model does: **{out.delta_loss:+.3f}**.")
+    if w.regression:
+        st.caption(f"How much worse the model does (Δ loss): the square of how far its "
+                   f"{w.value_name} moves from its value on the whole {w.thing} "
+                   f"({_value(original):.4g}) when these {w.edge}s are gone; the larger, the "
+                   f"more the prediction rested on them.")
+        return
     answer = w.class_names[max(range(len(original.probabilities)),
                                key=original.probabilities.__getitem__)]
     st.caption(f"How much worse the model does (Δ loss): how much its loss for its answer on "

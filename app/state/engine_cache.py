@@ -194,6 +194,31 @@ def probabilities_with(key: tuple, model: Workbench, instance, mask) -> list[flo
     return probabilities_on(key, bits, int(torch.as_tensor(mask).numel()), model, instance)
 
 
+def _unpack(mask_bits: bytes, size: int) -> torch.Tensor:
+    return torch.from_numpy(
+        np.unpackbits(np.frombuffer(mask_bits, dtype=np.uint8), count=size).astype(bool)
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=8000)
+def values_on(
+    key: tuple, mask_bits: bytes, size: int, _model: Workbench, _instance
+) -> tuple[float, float, float]:
+    """A regressor's values on ``_instance`` (named by ``key``) whole, on the pairs of a mask
+    alone and without them (``mask_bits``: the mask packed, ``size`` its length), once per
+    server process."""
+    mask = _unpack(mask_bits, size)
+    whole = torch.ones_like(mask)
+    values = _model.predict_values([_instance] * 3, [whole, mask, ~mask]).tolist()
+    return float(values[0]), float(values[1]), float(values[2])
+
+
+def values_with(key: tuple, model: Workbench, instance, mask) -> tuple[float, float, float]:
+    """:func:`values_on` of a boolean ``mask`` over ``instance``'s pairs."""
+    bits = np.packbits(np.asarray(torch.as_tensor(mask).cpu().numpy(), dtype=bool)).tobytes()
+    return values_on(key, bits, int(torch.as_tensor(mask).numel()), model, instance)
+
+
 # ----------------------------------------------------------------------------- readings
 
 
@@ -287,6 +312,42 @@ def explained_molecule(
     res = explain_molecules([_mol], list(methods), model=_model, strict=False)[0]
     ensure_depiction(res.molecule.mol)
     return res
+
+
+# ----------------------------------------------------------------------------- user models
+
+#: user-model benchmarks kept per server process (the oldest forgotten beyond this)
+MAX_USER_BENCHMARKS = 64
+
+
+@st.cache_resource(show_spinner=False)
+def _user_benchmarks() -> dict:
+    """(model name, its checkpoint's digest, device, methods) -> the engine's benchmark of it:
+    shared by every browser session of this server process."""
+    return {}
+
+
+def user_benchmark(key: tuple) -> Optional[dict]:
+    """The benchmark measured for ``key`` (see :func:`measure_user_benchmark`), or None."""
+    return _user_benchmarks().get(key)
+
+
+def measure_user_benchmark(
+    key: tuple, name: str, device: str, methods: tuple[str, ...], alert: Optional[str], owner: str
+) -> dict:
+    """The engine's :func:`gem_core.evaluation.user_model_bench.evaluate_user_model` of user
+    model ``name`` (as ``owner`` may open it), kept under ``key`` for the server process: a
+    rerun, or another session, reads it instead of measuring again."""
+    from gem_core.api import evaluate_user_model
+
+    result = evaluate_user_model(
+        name, methods=methods, device=device, alert_class=alert, owner=owner
+    )
+    kept = _user_benchmarks()
+    kept[key] = result
+    while len(kept) > MAX_USER_BENCHMARKS:
+        kept.pop(next(iter(kept)))
+    return result
 
 
 # ----------------------------------------------------------------------------- How it works

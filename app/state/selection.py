@@ -52,6 +52,18 @@ def set_molecule_target(target: str) -> None:
     st.session_state["molecule_target"] = target
 
 
+def set_molecule_user_model(name: str | None) -> None:
+    """Keep the user's model the sidebar chose for the Molecule page (None: a Mutagenicity
+    target, :func:`molecule_target`, explains)."""
+    st.session_state["molecule_user_model"] = name
+
+
+def molecule_user_model() -> str | None:
+    """The name of the model trained on a user's table that the Molecule page explains with,
+    or None for the Mutagenicity target (set by the sidebar, per browser session)."""
+    return st.session_state.get("molecule_user_model")
+
+
 def molecule_target() -> str:
     """The Mutagenicity target the Molecule page uses (set by the sidebar; the target registry's
     molecule default until the user picks another)."""

@@ -72,6 +72,26 @@ def owner_token() -> str:
     return str(token)
 
 
+#: the owner a session without a token lists models as: no token is ever it (tokens are
+#: alphanumeric), so such a session owns nothing and is offered the models shared by name
+NO_OWNER = "-"
+
+
+def known_owner() -> Optional[str]:
+    """This session's owner token when it has one (kept in the session, or in the URL after a
+    reload), without making one: pages that only list models leave the URL alone."""
+    token = st.session_state.get("owner_token") or st.query_params.get("owner")
+    return str(token) if token and str(token).isalnum() else None
+
+
+def session_models() -> list:
+    """The user models this browser session may open (its own and those shared by name;
+    a session without a token yet: the shared ones), by name."""
+    from gem_core.api import list_user_models
+
+    return list_user_models(known_owner() or NO_OWNER)
+
+
 def job_of(owner: str) -> Optional[Job]:
     """The owner's latest job (running or ended), if any."""
     with _LOCK:

@@ -3,7 +3,9 @@
 Read from ``assets/results/<dataset>.json`` (written by ``python -m gem_core reproduce`` or by
 the button at the bottom; typed and checked by ``gem_core.api.read_results``): explanation
 accuracy against K per method (the paper's values dashed), log-odds-difference histograms,
-explain time per instance, distillation accuracy and the target model's accuracy.
+explain time per instance, distillation accuracy and the target model's accuracy. Below them,
+the session's own models (trained on the Your data page) measured on their test splits on a
+click (:mod:`components.user_bench`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import pandas as pd
 import streamlit as st
 from components import charts
+from components.user_bench import render_user_benchmarks
 from messages import progress_bar, show_error
 from state.runtime import run_page
 from state.selection import selection
@@ -269,6 +272,7 @@ def render() -> None:
         except Exception as exc:  # a malformed file must not break the page
             show_error(exc, f"{rel} could not be shown")
     _recompute(sel)
+    render_user_benchmarks(sel.device)
 
 
 run_page(render)

@@ -1,6 +1,7 @@
 """Molecule: a chemist's SMILES (or a file of them) → mutagenicity prediction and explanation.
 
-Always the Mutagenicity target model, whatever dataset the sidebar shows. The SMILES becomes a
+The Mutagenicity target model, whatever dataset the sidebar shows, or a model the user trained
+on a table of their own (the Your data page), chosen in the sidebar. The SMILES becomes a
 dataset-like graph (explicit hydrogens, Kekulé bond orders, the 14 training elements); the
 explainers chosen in the sidebar mark the K bonds that matter most. Scores are kept per
 molecule and method, so changing K only re-thresholds them.
@@ -13,14 +14,12 @@ from components.molecule_file import render_file
 from components.molecule_single import render_single
 from messages import molecule_default_reason
 from state.runtime import run_page
-from state.selection import selection
+from state.selection import molecule_user_model, selection
 
 # ----------------------------------------------------------------------------- page
 
 
-def render() -> None:
-    sel = selection()
-    st.header("Explain a molecule", anchor="molecule")
+def _mutagenicity_caption() -> None:
     st.caption(
         "The Mutagenicity model (the graph neural network being explained) says whether "
         "a molecule is a mutagen (the Ames test "
@@ -36,6 +35,22 @@ def render() -> None:
             "the figures are those of the shipped benchmark results "
             "(assets/results).",
         )
+
+
+def render() -> None:
+    sel = selection()
+    st.header("Explain a molecule", anchor="molecule")
+    user = molecule_user_model()
+    if user is not None:
+        st.caption(
+            f"The model **{user}** (the graph neural network being explained, trained on a "
+            "table on the Your data page) predicts each molecule; the explainers chosen in the "
+            "sidebar mark the bonds its prediction rests on. Hydrogens are added explicitly "
+            "and aromatic rings written with alternating bonds, as in its training data. The "
+            "sidebar's 'Model being explained' switches back to the Mutagenicity models."
+        )
+    else:
+        _mutagenicity_caption()
     c1, c2, c3 = st.columns(3)
     opts = {
         "hide_h": c1.toggle(

@@ -43,6 +43,8 @@ class MethodSpec:
             them before they pick it (the app shows it); empty for the others.
         distils: it explains by distilling each instance, one forward pass of the target per
             edge in sequence (a second or more on a 1,500-edge instance; cached per split).
+        classifiers_only: its objective reads class probabilities (a regressor's one value
+            would give it nothing to optimise), so a regression model refuses it.
     """
 
     name: str
@@ -57,6 +59,7 @@ class MethodSpec:
     max_test_instances: Optional[int] = None
     wait_note: str = ""
     distils: bool = False
+    classifiers_only: bool = False
 
     def create(self, context: ExplainerContext, **overrides: Any) -> Explainer:
         """A new, unfitted explainer of this method for ``context``."""
@@ -197,6 +200,7 @@ _ROWS: tuple[MethodSpec, ...] = (
         settings={"epochs": 100, "lr": 0.01},
         description="PyG's GNNExplainer objective, one mask per instance, all of a batch "
         "optimised together",
+        classifiers_only=True,
     ),
     MethodSpec(
         "pgexplainer",
@@ -207,6 +211,7 @@ _ROWS: tuple[MethodSpec, ...] = (
         in_reproduce=True,
         settings={"epochs": 30, "lr": 0.003},
         description="PyG's PGExplainer, an edge MLP trained on the training instances",
+        classifiers_only=True,
     ),
     MethodSpec(
         "integrated_gradients",
@@ -242,6 +247,7 @@ _ROWS: tuple[MethodSpec, ...] = (
         wait_note="SubgraphX takes seconds per explanation (a tree search with Shapley "
         "values, stopped after 10 s), where Gem takes a fraction of a "
         "millisecond",
+        classifiers_only=True,
     ),
     MethodSpec(
         "random",

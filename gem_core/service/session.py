@@ -61,6 +61,11 @@ class ModelUnavailableError(ValueError):
     """A target model or an explainer cannot be loaded here: no checkpoint and no data to fit one."""
 
 
+class MethodNotApplicableError(ModelUnavailableError):
+    """A method that cannot explain this model: one whose objective reads class probabilities,
+    asked of a regressor. Front-ends show it like an unavailable model: one line, no fit offer."""
+
+
 class Workbench:
     """Everything needed to explain one dataset's target model, loaded lazily.
 
@@ -213,11 +218,14 @@ class Workbench:
         """Whether the target is a regressor (a user's table with a numeric outcome)."""
         return self.spec.regression
 
-    def predict_values(self, instances: Sequence[Instance]) -> Tensor:
-        """A regressor's values ``[N]`` (float64) on ``instances``."""
+    def predict_values(
+        self, instances: Sequence[Instance], pair_masks: Optional[Sequence[Tensor]] = None
+    ) -> Tensor:
+        """A regressor's values ``[N]`` (float64) on ``instances`` (optionally keeping only some
+        pairs, as :meth:`predict_proba`)."""
         from gem_core.models.predict import predict_values
 
-        return predict_values(self.black_box, list(instances))
+        return predict_values(self.black_box, list(instances), pair_masks)
 
     def predicted(self, instances: Sequence[Instance]) -> Tensor:
         """The target's predictions on ``instances``: classes ``[N]`` (int64) of a classifier,
@@ -388,6 +396,12 @@ class Workbench:
         :meth:`~gem_core.explainers.base.Explainer.explain`), to spare a forward pass.
         """
         method = check_method(method)
+        if self.regression and method_spec(method).classifiers_only:
+            raise MethodNotApplicableError(
+                f"{method_spec(method).title} explains classifiers (its objective reads class "
+                f"probabilities); {self.name} predicts a number: choose Gem, Gem + check, "
+                f"Integrated Gradients or random."
+            )
         exp = self.explainer(method, scaled(progress, 0.0, 0.5))
         lock = self._method_locks[method]
         if not lock.acquire(blocking=False):

@@ -5,6 +5,10 @@ their edges, and read the target's prediction, its loss against the prediction o
 graph, the change in loss (for a single deleted edge exactly the distillation's Δ of that edge
 with ``label_source="predicted"``) and every explainer's new scores.
 
+A regressor (a user's model of a number) is asked the same way: each outcome holds its
+``value``, and its loss is the squared change of the value from the original graph's (the
+distillation's Δ of a regressor), so ``delta_loss`` is that squared change too.
+
 Deleting edges keeps every node (as the distillation does); deleting a node removes it and its
 edges. An edit that cuts a part off (the NO₂ of a nitroarene whose C–N bond is deleted) leaves
 that part in the graph, where a graph-level model still reads it: each outcome names those
@@ -68,6 +72,9 @@ class EditOutcome:
         error: why this edit cannot be evaluated (disconnected target, no edge left), or None.
         detached: the nodes (original numbering) the edit cuts off from the main part of the
             graph (:func:`detached_nodes`); still in the edited graph.
+        value: a regressor's value on the edited graph (None for a classifier, whose
+            ``probabilities`` say it; a regressor's are empty); its ``loss`` is then the squared
+            change from the value on the original graph.
     """
 
     edit: Edit
@@ -78,6 +85,7 @@ class EditOutcome:
     explanations: dict[str, Explanation] = field(default_factory=dict)
     error: Optional[str] = None
     detached: tuple[int, ...] = ()
+    value: Optional[float] = None
 
     @property
     def scores(self) -> dict[str, Tensor]:
@@ -238,9 +246,6 @@ def evaluate_edits(
         _check(instance, e, edge)
     applied = [_apply(instance, e, edge) for e in [Edit(), *edits]]
     live = [(i, inst) for i, (_, inst, err) in enumerate(applied) if err is None]
-    proba = model.predict_proba([inst for _, inst in live])
-    label = int(proba[0].argmax())  # live[0] is the original graph
-    base_loss = -math.log(max(float(proba[0, label]), 1e-300))
     out = [
         EditOutcome(
             e,
@@ -250,12 +255,25 @@ def evaluate_edits(
         )
         for e, (kept, _, err) in zip([Edit(), *edits], applied)
     ]
-    for (i, _), p in zip(live, proba):
-        o = out[i]
-        o.probabilities = [float(v) for v in p]
-        o.loss = -math.log(max(float(p[label]), 1e-300))
-        o.delta_loss = o.loss - base_loss
-    predicted = proba.argmax(-1)  # an explainer that reads the prediction (Gem) gets it here
+    predicted: Tensor
+    if getattr(model, "regression", False):  # a model of a number: values, squared change
+        values = model.predict_values([inst for _, inst in live])
+        base = float(values[0])  # live[0] is the original graph
+        for (i, _), v in zip(live, values.tolist()):
+            o = out[i]
+            o.value = float(v)
+            o.loss = o.delta_loss = (float(v) - base) ** 2
+        predicted = values
+    else:
+        proba = model.predict_proba([inst for _, inst in live])
+        label = int(proba[0].argmax())  # live[0] is the original graph
+        base_loss = -math.log(max(float(proba[0, label]), 1e-300))
+        for (i, _), p in zip(live, proba):
+            o = out[i]
+            o.probabilities = [float(v) for v in p]
+            o.loss = -math.log(max(float(p[label]), 1e-300))
+            o.delta_loss = o.loss - base_loss
+        predicted = proba.argmax(-1)  # an explainer that reads the prediction (Gem) gets it
     for method in methods:
         explained = model.explain(method, [inst for _, inst in live], predicted=predicted)
         for (i, inst), s in zip(live, explained):
