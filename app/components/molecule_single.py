@@ -39,13 +39,22 @@ EXAMPLES = {
 
 
 def _ready_methods(model: Workbench, methods: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """Methods to explain with now, and methods waiting for a fit; a classifier's method asked
-    of a regressor goes with the first, so its one-line refusal is shown, not a fit offer."""
+    """Methods to explain with now, and methods waiting for a fit; a classifier's method
+    (its objective reads class probabilities) is in neither for a regressor (see
+    :func:`_left_out`)."""
     ready, waiting = [], []
     for m in methods:
-        refused = model.regression and method_spec(m).classifiers_only
-        (ready if refused or model.is_fitted(m) else waiting).append(m)
+        if not (model.regression and method_spec(m).classifiers_only):
+            (ready if model.is_fitted(m) else waiting).append(m)
     return ready, waiting
+
+
+def _left_out(model: Workbench, methods: list[str]) -> None:
+    """One caption naming the chosen methods a regressor cannot be explained with."""
+    out = [m for m in methods if model.regression and method_spec(m).classifiers_only]
+    if out:
+        st.caption(f"{', '.join(method_title(m) for m in out)}: left out for this model, "
+                   f"which predicts a number (their objectives read class probabilities).")
 
 
 def _explained(model: Workbench, mol, methods: list[str], largest: bool):
@@ -134,6 +143,7 @@ def render_single(sel, opts: dict) -> None:
         st.info(f"K = {k} keeps all {mol.instance.num_pairs} bonds of this molecule: every "
                 f"explanation is the whole molecule; the shading still ranks the bonds.")
     offer_fits(model, waiting)
+    _left_out(model, methods)
 
     shown = [m for m in ready if m in res.scores]
     for m in ready:
