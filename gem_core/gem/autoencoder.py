@@ -241,7 +241,6 @@ class GemAutoEncoder:
         scores = [run_network(m, inputs)[0] for m in self.models_]
         return scores[0] if len(scores) == 1 else torch.stack(scores).mean(0)
 
-    @torch.no_grad()
     def explain(self, instances: Union[Sequence[Instance], PreparedInstances]) -> list[Tensor]:
         """Edge scores in [0, 1], one per undirected pair, for every instance (CPU tensors).
 
@@ -252,14 +251,19 @@ class GemAutoEncoder:
         if not isinstance(instances, PreparedInstances) and len(instances) == 0:
             return []
         prep = instances if isinstance(instances, PreparedInstances) else self.prepare(instances)
+        return prep.packed.split_pairs(self.score_pairs(prep))
+
+    @torch.no_grad()
+    def score_pairs(self, prep: PreparedInstances) -> Tensor:
+        """:meth:`explain`'s scores of the prepared instances, every pair in one flat tensor
+        (CPU), in the packed order."""
+        self._check_fitted()
         for m in self.models_:
             if m.training:  # eval() walks every submodule: a tenth of a one-graph call
                 m.eval()
         if prep.packed.num_nodes <= self.max_nodes_per_pass:
-            scores = self._forward(prep).cpu()
-        else:
-            scores = torch.cat([self._forward(part).cpu() for part in self._chunks(prep)])
-        return prep.packed.split_pairs(scores)
+            return self._forward(prep).cpu()
+        return torch.cat([self._forward(part).cpu() for part in self._chunks(prep)])
 
     def _chunks(self, prep: PreparedInstances) -> list[PreparedInstances]:
         sizes = prep.packed.node_counts().tolist()

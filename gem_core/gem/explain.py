@@ -161,10 +161,10 @@ def explain_packed(
                 f"predicted class {int(predicted.max())} is out of range: the target "
                 f"has {width} classes"
             )
-        onehot = torch.eye(width)[torch.as_tensor(predicted).long().cpu()][reads.node_owner()]
+        classes = torch.eye(width)[torch.as_tensor(predicted).long().cpu()]
+        onehot = classes.repeat_interleave(reads.node_counts(), dim=0)  # one row per node
         reads = replace(reads, x=torch.cat([reads.x, onehot.to(reads.x.device)], 1))
-    scores = torch.cat(list(autoencoder.explain(autoencoder.prepare_packed(reads, hops))))
-    scores = scores.float()
+    scores = autoencoder.score_pairs(autoencoder.prepare_packed(reads, hops)).float()
     if settings.asks_target:
         scores = apply_check(settings, k_grid, black_box, packed, scores, predicted)
     return scores

@@ -77,7 +77,8 @@ def hop_distances(pairs: Tensor, num_nodes: int, targets: Tensor, num_hops: int)
     """Hop distance of every node to the target of its component, up to ``num_hops``.
 
     A multi-source BFS over the packed graph: all targets start at once, and since the
-    instances are disjoint each node is reached only from its own instance's target.
+    instances are disjoint each node is reached only from its own instance's target. In NumPy:
+    a pass is a few array operations on small arrays, where torch's per-call cost dominated.
 
     Args:
         pairs: undirected pairs ``[2, P]`` of the packed graph.
@@ -86,25 +87,26 @@ def hop_distances(pairs: Tensor, num_nodes: int, targets: Tensor, num_hops: int)
         num_hops: BFS depth.
 
     Returns:
-        ``[num_nodes]`` long tensor: 0 at targets, 1 … ``num_hops`` at that distance,
+        ``[num_nodes]`` long tensor (CPU): 0 at targets, 1 … ``num_hops`` at that distance,
         :data:`UNREACHABLE` (-1) for nodes farther away or not connected to a target.
     """
-    dist = torch.full((num_nodes,), UNREACHABLE, dtype=torch.long)
+    dist = np.full(int(num_nodes), UNREACHABLE, dtype=np.int64)
     if num_nodes == 0:
-        return dist
-    dist[targets] = 0
-    frontier = torch.zeros(num_nodes, dtype=torch.bool)
-    frontier[targets] = True
-    src, dst = directed_edges(pairs)
+        return torch.from_numpy(dist)
+    p = pairs.detach().cpu().numpy().reshape(2, -1)
+    src, dst = np.concatenate([p[0], p[1]]), np.concatenate([p[1], p[0]])
+    frontier = np.zeros(int(num_nodes), dtype=bool)
+    frontier[targets.cpu().numpy()] = True
+    dist[frontier] = 0
     for hop in range(1, num_hops + 1):
         hit = frontier[src]
-        if not bool(hit.any()):
+        if not hit.any():
             break
-        reached = torch.zeros(num_nodes, dtype=torch.bool)
-        reached[dst[hit]] = True
-        frontier = reached & (dist == UNREACHABLE)
+        frontier = np.zeros(int(num_nodes), dtype=bool)
+        frontier[dst[hit]] = True
+        frontier &= dist == UNREACHABLE
         dist[frontier] = hop
-    return dist
+    return torch.from_numpy(dist)
 
 
 def hop_labels(instances: Sequence[Instance], num_hops: int = 3) -> list[Tensor]:
@@ -138,9 +140,12 @@ _SALT = _U(0xD6E8FEB86659FD93)
 def _mix(a: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser on a uint64 array (wrap-around arithmetic)."""
     z = a + _GOLDEN
-    z = (z ^ (z >> _U(30))) * _M1
-    z = (z ^ (z >> _U(27))) * _M2
-    return z ^ (z >> _U(31))
+    z ^= z >> _U(30)
+    z *= _M1
+    z ^= z >> _U(27)
+    z *= _M2
+    z ^= z >> _U(31)
+    return z
 
 
 def wl_colors(

@@ -15,6 +15,7 @@ one-hot row is a row lookup in its weight (exactly what ``GCNConv`` computes on 
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from typing import Optional, Union
@@ -46,10 +47,10 @@ def normalized_adjacency(
     row = np.concatenate([p[0], p[1], loops])
     col = np.concatenate([p[1], p[0], loops])
     order = np.argsort(row * max(n, 1) + col, kind="stable")
-    row, col = row[order], col[order]
+    col = col[order]
     counts = np.bincount(row, minlength=n)
     dinv = (1.0 / np.sqrt(np.maximum(counts, 1))).astype(np.float32)  # 1 (self-loop) + degree
-    val = dinv[row] * dinv[col]
+    val = np.repeat(dinv, counts) * dinv[col]  # rows in order: row r's entries are counts[r]
     crow = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=crow[1:])
     with warnings.catch_warnings():  # "sparse CSR support is in beta" / invariant-check notices
@@ -58,6 +59,13 @@ def normalized_adjacency(
             torch.from_numpy(crow), torch.from_numpy(col), torch.from_numpy(val), size=(n, n)
         )
     return adj if device is None else adj.to(device)
+
+
+def propagate(adj: Tensor, h: Tensor, bias: Optional[Tensor]) -> Tensor:
+    """``Â @ H + b`` for a sparse ``Â`` in one fused ``addmm`` (no gradient tracked)."""
+    if bias is None:
+        return torch.sparse.mm(adj, h)
+    return torch.addmm(bias.expand(h.size(0), -1), adj, h)
 
 
 class _Propagate(torch.autograd.Function):
@@ -71,9 +79,7 @@ class _Propagate(torch.autograd.Function):
     def forward(ctx, adj: Tensor, h: Tensor, bias: Optional[Tensor]) -> Tensor:
         ctx.adj = adj
         ctx.has_bias = bias is not None
-        if bias is None:
-            return torch.sparse.mm(adj, h)
-        return torch.addmm(bias.expand(h.size(0), -1), adj, h)
+        return propagate(adj, h, bias)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
@@ -97,8 +103,11 @@ class SymGCNConv(GCNConv):
         return self.propagate_linear(self.lin(x), adj)
 
     def propagate_linear(self, h: Tensor, adj: Tensor) -> Tensor:
-        """``Â h + b`` for already transformed features ``h = x W``."""
-        return _Propagate.apply(adj, h, self.bias)
+        """``Â h + b`` for already transformed features ``h = x W`` (without a gradient to
+        track, the product itself: an autograd function's call costs as much as a small one)."""
+        if torch.is_grad_enabled():
+            return _Propagate.apply(adj, h, self.bias)
+        return propagate(adj, h, self.bias)
 
 
 class GemNet(nn.Module):
@@ -134,7 +143,9 @@ class GemNet(nn.Module):
         self.edge_dim = int(edge_dim)
         width = 2 * latent + self.edge_dim
         self.edge_mlp = (
-            nn.Sequential(nn.Linear(width, 2 * latent), nn.ReLU(), nn.Linear(2 * latent, 1))
+            nn.Sequential(
+                nn.Linear(width, 2 * latent), nn.ReLU(inplace=True), nn.Linear(2 * latent, 1)
+            )
             if decoder == "mlp"
             else None
         )
@@ -157,7 +168,7 @@ class GemNet(nn.Module):
     def encode(self, cols: Tensor, x: Tensor, adj: Tensor) -> tuple[Tensor, Optional[Tensor]]:
         """μ (and log σ while training) of every node."""
         h = F.relu(self._first_layer(cols, x, adj), inplace=True)
-        for conv in self.convs[1:]:
+        for conv in itertools.islice(self.convs, 1, None):  # a slice would build a ModuleList
             h = F.relu(conv(h, adj), inplace=True)
         mu = self.conv_mu(h, adj)
         if not self.training:

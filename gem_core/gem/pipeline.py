@@ -139,18 +139,19 @@ class GemPipeline:
         """Gem's scores of ``instances`` through the one explain path
         (:func:`gem_core.gem.explain.explain_packed`: the auto-encoder's pass on what it reads,
         then the settings' check). ``predicted``: the target's classes, when the caller has
-        them."""
+        them (else the target predicts on the instances as packed once for both)."""
         instances = list(instances)
         if not instances:
             return []
-        s = self.settings
-        if predicted is None and (s.inputs.condition_on_prediction or s.asks_target):
-            from gem_core.models.predict import predict_proba
-
-            predicted = predict_proba(self.black_box, instances).argmax(-1)
         packed = PackedGraphs.from_instances(instances)
         scores = explain_packed(
-            autoencoder, s, self.k_grid, packed, self.black_box, predicted, self.num_classes
+            autoencoder,
+            self.settings,
+            self.k_grid,
+            packed,
+            self.black_box,
+            predicted,
+            self.num_classes,
         )
         return list(packed.split_pairs(scores))
 

@@ -283,11 +283,10 @@ def graph_computation_graphs(
     lo, hi, edge_pair = _global_pairs(edge_index, n)
     if lo.size and bool((bvec[lo] != bvec[hi]).any()):
         raise ValueError("edge_index joins nodes of different graphs of `batch`")
-    node_order = np.lexsort((np.arange(n), bvec))
+    node_order, pair_order = _graph_orders(bvec, lo, hi)
     node_counts = np.bincount(bvec, minlength=num_graphs)
     local_of = np.empty(n, dtype=np.int64)
     local_of[node_order] = np_segment_arange(node_counts)
-    pair_order = np.lexsort((hi, lo, bvec[lo]))
     pair_counts = np.bincount(bvec[lo], minlength=num_graphs)
     local = np.stack([local_of[lo[pair_order]], local_of[hi[pair_order]]])
     order_t = torch.from_numpy(node_order)
@@ -310,6 +309,17 @@ def graph_computation_graphs(
             torch.from_numpy(pair_order)
         ],
     )
+
+
+def _graph_orders(
+    bvec: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes in (graph, id) order and the sorted pairs ``(lo, hi)`` in (graph, lo, hi)
+    order. A batch whose graphs hold consecutive node ids (PyG's, and one graph alone) is in
+    that order already: no sort then."""
+    if bvec.size < 2 or bool((bvec[1:] >= bvec[:-1]).all()):
+        return np.arange(bvec.size, dtype=np.int64), np.arange(lo.size, dtype=np.int64)
+    return np.lexsort((np.arange(bvec.size), bvec)), np.lexsort((hi, lo, bvec[lo]))
 
 
 def _label(value: Any) -> Union[int, float]:
