@@ -167,16 +167,16 @@ def fitted_gin(house, train_nodes):
 
 # ----------------------------------------------------------------------------- configuration
 
-def test_supports_rejects_node_masks_and_edge_level_and_takes_regression():
+def test_supports_node_objects_not_attributes_nor_edge_level_and_takes_regression():
     model = NodeNet("gcn", 4, 3)
-    with pytest.raises(ValueError, match="node_mask_type='object' is not supported.*Gem supports"):
-        Explainer(model, GemExplainer(), "model", NODE_CONFIG, node_mask_type="object",
-                  edge_mask_type="object")
+    objects = Explainer(model, GemExplainer(), "model", NODE_CONFIG, node_mask_type="object",
+                        edge_mask_type="object")
+    assert objects.algorithm.supports()
     regression = Explainer(model, GemExplainer(), "model",
                            dict(mode="regression", task_level="node", return_type="raw"),
                            edge_mask_type="object")
     assert regression.algorithm.supports() and regression.algorithm.regression
-    with pytest.raises(ValueError, match="node_mask_type='attributes' is not supported"):
+    with pytest.raises(ValueError, match="node_mask_type='attributes' is not supported.*Gem supports"):
         Explainer(model, GemExplainer(), "model", NODE_CONFIG, node_mask_type="attributes")
     with pytest.raises(ValueError, match="task_level='edge'"):
         Explainer(model, GemExplainer(), "model",
@@ -371,13 +371,13 @@ def test_a_batch_of_graphs_is_explained_in_one_pass(monkeypatch):
     explainer.algorithm.fit(model, graphs)
     gem = explainer.algorithm.gem_
     calls = []
-    original = gem.explain
+    original = gem.score_pairs
 
     def spy(prepared):
         calls.append(prepared.num_instances)
         return original(prepared)
 
-    monkeypatch.setattr(gem, "explain", spy)
+    monkeypatch.setattr(gem, "score_pairs", spy)
     batch = Batch.from_data_list(graphs[:5])
     joint = explainer(batch.x, batch.edge_index, batch=batch.batch).edge_mask
     assert calls == [5]
@@ -864,3 +864,17 @@ def test_the_adapter_and_the_registry_gem_share_one_explain_function(check, monk
     theirs = torch.cat(pipeline.explain(algo.gem_, instances_of(graphs[8:])))
     assert len(calls) == 2  # both went through the one function
     assert ours.shape == theirs.shape and torch.equal(ours, theirs)
+
+
+def test_node_objects_are_each_nodes_best_edge_at_node_level(house, fitted_gin):
+    model, explainer = fitted_gin
+    nodes = Explainer(model, algorithm=explainer.algorithm, explanation_type="model",
+                      model_config=NODE_CONFIG, edge_mask_type="object", node_mask_type="object")
+    explanation = nodes(house.x, house.edge_index, index=torch.tensor([3, 20]))
+    check_explanation(explanation, MaskType.object, MaskType.object)
+    assert explanation.node_mask.shape == (house.num_nodes, 1)
+    ends = torch.cat([house.edge_index[0], house.edge_index[1]])
+    best = torch.zeros(house.num_nodes).scatter_reduce(
+        0, ends, explanation.edge_mask.repeat(2), reduce="amax", include_self=True)
+    assert torch.equal(explanation.node_mask.view(-1), best)
+    assert float(explanation.node_mask.max()) > 0 and float(explanation.node_mask.min()) == 0.0

@@ -60,6 +60,14 @@ def test_doc_code_runs(monkeypatch, tmp_path, capsys):
     # bond features: fitted with them, explained with them
     assert namespace["bond_explainer"].algorithm.edge_inputs_.names == ("edge_attr",)
     assert namespace["bond_explanation"].edge_mask.shape == (namespace["held_out"].num_edges,)
+    # atom masks: each atom's best bond, from the same fitted Gem
+    held_out, atoms = namespace["held_out"], namespace["atom_explanation"]
+    assert atoms.node_mask.shape == (held_out.num_nodes, 1)
+    assert torch.equal(atoms.edge_mask, namespace["bond_explanation"].edge_mask)
+    src = held_out.edge_index[0]
+    best = torch.zeros(held_out.num_nodes).scatter_reduce(
+        0, src, atoms.edge_mask, reduce="amax", include_self=True)
+    assert torch.equal(atoms.node_mask.view(-1), best)
     # regression, one task of two: the double bond (the edge that moves the value) ranks first
     odd, value_explanation = namespace["odd"], namespace["value_explanation"]
     assert value_explainer_is_regression(namespace["value_explainer"])

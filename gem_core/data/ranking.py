@@ -169,3 +169,15 @@ def roc_auc(scores: Any, labels: Any) -> Optional[float]:
     ranks = _average_ranks(s)  # 1-based average rank of each value
     u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
     return float(u / (n_pos * n_neg))
+
+
+def atoms_from_bonds(instance: Instance, bond_scores: Tensor) -> Tensor:
+    """``[num_nodes]`` atom scores: each atom's best bond score (an atom without a bond gets
+    the lowest bond score of the molecule, or 0 without bonds)."""
+    scores = torch.as_tensor(bond_scores).detach().double().reshape(-1)
+    floor = float(scores.min()) if scores.numel() else 0.0
+    out = torch.full((instance.num_nodes,), floor, dtype=torch.float64)
+    if scores.numel():
+        ends = instance.pairs.reshape(-1)
+        out = out.scatter_reduce(0, ends, scores.repeat(2), reduce="amax", include_self=True)
+    return out

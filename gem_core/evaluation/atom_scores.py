@@ -30,7 +30,7 @@ from torch import Tensor
 
 from gem_core.data.instances import Instance
 from gem_core.data.protocol import drop_isolated
-from gem_core.data.ranking import roc_auc
+from gem_core.data.ranking import atoms_from_bonds, roc_auc
 from gem_core.models.predict import predict_proba
 
 __all__ = [
@@ -74,18 +74,6 @@ def atom_deletion_effects(
     rises = loss - full[owner]
     sizes = [inst.num_nodes for inst in instances]
     return list(rises.split(sizes))
-
-
-def atoms_from_bonds(instance: Instance, bond_scores: Tensor) -> Tensor:
-    """``[num_nodes]`` atom scores: each atom's best bond score (an atom without a bond gets
-    the lowest bond score of the molecule, or 0 without bonds)."""
-    scores = torch.as_tensor(bond_scores).detach().double().reshape(-1)
-    floor = float(scores.min()) if scores.numel() else 0.0
-    out = torch.full((instance.num_nodes,), floor, dtype=torch.float64)
-    if scores.numel():
-        ends = instance.pairs.reshape(-1)
-        out = out.scatter_reduce(0, ends, scores.repeat(2), reduce="amax", include_self=True)
-    return out
 
 
 def atom_toxicophore_mask(mol: Any) -> Tensor:

@@ -73,15 +73,14 @@ def edge_masks(
     instances, or over the instances in ``keep``) and, on request, one row per instance."""
     owner, ids = graphs.pair_owner, graphs.pair_ids
     pair_score = torch.zeros(graphs.num_pairs + 1)  # last slot: self-loops (edge_pair -1)
-    sel = (
-        torch.ones(ids.numel(), dtype=torch.bool)
-        if keep is None
-        else torch.isin(owner, torch.tensor(keep, dtype=torch.long))
-    )
-    if bool(sel.any()):
-        pair_score.scatter_reduce_(0, ids[sel], scores[sel], reduce="amax", include_self=True)
+    kept_ids, kept = ids, scores
+    if keep is not None:  # the pairs of the kept instances only
+        sel = torch.isin(owner, torch.tensor(keep, dtype=torch.long))
+        kept_ids, kept = ids[sel], scores[sel]
+    if kept_ids.numel():
+        pair_score.scatter_reduce_(0, kept_ids, kept, reduce="amax", include_self=True)
         covered = torch.zeros(graphs.num_pairs + 1, dtype=torch.bool)
-        covered[ids[sel]] = True
+        covered[kept_ids] = True
         pair_score[covered] = distinct_scores(pair_score[covered])
     edge_mask = pair_score[graphs.edge_pair].to(device)
     per = None
@@ -100,3 +99,13 @@ def edge_masks(
             torch.stack([rows, edges]), values, (len(graphs), num_edges), check_invariants=False
         ).to(device)
     return edge_mask, per
+
+
+def node_mask_from_edges(edge_mask: Tensor, edge_index: Tensor, num_nodes: int) -> Tensor:
+    """``[num_nodes, 1]``: each node's best edge score (PyG's ``node_mask_type="object"``
+    shape), 0 for a node without an edge: an atom matters when one of its bonds does."""
+    out = edge_mask.new_zeros(num_nodes)
+    if edge_mask.numel():
+        ends = torch.cat([edge_index[0], edge_index[1]])
+        out = out.scatter_reduce(0, ends, edge_mask.repeat(2), reduce="amax", include_self=True)
+    return out.view(-1, 1)

@@ -105,7 +105,7 @@ from gem_core.pyg.computation_graphs import (
     node_fit_instances,
 )
 from gem_core.pyg.edge_inputs import EDGE_INPUT_NAMES, EdgeInputs, fit_edge_inputs
-from gem_core.pyg.edge_masks import edge_masks
+from gem_core.pyg.edge_masks import edge_masks, node_mask_from_edges
 from gem_core.pyg.receptive_field import check_receptive_field
 from gem_core.runtime.device import resolve_device
 from gem_core.runtime.errors import NotFittedError
@@ -200,15 +200,15 @@ class GemExplainer(ExplainerAlgorithm):
     @staticmethod
     def _unsupported(explainer_config: ExplainerConfig, model_config: ModelConfig) -> Optional[str]:
         supported = (
-            "Gem supports edge_mask_type='object', node_mask_type=None, "
+            "Gem supports edge_mask_type='object', node_mask_type=None or 'object', "
             "mode='multiclass_classification', 'binary_classification' or 'regression', "
             "task_level='node' or 'graph', explanation_type='model' or 'phenomenon'."
         )
-        if explainer_config.node_mask_type is not None:
+        if explainer_config.node_mask_type not in (None, MaskType.object):
             return (
-                f"Gem explains edges only: node_mask_type="
-                f"'{explainer_config.node_mask_type.value}' is not supported (use None). "
-                + supported
+                f"Gem scores nodes as objects (each node's best edge): node_mask_type="
+                f"'{explainer_config.node_mask_type.value}' is not supported (use 'object' or "
+                f"None). " + supported
             )
         if explainer_config.edge_mask_type != MaskType.object:
             got = getattr(explainer_config.edge_mask_type, "value", None)
@@ -563,6 +563,8 @@ class GemExplainer(ExplainerAlgorithm):
             graphs, scores, keep, x.device, per_node=level == "node" and len(graphs) > 1
         )
         out = Explanation(edge_mask=edge_mask)
+        if self.explainer_config.node_mask_type == MaskType.object:
+            out.node_mask = node_mask_from_edges(edge_mask, edge_index, int(x.size(0)))
         if per_node is not None:
             out.edge_masks = per_node
         return out

@@ -208,9 +208,9 @@ class MoleculeExplanation:
 
     def atom_scores(self, method: str) -> Tensor:
         """One score per atom (``molecule.instance`` numbering): the atom's best bond score of
-        ``method`` (:func:`gem_core.evaluation.atom_scores.atoms_from_bonds`; ``bench atoms``
+        ``method`` (:func:`gem_core.data.ranking.atoms_from_bonds`; ``bench atoms``
         measures how these find the toxicophore atoms)."""
-        from gem_core.evaluation.atom_scores import atoms_from_bonds
+        from gem_core.data.ranking import atoms_from_bonds
 
         return atoms_from_bonds(self.molecule.instance, self.explanations[method][0])
 
