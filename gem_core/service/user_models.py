@@ -174,8 +174,9 @@ def molecule_graphs(
 
 
 @torch.no_grad()
-def class_probabilities(model: torch.nn.Module, graphs: Sequence[Data]) -> Tensor:
-    """``[N, C]`` class probabilities of the target ``model`` for ``graphs`` (eval mode)."""
+def _outputs(model: torch.nn.Module, graphs: Sequence[Data]) -> Optional[Tensor]:
+    """``[N, C]`` raw outputs of the target ``model`` for ``graphs`` (eval mode, batches of
+    512); None without graphs."""
     from torch_geometric.data import Batch
 
     model.eval()
@@ -183,7 +184,13 @@ def class_probabilities(model: torch.nn.Module, graphs: Sequence[Data]) -> Tenso
     for s in range(0, len(graphs), 512):
         b = Batch.from_data_list(list(graphs[s : s + 512]))
         out.append(model(b.x, b.edge_index, b.batch, b.num_graphs, edge_attr=b.edge_attr))
-    return torch.cat(out).softmax(-1) if out else torch.zeros(0, 0)
+    return torch.cat(out) if out else None
+
+
+def class_probabilities(model: torch.nn.Module, graphs: Sequence[Data]) -> Tensor:
+    """``[N, C]`` class probabilities of the target ``model`` for ``graphs`` (eval mode)."""
+    out = _outputs(model, graphs)
+    return out.softmax(-1) if out is not None else torch.zeros(0, 0)
 
 
 def held_out_metrics(proba: Tensor, y: Tensor, classes: Sequence[str]) -> dict[str, Any]:
@@ -211,17 +218,10 @@ def held_out_metrics(proba: Tensor, y: Tensor, classes: Sequence[str]) -> dict[s
     }
 
 
-@torch.no_grad()
 def predicted_values(model: torch.nn.Module, graphs: Sequence[Data]) -> Tensor:
     """``[N]`` values (float64) of a regressor ``model`` for ``graphs`` (eval mode)."""
-    from torch_geometric.data import Batch
-
-    model.eval()
-    out = []
-    for s in range(0, len(graphs), 512):
-        b = Batch.from_data_list(list(graphs[s : s + 512]))
-        out.append(model(b.x, b.edge_index, b.batch, b.num_graphs, edge_attr=b.edge_attr))
-    return torch.cat(out)[:, 0].double() if out else torch.zeros(0, dtype=torch.float64)
+    out = _outputs(model, graphs)
+    return out[:, 0].double() if out is not None else torch.zeros(0, dtype=torch.float64)
 
 
 #: at most this many (measured, predicted) pairs of a split are kept for its plot

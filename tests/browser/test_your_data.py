@@ -31,16 +31,17 @@ def _idle(page) -> None:
     page.wait_for_selector(IDLE)
 
 
-def test_upload_train_ask_why_and_screen(app_server, page, chromium, tmp_path):
-    open_app(page, app_server, "/your-data")
-    page.locator(".st-key-yd_upload input[type=file]").set_input_files(_table(tmp_path))
+def _upload(page, path: str) -> str:
+    """Upload a table on the page; the summary's text."""
+    page.locator(".st-key-yd_upload input[type=file]").set_input_files(path)
     page.locator(".st-key-yd_summary").wait_for()
     _idle(page)
-    summary = page.locator(".st-key-yd_summary").inner_text()
-    assert "62" in summary and "60" in summary, summary  # rows, valid molecules
-    assert "Rows refused" in summary, summary  # the grid itself is drawn on a canvas
-    screenshot(page, "your-data-summary")
-    page.locator(".st-key-yd_name input").fill("browser_assay")
+    return page.locator(".st-key-yd_summary").inner_text()
+
+
+def _train_small(page, name: str, shot: str = "") -> None:
+    """Name a model, train the small recipe, wait for Gem's fit, close the message."""
+    page.locator(".st-key-yd_name input").fill(name)
     page.locator(".st-key-yd_name input").press("Enter")
     _idle(page)
     page.locator(".st-key-yd_recipe label").filter(has_text="small").click()
@@ -48,18 +49,34 @@ def test_upload_train_ask_why_and_screen(app_server, page, chromium, tmp_path):
     page.locator(".st-key-yd_train button").click()
     page.locator(".st-key-yd_job").wait_for()
     page.get_by_text("is trained and Gem fitted").wait_for(timeout=300_000)
-    screenshot(page, "your-data-trained")
+    if shot:
+        screenshot(page, shot)
     page.locator(".st-key-yd_job_ok button").click()
     _idle(page)
-    page.locator(".st-key-yd_metrics").wait_for()
-    assert_no_errors(page)
 
+
+def _ask(page, smiles: str):
+    """Type a SMILES into Ask why; the answer's container once drawn."""
     box = page.locator(".st-key-yd_ask input")
-    box.fill(ASK)
+    box.fill(smiles)
     box.press("Enter")
     answer = page.locator(".st-key-yd_answer")
     answer.wait_for()
     _idle(page)
+    return answer
+
+
+def test_upload_train_ask_why_and_screen(app_server, page, chromium, tmp_path):
+    open_app(page, app_server, "/your-data")
+    summary = _upload(page, _table(tmp_path))
+    assert "62" in summary and "60" in summary, summary  # rows, valid molecules
+    assert "Rows refused" in summary, summary  # the grid itself is drawn on a canvas
+    screenshot(page, "your-data-summary")
+    _train_small(page, "browser_assay", "your-data-trained")
+    page.locator(".st-key-yd_metrics").wait_for()
+    assert_no_errors(page)
+
+    answer = _ask(page, ASK)
     img = answer.locator("img").first
     img.wait_for()
     assert img.evaluate("i => i.complete && i.naturalWidth > 0")
@@ -102,20 +119,8 @@ def test_a_table_of_numbers_trains_a_regressor_in_the_browser(app_server, page, 
     path = tmp_path / "logp.csv"
     path.write_text(logp_table(0, 80))
     open_app(page, app_server, "/your-data")
-    page.locator(".st-key-yd_upload input[type=file]").set_input_files(str(path))
-    page.locator(".st-key-yd_summary").wait_for()
-    _idle(page)
-    assert "a number: the model will be a regressor" in page.locator(".st-key-yd_summary").inner_text()
-    page.locator(".st-key-yd_name input").fill("browser_logp")
-    page.locator(".st-key-yd_name input").press("Enter")
-    _idle(page)
-    page.locator(".st-key-yd_recipe label").filter(has_text="small").click()
-    _idle(page)
-    page.locator(".st-key-yd_train button").click()
-    page.locator(".st-key-yd_job").wait_for()
-    page.get_by_text("is trained and Gem fitted").wait_for(timeout=300_000)
-    page.locator(".st-key-yd_job_ok button").click()
-    _idle(page)
+    assert "a number: the model will be a regressor" in _upload(page, str(path))
+    _train_small(page, "browser_logp")
     metrics = page.locator(".st-key-yd_metrics")
     metrics.wait_for()
     assert "Test R²" in metrics.inner_text() and "Test RMSE" in metrics.inner_text()
@@ -123,12 +128,7 @@ def test_a_table_of_numbers_trains_a_regressor_in_the_browser(app_server, page, 
     screenshot(page, "your-data-regression-trained")
 
     ask = "CCCCCCCCO"
-    box = page.locator(".st-key-yd_ask input")
-    box.fill(ask)
-    box.press("Enter")
-    answer = page.locator(".st-key-yd_answer")
-    answer.wait_for()
-    _idle(page)
+    answer = _ask(page, ask)
     env = {**os.environ, "GEM_CACHE_DIR": str(app_server.cache_dir)}
     out = subprocess.run([sys.executable, "-m", "gem_core", "explain", "--model", "browser_logp",
                           "--smiles", ask, "--json", "-"], cwd=PROJECT, env=env,
