@@ -434,6 +434,29 @@ def test_the_bond_table_ranks_on_one_scale_and_marks_ties_at_the_cut(needs_mutag
     assert int((res.mask("gem", 2) & tied).sum()) == 2
 
 
+def test_the_atom_table_scores_each_atom_as_its_best_bond(needs_mutagenicity_model):
+    """Issue 51, point 4: atoms as well as bonds, on the same rank scale, with the atoms the
+    top-K bonds touch marked (the engine's MoleculeExplanation.atom_scores / atoms)."""
+    from gem_core.chemistry.labels import bond_labels
+    from gem_core.data.ranking import rank_scores
+    from gem_core.service.molecules import explain_molecules, molecule_model
+
+    at = _molecule_page(methods=("random",))
+    smiles = "O=[N+]([O-])c1ccc(N)cc1"
+    _submit(at, smiles)
+    at.slider(key="mol_k").set_value(3).run()
+    no_exception(at)
+    mol = smiles_to_instance(smiles)
+    res = explain_molecules([mol], ["random"], model=molecule_model("cpu"))[0]
+    df = next(d.value for d in at.dataframe if "atom" in d.value.columns)
+    atoms = bond_labels(mol.mol, mol.pairs)[1]
+    expected = dict(zip(atoms, rank_scores(res.atom_scores("random")).tolist()))
+    assert dict(zip(df["atom"], df["Random score"])) == pytest.approx(expected, abs=1e-4)
+    touched = {atoms[a] for a in res.atoms("random", 3)[0]}
+    marked = {a for a, on in zip(df["atom"], df["Random in top-K bonds"]) if on}
+    assert marked == touched and 2 <= len(touched) <= 6
+
+
 #: words a chemist should not meet on the Molecule page (issue 27 item 6): the precise terms
 #: live in tooltips and on the How-it-works page
 JARGON = ("target model", "Δ loss", "distilled teacher", "Distilled teacher",
