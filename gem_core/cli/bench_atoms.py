@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         for i, method in enumerate(("gem", "gem_check")):
             report(progress, i / 5, f"explaining with {method}")
             explained = wb.explain(method, insts, predicted=pred)
-            bonds[method] = [s for s in explained]
+            bonds[method] = list(explained)
             atoms[method] = [atoms_from_bonds(x, s) for x, s in zip(insts, explained)]
             ms[method] = explained.ms_per_instance
         report(progress, 0.4, "deleting atoms")

@@ -108,14 +108,16 @@ class GINETarget(nn.Module):
             nn.Dropout(dropout),
             nn.Linear(hidden, num_classes),
         )
-        if num_classes == 1:
+        #: one output, a value (fixed at construction: read on every forward)
+        self._regression = num_classes == 1
+        if self._regression:
             self.register_buffer("value_shift", torch.zeros(1))
             self.register_buffer("value_scale", torch.ones(1))
 
     @property
     def regression(self) -> bool:
         """Whether the model outputs one value (a regressor), not class logits."""
-        return hasattr(self, "value_scale")
+        return self._regression
 
     @torch.no_grad()
     def set_value_scale(self, values: Tensor) -> None:
