@@ -205,10 +205,13 @@ def draw_sidebar(page: str = "") -> Selection:
             if method_spec(m).wait_note:
                 st.warning(method_spec(m).wait_note + ".", icon="⏱")
         fitted = [method_title(m) for m in METHODS if method_spec(m).needs_fit]
-        st.caption(
-            f"{' and '.join(fitted)} learn from the training split once per dataset "
-            f"(their fits ship with the app); the others explain each instance directly."
+        learners = ", ".join(fitted[:-1]) + f" and {fitted[-1]}" if len(fitted) > 1 else fitted[0]
+        where = (
+            "its training molecules once, on this server, the first time they are asked for"
+            if user is not None  # a user's model: no fit ships with the app
+            else "the training split once per dataset (their fits ship with the app)"
         )
+        st.caption(f"{learners} learn from {where}; the others explain each instance directly.")
     chosen = target if not molecule_page or dataset == molecule_spec().name else DEFAULT_TARGET
     sel = Selection(dataset, device, int(k), tuple(m for m in METHODS if m in methods), chosen)
     if molecule_page:  # the Molecule page's model: a Mutagenicity target, or a user's model

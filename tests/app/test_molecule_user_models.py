@@ -107,6 +107,10 @@ def test_a_classifier_of_your_own_predicts_explains_and_answers_the_what_if(mode
                for m in texts(at.sidebar.markdown))
     # the Mutagenicity targets' figures are not said of a model of one's own
     assert not [c for c in texts(at.sidebar.caption) if c.startswith("Test split")]
+    # nor that its explainers' fits ship with the app: they are made on this server
+    learn = [c for c in texts(at.sidebar.caption) if " learn from " in c]
+    assert len(learn) == 1 and "ship with the app" not in learn[0]
+    assert "its training molecules once, on this server" in learn[0]
     _submit(at, NITRO)
     wb = _workbench(CLASSIFIER)
     mol = smiles_to_instance(NITRO)
