@@ -80,3 +80,48 @@ def test_zoo_covers_the_acceptance_and_refuses_bad_input_before_torch():
     imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert not imported & {"torch", "torch_geometric"}
+
+
+def test_zoo_on_the_validation_split_fits_gem_with_the_given_settings():
+    result = run_zoo(["crippen_gine"], limit=5, train_limit=15, model_epochs=2, molecules=150,
+                     split="val", methods=("gem", "random"),
+                     gem_settings={"network.decoder": "inner"})
+    (entry,) = result["models"]
+    assert result["split"] == "val" and result["gem_settings"] == {"network.decoder": "inner"}
+    assert list(entry["quality"]) == ["val_r2"]
+    rows = {r["method"]: r for r in entry["rows"]}
+    assert list(rows) == ["gem", "random"]
+    assert rows["gem"]["settings"] == {"network.decoder": "inner"} and "settings" not in rows["random"]
+    with pytest.raises(ValueError, match="zoo methods"):
+        run_zoo(["crippen_gine"], methods=("gem", "pgexplainer"))
+    with pytest.raises(ValueError, match="split"):
+        run_zoo(["crippen_gine"], split="train")
+
+
+def test_the_sweep_table_reads_every_variant_against_random():
+    from gem_core.evaluation.tuning import Variant
+
+    def run(gem: dict[str, float], random: bool) -> dict:
+        return {"models": [
+            {"model": m, "rows": [{"method": "gem", "mean_sufficiency": s, "mean_necessity": 0.5}]
+             + ([{"method": "random", "mean_sufficiency": 0.7, "mean_necessity": 0.2}]
+                if random else [])}
+            for m, s in gem.items()]}
+
+    variants = [Variant("current"), Variant("wide", {"network.hidden": (64, 64, 32)})]
+    runs = [run({"gin": 0.9, "gat": 0.65}, True), run({"gin": 0.8, "gat": 0.75}, False)]
+    table = bench_zoo._sweep_table(variants, runs, ["gin", "gat"], "gem")
+    current, wide = table["summary"]
+    assert current["mean_sufficiency"] == pytest.approx(0.775) and current["leads"] == 1
+    assert current["below_random"] == ["gat"] and wide["below_random"] == []
+    assert wide["leads"] == 1 and wide["mean_sufficiency"] == pytest.approx(0.775)
+    assert any(line.startswith("gat") and "0.650/0.500" in line and "0.700" in line
+               for line in table["lines"])
+
+
+def test_a_bad_sweep_variant_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "gem_core", "bench", "zoo", "--variant",
+                           "x:network.nonsense=1"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "network.nonsense" in proc.stderr
