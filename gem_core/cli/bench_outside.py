@@ -23,7 +23,13 @@ import argparse
 import time
 from typing import Any
 
-from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
+from gem_core.cli.common import (
+    add_choose_split_arg,
+    add_command,
+    parse_names,
+    progress_bar,
+    write_json,
+)
 
 # gem_core.evaluation.outside.OUTSIDE_MODELS / OUTSIDE_METHODS and gem_core.data.protocol
 # .PROTOCOLS, repeated so that bad input is answered without importing torch (a test checks)
@@ -65,12 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=",".join(METHODS),
         help=f"comma-separated methods (default: {','.join(METHODS)})",
     )
-    p.add_argument(
-        "--split",
-        default="test",
-        choices=("val", "test"),
-        help="split explained and scored (default: test; choose settings on val)",
-    )
+    add_choose_split_arg(p)
     p.add_argument(
         "--limit",
         type=int,

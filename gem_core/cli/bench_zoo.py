@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import argparse
 
-from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
+from gem_core.cli.common import (
+    add_choose_split_arg,
+    add_command,
+    parse_names,
+    progress_bar,
+    write_json,
+)
 
 # gem_core.evaluation.zoo.ZOO_MODELS, repeated so that bad input is answered without torch
 MODELS = (
@@ -47,12 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="training graphs Gem is fitted on (default 1000)",
     )
-    p.add_argument(
-        "--split",
-        choices=("val", "test"),
-        default="test",
-        help="split explained and scored (default: test; choose settings on val)",
-    )
+    add_choose_split_arg(p)
     p.add_argument(
         "--methods",
         default=",".join(METHODS),

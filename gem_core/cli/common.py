@@ -95,6 +95,16 @@ def add_runtime_args(parser: Any, threads: bool = True) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
+def add_choose_split_arg(parser: argparse.ArgumentParser) -> None:
+    """``--split val|test`` of a bench that chooses settings on validation and reports on test."""
+    parser.add_argument(
+        "--split",
+        choices=("val", "test"),
+        default="test",
+        help="split explained and scored (default: test; choose settings on val)",
+    )
+
+
 def add_json_arg(parser: Any) -> None:
     """``--json PATH``."""
     parser.add_argument(
