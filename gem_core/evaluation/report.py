@@ -249,8 +249,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "Every figure below comes from the JSON files in `assets/results/`, written by",
         "`GEM_DATA_ROOT=../shared/data/TUDataset GEM_NUM_THREADS=1 python -m gem_core reproduce "
         "--all --workers 1 --threads 1 --stability` (one dataset after another on one torch "
-        "thread, the second core idle, so that the ms columns are not two datasets' runs "
-        "sharing the machine's caches; `--dataset mutagenicity --target strong --threads 1 "
+        "thread, so that the ms columns are not two datasets' runs sharing the machine's caches; "
+        "every Gem row was timed with the second core idle, some later rows of NCI1 and of the "
+        "bond-aware target while another job used it; `--dataset mutagenicity --target strong --threads 1 "
         "--stability` for the bond-aware target) and by the bench commands named in their "
         "sections.",
         "Test split only; settings were chosen on validation (the decisions and their tables: "
