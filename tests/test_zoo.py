@@ -125,3 +125,7 @@ def test_a_bad_sweep_variant_is_one_line():
                           timeout=120)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "network.nonsense" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "gem_core", "bench", "zoo", "--methods",
+                           "random", "--variant", "x:network.ensemble=3"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "keep gem or gem_check" in proc.stderr

@@ -77,8 +77,10 @@ METHODS = ("gem", "gem_check", "random", "gnnexplainer")
 
 def _check(args: argparse.Namespace) -> None:
     parse_names(args.models, MODELS, "model")
-    parse_names(args.methods, METHODS, "method")
+    methods = parse_names(args.methods, METHODS, "method")
     if args.variant:
+        if not any(m.startswith("gem") for m in methods):
+            raise ValueError("--variant varies Gem's settings: keep gem or gem_check in --methods")
         from gem_core.evaluation.tuning import parse_variant
 
         for text in args.variant:
@@ -162,12 +164,12 @@ def _sweep(args: argparse.Namespace) -> int:
                     limit=args.limit,
                     train_limit=args.train_limit,
                     split=args.split,
-                    methods=asked or methods,
+                    methods=asked,
                     gem_settings=dict(v.overrides) or None,
                     progress=progress,
                 )
             )
-    row = gem_rows[0] if gem_rows else methods[0]
+    row = gem_rows[0]  # _check: a sweep has a Gem row
     table = _sweep_table(variants, runs, models, row)
     print(
         f"zoo sweep on the {args.split} split, {row} (mean sufficiency k=5..25 / mean necessity "
