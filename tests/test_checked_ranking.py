@@ -267,11 +267,12 @@ def test_looking_further_changes_nothing_where_repair_finds_a_pair(rule):
     out = _check(box, [a, b], [GEM, gem_b], rule, width=4)
     assert all(torch.equal(x, y) for x, y in zip(repaired, out))
     # b's first pair holds at once, and so does Gem's next at every position: one forward for
-    # the prediction, then one that asks Gem's next pair at all 4 positions ahead under both
-    # protocols (4 x 2 copies), and no other candidate (no look past the width)
+    # the prediction, then one that asks Gem's next pair at all 4 positions ahead and the
+    # first position's other candidate (asked ahead in case Gem's next failed) under both
+    # protocols ((4 + 1) x 2 copies), and nothing past the width
     calls.clear()
     (alone,) = _check(box, [b], [gem_b], rule, width=2)
-    assert torch.equal(alone, gem_b) and calls == [1, 4 * 2]
+    assert torch.equal(alone, gem_b) and calls == [1, (4 + 1) * 2]
 
 
 def test_a_late_rule_takes_over_from_its_position():
@@ -487,12 +488,15 @@ def test_the_shipped_mutagenicity_gem_checks_its_ranking_and_gains_sufficiency()
 
 
 @requires_mutagenicity
-@pytest.mark.parametrize("rule, late, backward", [
-    ("repair", None, ()), ("best", None, ()), ("search", (10, "sustain"), ((0, 10), (10, 15))),
-    ("sustain", (8, "climb"), ((8, 12),)), ("climb", None, ((0, 15),))])
-def test_asking_ahead_changes_no_ranking(monkeypatch, rule, late, backward):
-    """The lookahead (Gem's next pairs asked for many positions in one forward) is a way to ask
-    fewer forwards, not another check: on the shipped Mutagenicity target, with random scores
+@pytest.mark.parametrize("rule, late, backward, width", [
+    ("repair", None, (), 3), ("repair", None, (), 8), ("repair", (6, "search"), (), 8),
+    ("best", None, (), 3), ("search", (10, "sustain"), ((0, 10), (10, 15)), 3),
+    ("sustain", (8, "climb"), ((8, 12),), 3), ("climb", None, ((0, 15),), 3)])
+def test_asking_ahead_changes_no_ranking(monkeypatch, rule, late, backward, width):
+    """The lookahead (Gem's next pairs asked for many positions in one forward, the other
+    candidates of the positions where they fail asked ahead too, and runs of positions where no
+    candidate holds passed at once) is a way to ask fewer forwards, not another check: on the
+    shipped Mutagenicity target, with random scores
     (so the check leaves Gem's order often), every rule gives the same scores as asking one
     position at a time, for a batch and for molecules explained one per call (the PyG door).
     (A batch and one-per-call are not compared: the target's float rounding depends on the
@@ -508,8 +512,8 @@ def test_asking_ahead_changes_no_ranking(monkeypatch, rule, late, backward):
 
     def run(instances, flat, pred):
         p = PackedGraphs.from_instances(instances)
-        return checked_scores(wb.black_box, p, flat, pred, start=2, stop=15, width=3, rule=rule,
-                              late=late, backward=backward)
+        return checked_scores(wb.black_box, p, flat, pred, start=2, stop=15, width=width,
+                              rule=rule, late=late, backward=backward)
 
     def one_per_call():
         return torch.cat([run([inst], part, predicted[i:i + 1])

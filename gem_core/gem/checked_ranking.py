@@ -188,7 +188,7 @@ def _check(
     placed = torch.zeros(n, cols, dtype=torch.bool)  # over columns of ``order``
     placed[:, :start] = True
     judge = _Judge(black_box, packed, ranking, predicted, protocols)
-    ahead = _Lookahead(judge, order, ranking, placed, counts, stop)
+    ahead = _Lookahead(judge, order, ranking, placed, counts, stop, width)
     held = torch.zeros(n, dtype=torch.bool)  # the explanation so far holds (sustain)
     pos, end = start, min(stop, cols)
     while pos < end:
@@ -198,15 +198,22 @@ def _check(
             break
         # where the answers asked ahead say that Gem's next pairs hold for every instance, the
         # check places them (what the position-by-position rules do when Gem's next pair holds)
-        run = 0 if rule.compares_all else ahead.holding_run(active, pos)
+        last_held: Optional[Tensor] = None
+        if rule.compares_all:
+            run = 0
+        elif rule.looks_further or backward:
+            run = ahead.holding_run(active, pos)
+        else:  # repair: also through positions where no candidate holds (Gem's next placed)
+            run, last_held = ahead.passing_run(active, pos)
         if late is not None and pos < late[0]:
-            run = min(run, late[0] - pos)  # the late rule decides from its position on
+            if run > late[0] - pos:  # the late rule decides from its position on
+                run, last_held = late[0] - pos, ahead.held_at(active, late[0] - 1)
         if run > 0:
             free = ~placed[active, : pos + run] & (order[active, : pos + run] >= 0)
             r, c = torch.nonzero(free & (torch.cumsum(free.long(), 1) <= run), as_tuple=True)
             ranking[active, pos : pos + run] = order[active[r], c].view(-1, run)
             placed[active[r], c] = True
-            held[active] = True
+            held[active] = True if last_held is None else last_held
             pos += run
             continue
         # the first `width` columns of Gem's order not placed yet (they lie before pos + width)
@@ -230,7 +237,11 @@ def _check(
             asked = torch.nonzero(~first & failed[row]).view(-1)
         else:
             asked = torch.arange(row.numel())
-        if asked.numel():
+        if asked.numel() and not rule.compares_all:
+            holds[asked], prob[asked] = ahead.candidates(
+                active[row[asked]], order[active[row[asked]], col[asked]], pos, width
+            )
+        elif asked.numel():
             holds[asked], prob[asked] = judge(
                 active[row[asked]], order[active[row[asked]], col[asked]], pos
             )
@@ -419,7 +430,12 @@ class _Lookahead:
     another pair (or whose top-K the backward search replaces) is asked ahead again from there.
     The answers are the ones the position-by-position questions get (the same copies); what
     changes is the number of forwards: a molecule explained alone costs a few batched forwards
-    per protocol instead of one per position. How far ahead is bounded by
+    per protocol instead of one per position. Small instances also have the other candidates
+    of the asked position asked in the same forward (where Gem's next pair fails, they are the
+    next question), and where no candidate held at a failing position, the candidates of the
+    later positions where Gem's next pair fails are asked together (:meth:`candidates`); with
+    ``repair``, a run of positions where Gem's next pair holds or no candidate does is placed
+    at once (:meth:`passing_run`). How far ahead is bounded by
     :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes per forward, so a large batch,
     whose forwards are full already, is asked one position at a time as before.
     """
@@ -435,9 +451,10 @@ class _Lookahead:
         placed: Tensor,
         counts: Tensor,
         stop: int,
+        width: int = 1,
     ):
         self.judge, self.order, self.ranking, self.placed = judge, order, ranking, placed
-        self.counts, self.stop = counts, int(stop)
+        self.counts, self.stop, self.width = counts, int(stop), int(width)
         n, width = order.size(0), max(min(int(stop), order.size(1)), 1)
         self.base = torch.zeros(n, dtype=torch.long)  # the position asked ahead from
         self.length = torch.zeros(n, dtype=torch.long)  # how many positions were asked
@@ -445,6 +462,11 @@ class _Lookahead:
         self.holds = torch.zeros(n, width, dtype=torch.bool)
         self.prob = torch.zeros(n, width, dtype=torch.float64)
         self.valid = torch.zeros(n, dtype=torch.bool)  # the check has followed Gem's order
+        #: the other candidates' answers asked ahead, per instance: position -> pair -> answer
+        self.spec: dict[int, dict[int, dict[int, tuple[bool, float]]]] = {}
+        #: per instance: no candidate held at its last failing position (then the candidates
+        #: of later positions are asked ahead: another candidate is likely not to hold either)
+        self.none_held: dict[int, bool] = {}
 
     def next_pair(self, inst: Tensor, cand: Tensor, pos: int) -> tuple[Tensor, Tensor]:
         """What :class:`_Judge` answers for the explanation so far plus ``cand`` (each
@@ -469,6 +491,39 @@ class _Lookahead:
         first_fail = torch.where(fails.any(1), fails.long().argmax(1), length)
         return int((first_fail - off).min())
 
+    def passing_run(self, inst: Tensor, pos: int) -> tuple[int, Optional[Tensor]]:
+        """For ``repair``: how many positions from ``pos`` on the check is known to place
+        Gem's next pair for every instance of ``inst`` -- it holds, or it fails and the
+        answers asked ahead say that no other candidate holds either -- and, per instance,
+        whether the prediction holds at the last of them ((0, None) where none is known)."""
+        if not self.spec:  # nothing asked ahead about other candidates (a large batch)
+            return self.holding_run(inst, pos), None
+        off = pos - self.base[inst]
+        length = self.length[inst]
+        if not bool((self.valid[inst] & (off >= 0) & (off < length)).all()):
+            return 0, None
+        run = None
+        for r, i in enumerate(inst.tolist()):
+            o, end = int(off[r]), int(length[r])
+            held = self.holds[i, o:end].tolist()
+            spec = self.spec.get(i, {})
+            n = 0
+            while n < len(held):
+                if not held[n]:
+                    answers = spec.get(pos + n)
+                    if not answers or any(h for h, _ in answers.values()):
+                        break
+                n += 1
+            run = n if run is None else min(run, n)
+            if run == 0:
+                return 0, None
+        assert run is not None
+        return run, self.held_at(inst, pos + run - 1)
+
+    def held_at(self, inst: Tensor, pos: int) -> Tensor:
+        """Whether the prediction holds with Gem's next pair at ``pos`` (asked ahead)."""
+        return self.holds[inst, pos - self.base[inst]]
+
     def decided(self, inst: Tensor, pos: int) -> None:
         """After position ``pos`` is decided: instances that placed another pair than the one
         asked ahead must be asked again."""
@@ -477,10 +532,92 @@ class _Lookahead:
         same = torch.zeros_like(inside)
         same[inside] = self.ranking[inst[inside], pos] == self.pairs[inst[inside], off[inside]]
         self.valid[inst] = same
+        if self.spec:
+            self._drop_spec(inst[~same])
 
     def forget(self, inst: Tensor) -> None:
         """The ranking of ``inst`` changed behind the check's back (the backward search)."""
         self.valid[inst] = False
+        self._drop_spec(inst)
+
+    def _drop_spec(self, inst: Tensor) -> None:
+        for i in inst.tolist():
+            self.spec.pop(i, None)
+
+    def candidates(self, inst: Tensor, cand: Tensor, pos: int, width: int) -> tuple[Tensor, Tensor]:
+        """What :class:`_Judge` answers for the explanation so far plus ``cand``: the other
+        candidates of the instances whose Gem's next pair fails at ``pos``.
+
+        Where the answers asked ahead say that Gem's next pair fails at later positions too,
+        the candidates of those positions (were the check to keep Gem's order until then) are
+        asked in the same forward: a run of positions where the prediction holds on no pair
+        costs one forward, not one per position. An instance whose check places another pair
+        drops them (:meth:`decided`). Bounded by :attr:`nodes_per_forward` as the lookahead."""
+        rows = torch.unique(inst)
+        nodes = int(self.judge.packed.node_counts()[rows].sum())
+        reach = self.nodes_per_forward // max(nodes * max(width - 1, 1), 1)
+        if reach <= 1:  # a batch whose forwards are full already: this position only
+            return self.judge(inst, cand, pos)
+        inst_list, cand_list = inst.tolist(), cand.tolist()
+        missing = sorted({i for i in inst_list if pos not in self.spec.get(i, {})})
+        if missing:
+            self._ask_candidates(missing, pos, width, reach)
+        answers = [self.spec[i][pos].get(c) for i, c in zip(inst_list, cand_list)]
+        lost = [j for j, a in enumerate(answers) if a is None]
+        if lost:  # not a candidate this position was asked about (not expected): ask now
+            at = torch.tensor(lost)
+            h, p = self.judge(inst[at], cand[at], pos)
+            for j, hh, pp in zip(lost, h.tolist(), p.tolist()):
+                answers[j] = (hh, pp)
+        holds = torch.tensor([bool(a[0]) for a in answers], dtype=torch.bool)  # type: ignore[index]
+        prob = torch.tensor([float(a[1]) for a in answers], dtype=torch.float64)  # type: ignore[index]
+        held = set(inst[holds].tolist())
+        for i in set(inst_list):
+            self.none_held[i] = i not in held
+        return holds, prob
+
+    def _ask_candidates(self, rows: list[int], pos: int, width: int, reach: int) -> None:
+        """One batched question for ``rows`` at ``pos`` and, where Gem's order is known to be
+        followed, at up to ``reach`` later positions where Gem's next pair fails: the
+        explanation then (the pairs placed so far plus Gem's order of the rest up to that
+        position) plus each candidate other than Gem's next pair."""
+        copies = _Copies()
+        for i in rows:
+            offsets = [0]
+            off, length = pos - int(self.base[i]), int(self.length[i])
+            if self.none_held.get(i, False) and bool(self.valid[i]) and 0 <= off < length:
+                fails = (~self.holds[i, off + 1 : length]).nonzero().view(-1) + 1
+                offsets += fails[: reach - 1].tolist()
+            self._candidate_copies(copies, i, pos, offsets, width)
+        if copies.keys:
+            holds, prob = self.judge.sets(*copies.tensors())
+            self._keep_spec(rows, copies.keys, holds, prob)
+
+    def _candidate_copies(
+        self, copies: "_Copies", i: int, pos: int, offsets: list[int], width: int
+    ) -> None:
+        """Instance ``i``'s copies at positions ``pos + d`` (``d`` in ``offsets``, the check
+        following Gem's order until then): the explanation then plus each candidate other than
+        Gem's next pair."""
+        free = torch.nonzero(~self.placed[i] & (self.order[i] >= 0)).view(-1)
+        gem = self.order[i, free]  # Gem's order of the pairs not placed yet
+        prefix = self.ranking[i, :pos]
+        for d in offsets:
+            others = gem[d + 1 : d + width]
+            if others.numel() == 0:
+                continue
+            head = torch.cat([prefix, gem[:d]])
+            m = int(others.numel())
+            copies.sets.append(torch.cat([head.expand(m, -1), others[:, None]], 1).reshape(-1))
+            copies.inst.append(torch.full((m,), i))
+            copies.sizes.append(torch.full((m,), pos + d + 1))
+            copies.keys += [(i, pos + d, int(c)) for c in others.tolist()]
+
+    def _keep_spec(self, rows: list[int], keys: list, holds: Tensor, prob: Tensor) -> None:
+        for i in rows:
+            self.spec[i] = {}
+        for (i, at, c), h, p in zip(keys, holds.tolist(), prob.tolist()):
+            self.spec[i].setdefault(at, {})[c] = (h, p)
 
     def _ask(self, rows: Tensor, pos: int) -> None:
         """One batched question per protocol: for every row and every position from ``pos`` to
@@ -510,11 +647,40 @@ class _Lookahead:
         ) & asked[:, :, None]
         sets = line[:, None, :].expand(-1, width, -1)[keep]
         ar, aj = torch.nonzero(asked, as_tuple=True)
-        holds, prob = self.judge.sets(rows[ar], sets, pos + 1 + aj)
-        self.holds[rows[ar], aj], self.prob[rows[ar], aj] = holds, prob
+        # small instances: the other candidates of this position in the same forward (where
+        # Gem's next pair fails, the check asks them next; a failure often follows a failure)
+        copies = _Copies()
+        if self.width > 1 and ahead >= 2 * self.width:
+            for i in rows.tolist():
+                self._candidate_copies(copies, i, pos, [0], self.width)
+        n_ahead = int(ar.numel())
+        inst, local, sizes = rows[ar], sets, pos + 1 + aj
+        if copies.keys:
+            more = copies.tensors()
+            inst, local, sizes = (torch.cat([a, b]) for a, b in zip((inst, local, sizes), more))
+        holds, prob = self.judge.sets(inst, local, sizes)
+        self.holds[rows[ar], aj], self.prob[rows[ar], aj] = holds[:n_ahead], prob[:n_ahead]
         self.pairs[rows, :width] = nxt
         self.base[rows], self.length[rows] = pos, span
         self.valid[rows] = True
+        if self.spec:
+            self._drop_spec(rows)
+        if copies.keys:
+            self._keep_spec(rows.tolist(), copies.keys, holds[n_ahead:], prob[n_ahead:])
+
+
+class _Copies:
+    """Copies to ask the target about, gathered instance by instance: instance, kept local
+    pair ids (concatenated), how many each keeps, and a key per copy."""
+
+    def __init__(self) -> None:
+        self.inst: list[Tensor] = []
+        self.sets: list[Tensor] = []
+        self.sizes: list[Tensor] = []
+        self.keys: list[tuple[int, int, int]] = []
+
+    def tensors(self) -> tuple[Tensor, Tensor, Tensor]:
+        return torch.cat(self.inst), torch.cat(self.sets), torch.cat(self.sizes)
 
 
 class _Judge:
