@@ -21,7 +21,7 @@ a variant changes settings by their paths (docs/settings.md lists them all):
               necessity_lead
   inputs.*    what it reads: condition_on_prediction, num_hops, wl_rounds, max_colors,
               degree_features, wl_edge_labels, edge_features
-  network.*   hidden (e.g. 64/64/32), decoder (inner|mlp), decoder_bias, ensemble
+  network.*   hidden (e.g. 64/64/32), decoder (inner|mlp), decoder_bias, ensemble, order (score|cover)
   training.*  lr, batch_size, max_epochs, patience
   check.*     the explain-time check (no refit needed, but each variant is fitted anew): rule
               (off|repair|best|search|sustain|climb), width, late (same or a rule), backward

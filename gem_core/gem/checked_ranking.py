@@ -138,7 +138,7 @@ def checked_scores(
         late,
         spans,
     )
-    return _reassign(packed, scores, ranking, counts)
+    return reassign_scores(packed, scores, ranking, counts)
 
 
 def _as_predicted(predicted: Tensor) -> Tensor:
@@ -798,7 +798,9 @@ def _pick(row: Tensor, holds: Tensor, prob: Tensor, rule: CheckRule, n_rows: int
     return torch.where(first_holds | ~any_holds, first, best)
 
 
-def _reassign(packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Tensor) -> Tensor:
+def reassign_scores(
+    packed: PackedGraphs, scores: Tensor, ranking: Tensor, counts: Tensor
+) -> Tensor:
     """Gem's score values given out along ``ranking``. Equal values stay equal where the
     ranking keeps such pairs in index order (the order :func:`~gem_core.data.ranking.topk_mask`
     gives ties), so ties Gem made, of symmetric bonds say, remain ties; elsewhere a value moves
@@ -868,7 +870,7 @@ def deletion_lead(
         ranking[i, : len(order)] = torch.tensor(
             list(first) + [j for j in order if j not in chosen], dtype=torch.long
         )
-    return _reassign(packed, scores, ranking, counts)
+    return reassign_scores(packed, scores, ranking, counts)
 
 
-__all__ = ["checked_scores", "deletion_lead"]
+__all__ = ["checked_scores", "deletion_lead", "reassign_scores"]

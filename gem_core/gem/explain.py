@@ -20,7 +20,8 @@ from gem_core.data.packed import PackedGraphs
 from gem_core.gem.autoencoder import GemAutoEncoder
 from gem_core.gem.check_rules import CheckRule
 from gem_core.gem.checked_ranking import checked_scores, deletion_lead
-from gem_core.gem.settings import GemSettings
+from gem_core.gem.cover_order import cover_first_scores
+from gem_core.gem.settings import GemSettings, PairOrder
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,8 @@ def explain_packed(
         onehot = classes.repeat_interleave(reads.node_counts(), dim=0)  # one row per node
         reads = replace(reads, x=torch.cat([reads.x, onehot.to(reads.x.device)], 1))
     scores = autoencoder.score_pairs(autoencoder.prepare_packed(reads, hops)).float()
+    if settings.network.order is PairOrder.cover:  # still Gem's one pass: no target query
+        scores = cover_first_scores(packed, scores)
     if settings.asks_target:
         scores = apply_check(settings, k_grid, black_box, packed, scores, predicted)
     return scores

@@ -82,6 +82,14 @@ class EvalProtocol(_Choice):
     drop_isolated = "drop_isolated"
 
 
+class PairOrder(_Choice):
+    """How Gem's pair scores are read as a ranking: by ``score``, or ``cover``-first (each next
+    pair one that touches a node the ranking lacks, while one does; :mod:`gem_core.gem.cover_order`)."""
+
+    score = "score"
+    cover = "cover"
+
+
 class Decoder(_Choice):
     """Gem's pair scorer: the inner product (the paper's) or inner product plus an MLP."""
 
@@ -171,12 +179,15 @@ class NetworkSettings:
         decoder_bias: the learnable offset ``b`` (False: the paper's ``σ(z_u · z_v)``).
         ensemble: how many auto-encoders are trained (each from its own seed); a pair's score
             is their mean, so Gem refitted with another seed keeps more of the same edges.
+        order: how the scores are read as a ranking, ``score`` or ``cover`` (cover-first: the
+            explanations touch more nodes; read when explaining, so no refit changes it).
     """
 
     hidden: tuple[int, ...] = _setting((32, 32, 16), "widths")
     decoder: Decoder = _setting(Decoder.inner, Decoder)
     decoder_bias: bool = _setting(True, "bool")
     ensemble: int = _setting(1, "positive_int")
+    order: PairOrder = _setting(PairOrder.score, PairOrder)
 
     def __post_init__(self) -> None:
         _validate(self, "network")
