@@ -198,6 +198,29 @@ def test_settings_that_read_a_class_are_refused_for_a_regressor(task):
     assert not s.inputs.condition_on_prediction and s.teacher.necessity_weight == 0
 
 
+def test_a_regressor_s_ranking_is_read_cover_first_unless_the_user_says_otherwise(task):
+    """decisions/008: with the level's preset a regressor's Gem reads its ranking cover-first;
+    a user's ``network.order``, a named preset or a whole GemSettings keep theirs, and a
+    classifier keeps Gem's score order."""
+    from gem_core.gem.settings import GemSettings, PairOrder
+    from gem_core.pyg import GemExplainer
+    from torch_geometric.explain import Explainer
+
+    model, _, _ = task
+
+    def order(config=REGRESSION_GRAPH, **kwargs):
+        algo = Explainer(model, GemExplainer(**kwargs), "model", config,
+                         edge_mask_type="object").algorithm
+        return algo.gem_settings("graph", 2, phenomenon=False).network.order
+
+    assert order() is PairOrder.cover
+    assert order(settings={"network.order": "score"}) is PairOrder.score
+    assert order(preset="paper") is PairOrder.score
+    assert order(settings=GemSettings()) is PairOrder.score
+    classifier = dict(mode="multiclass_classification", task_level="graph", return_type="raw")
+    assert order(classifier) is PairOrder.score
+
+
 def test_a_phenomenon_is_distilled_against_the_given_values(task):
     model, train, _ = task
     explainer = Explainer(model, GemExplainer(k=3, seed=0, epochs=5), "phenomenon",

@@ -55,8 +55,11 @@ against ``y`` or the given ``target`` for ``"phenomenon"``), and the distillatio
 targets and the ``"sufficient"`` growth compare squared errors where a classifier's compare
 cross-entropies. What reads a predicted *class* does not apply and is off for a regressor:
 ``inputs.condition_on_prediction``, ``teacher.necessity_weight``, ``teacher.necessity_lead``
-and ``check.lead`` (asking for one of them says so). Sufficiency of a regressor's explanation is
-judged with a tolerance, 0.1 times the spread of its outputs
+and ``check.lead`` (asking for one of them says so). With the level's preset, Gem's ranking is
+read cover-first (``network.order="cover"``, :mod:`gem_core.gem.cover_order`; no model query):
+under ``drop_isolated`` a value that sums over atoms is kept when most atoms are, and on the
+zoo's regressors this put Gem above random edge scores (decisions/008). Sufficiency of a
+regressor's explanation is judged with a tolerance, 0.1 times the spread of its outputs
 (:mod:`gem_core.evaluation.faithfulness`); the explain-time check (Gem + check) holds a value
 within 0.1 times the spread of the model's outputs on the fit instances
 (``regression_tolerance_``).
@@ -149,9 +152,10 @@ class GemExplainer(ExplainerAlgorithm):
     explanations (the labels for ``"phenomenon"``, which then do not read the prediction
     unless ``inputs.condition_on_prediction`` is set), the model's hops, whether Gem reads the
     graphs' per-edge tensors (when the model does), distilled explanations connected at node
-    level only (unless ``teacher.connected`` is set), and under the ``"sufficient"`` top-K rule
+    level only (unless ``teacher.connected`` is set), under the ``"sufficient"`` top-K rule
     (the graph preset's) targets over every budget 1 … max(``k``) (unless ``teacher.ks`` is
-    set).
+    set), and for a regressor with the level's preset, Gem's ranking read cover-first
+    (``network.order="cover"``, unless set: a value such as logP is kept when most atoms are).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -424,7 +428,9 @@ class GemExplainer(ExplainerAlgorithm):
         if phenomenon and "inputs.condition_on_prediction" not in given:
             fit["inputs.condition_on_prediction"] = False  # the labels are explained
         if self.regression:
-            fit.update(self._regression_settings(chosen, given))
+            fit.update(
+                self._regression_settings(chosen, given, isinstance(self.settings, GemSettings))
+            )
         if chosen.teacher.connected is None:
             fit["teacher.connected"] = level == "node"
         if chosen.teacher.topk_policy == TopKPolicy.sufficient and not chosen.teacher.ks:
@@ -456,7 +462,9 @@ class GemExplainer(ExplainerAlgorithm):
 
         return read
 
-    def _regression_settings(self, chosen: GemSettings, given: Mapping[str, Any]) -> dict:
+    def _regression_settings(
+        self, chosen: GemSettings, given: Mapping[str, Any], given_whole: bool = False
+    ) -> dict:
         """The settings a regressor cannot use turned off, or a one-line refusal where the
         user asked for one: each reads a predicted class."""
         refused = {  # the check itself judges a regressor's value within its tolerance
@@ -475,12 +483,17 @@ class GemExplainer(ExplainerAlgorithm):
                 "check.lead reads the model's predicted class: it applies to classifiers, not "
                 "to a regression model (leave it unset)"
             )
-        return {
+        out: dict[str, Any] = {
             "inputs.condition_on_prediction": False,
             "teacher.necessity_weight": 0.0,
             "teacher.necessity_lead": 0,
             "check.lead": 0,
         }
+        if self.preset is None and "network.order" not in given and not given_whole:
+            # a value kept when most nodes are (a sum over atoms, such as logP): Gem's ranking
+            # read cover-first, chosen on validation across the zoo's regressors (decisions/008)
+            out["network.order"] = "cover"
+        return out
 
     def connects(self, level: str) -> bool:
         """The connectivity rule of a fit at ``level``: ``teacher.connected`` where set, else
