@@ -66,3 +66,28 @@ def test_the_explain_path_reads_the_order_without_asking_the_target():
     cover = explain_packed(gem, GemSettings().with_overrides({"network.order": "cover"}), (2,),
                            packed)
     assert torch.equal(cover, cover_first_scores(packed, plain))
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_the_batched_order_equals_each_instance_ordered_alone(ties):
+    """cover_first_scores goes down every instance's ranking at once; it gives what
+    cover_first and the check's reassignment give one instance at a time, ties included
+    (Gem gives symmetric bonds equal scores)."""
+    from gem_core.gem.checked_ranking import reassign_scores
+
+    g = torch.Generator().manual_seed(3)
+    insts = []
+    for n in (2, 5, 9, 14):
+        pairs = sorted({tuple(sorted(p)) for p in torch.randint(0, n, (2 * n, 2), generator=g).tolist()
+                        if p[0] != p[1]} | {(j, j + 1) for j in range(n - 1)})
+        insts.append(Instance(x=torch.ones(n, 1), pairs=torch.tensor(pairs).t().contiguous(), y=0))
+    packed = PackedGraphs.from_instances(insts)
+    scores = torch.rand(packed.num_pairs, generator=g)
+    if ties:
+        scores = (scores * 3).round() / 3
+    counts = packed.pair_counts()
+    ranking = torch.full((len(insts), int(counts.max())), -1, dtype=torch.long)
+    for i, (inst, part) in enumerate(zip(insts, packed.split_pairs(scores))):
+        ranking[i, : inst.num_pairs] = torch.tensor(cover_first(inst.pairs, part))
+    assert torch.equal(cover_first_scores(packed, scores),
+                       reassign_scores(packed, scores, ranking, counts))

@@ -14,12 +14,12 @@ no query of the target, so it is part of Gem's one pass (``network.order = "cove
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from gem_core.data.packed import PackedGraphs
-from gem_core.data.ranking import pair_order
-from gem_core.gem.checked_ranking import reassign_scores
+from gem_core.data.packed import PackedGraphs, segment_arange
+from gem_core.data.ranking import as_scores, pair_order
 
 __all__ = ["cover_first", "cover_first_scores"]
 
@@ -45,15 +45,61 @@ def cover_first(pairs: Tensor, scores: Tensor) -> list[int]:
 
 def cover_first_scores(packed: PackedGraphs, scores: Tensor) -> Tensor:
     """Gem's flat pair ``scores`` of the ``packed`` instances with each instance's ranking in
-    cover-first order (:func:`cover_first`): the same values, given out along the new order."""
+    cover-first order (:func:`cover_first`): the same values, given out along the new order
+    (:func:`~gem_core.gem.checked_ranking.reassign_scores`'s rule). All instances go down their
+    rankings together, one position per step (their nodes are disjoint), so a batch costs one
+    step per pair of its largest instance, not a Python loop over every pair."""
     scores = torch.as_tensor(scores, dtype=torch.float32).reshape(-1).cpu()
+    n, total = packed.num_instances, packed.num_pairs
+    if n == 0 or total == 0:
+        return scores.clone()
     counts = packed.pair_counts()
-    n = packed.num_instances
-    ranking = torch.full((n, max(int(counts.max()), 1) if n else 1), -1, dtype=torch.long)
-    ptr = packed.pair_ptr.tolist()
-    pairs = packed.pairs.cpu()
-    for i in range(n):
-        lo, hi = ptr[i], ptr[i + 1]
-        if hi > lo:
-            ranking[i, : hi - lo] = torch.tensor(cover_first(pairs[:, lo:hi], scores[lo:hi]))
-    return reassign_scores(packed, scores, ranking, counts)
+    owner = torch.repeat_interleave(torch.arange(n), counts)
+    # Gem's order inside each instance (pair_order's: best first, ties to the lower index)
+    by_score = torch.sort(as_scores(scores), descending=True, stable=True).indices
+    gem = by_score[torch.sort(owner[by_score], stable=True).indices]  # instance by instance
+    width = int(counts.max())
+    table = np.full((n, width), -1, dtype=np.int64)  # [instance, rank] -> packed pair
+    table[owner.numpy(), segment_arange(counts).numpy()] = gem.numpy()
+    ends = packed.pairs.cpu().numpy()
+    touched = np.zeros(packed.num_nodes, dtype=bool)
+    first = np.zeros((n, width), dtype=bool)
+    for t in range(width):
+        rows = np.nonzero(table[:, t] >= 0)[0]
+        pair = table[rows, t]
+        u, v = ends[0, pair], ends[1, pair]
+        new = ~(touched[u] & touched[v])
+        touched[u[new]] = True
+        touched[v[new]] = True
+        first[rows[new], t] = True
+    rank = np.arange(width)[None, :]
+    key = np.where(first, rank, width + rank)
+    key[table < 0] = 2 * width  # padding last
+    ranked = np.take_along_axis(table, np.argsort(key, axis=1, kind="stable"), axis=1)
+    values = scores[torch.from_numpy(np.maximum(table, 0))]  # Gem's values, best first
+    out = scores.clone()
+    kept = torch.from_numpy(ranked >= 0)
+    new_pairs = torch.from_numpy(ranked)
+    out[new_pairs[kept]] = values[kept]
+    # equal values keep topk's tie rule (the lower index first) only where the new order has
+    # them in index order; elsewhere reassign_scores's rule, instance by instance
+    local = new_pairs - packed.pair_ptr[:-1][:, None]
+    tied = (values[:, 1:] == values[:, :-1]) & kept[:, 1:] & (local[:, 1:] < local[:, :-1])
+    for i in torch.nonzero(tied.any(1)).view(-1).tolist():
+        c = int(counts[i])
+        out[new_pairs[i, :c]] = _tie_values(values[i, :c], local[i, :c])
+    return out
+
+
+def _tie_values(gem: Tensor, order: Tensor) -> Tensor:
+    """Gem's sorted values given out along ``order`` (local pair ids): a tie in index order stays
+    a tie, elsewhere a value moves one float step below its predecessor
+    (:func:`~gem_core.gem.checked_ranking.reassign_scores`'s rule)."""
+    values = gem.clone()
+    down = torch.tensor(float("-inf"))
+    for r in range(1, gem.numel()):
+        if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
+            values[r] = values[r - 1]
+        elif values[r] >= values[r - 1]:
+            values[r] = torch.nextafter(values[r - 1], down)
+    return values
