@@ -217,6 +217,7 @@ def test_a_regressor_s_ranking_is_read_cover_first_unless_the_user_says_otherwis
     assert order(settings={"network.order": "score"}) is PairOrder.score
     assert order(preset="paper") is PairOrder.score
     assert order(settings=GemSettings()) is PairOrder.score
+    assert order(settings={"teacher.kind": "signed"}) is PairOrder.score  # an attribution
     classifier = dict(mode="multiclass_classification", task_level="graph", return_type="raw")
     assert order(classifier) is PairOrder.score
 

@@ -96,7 +96,7 @@ from gem_core.gem.distill import Distillation, distill
 from gem_core.gem.explain import explain_packed
 from gem_core.gem.pipeline import GemPipeline
 from gem_core.gem.presets import preset
-from gem_core.gem.settings import GemSettings, TopKPolicy
+from gem_core.gem.settings import GemSettings, TargetKind, TopKPolicy
 from gem_core.pyg.black_box import PyGBlackBox, count_hops
 from gem_core.pyg.computation_graphs import (
     ComputationGraphs,
@@ -155,7 +155,8 @@ class GemExplainer(ExplainerAlgorithm):
     level only (unless ``teacher.connected`` is set), under the ``"sufficient"`` top-K rule
     (the graph preset's) targets over every budget 1 … max(``k``) (unless ``teacher.ks`` is
     set), and for a regressor with the level's preset, Gem's ranking read cover-first
-    (``network.order="cover"``, unless set: a value such as logP is kept when most atoms are).
+    (``network.order="cover"``, unless set, or taught the ``signed`` effect, an attribution: a
+    value such as logP is kept when most atoms are).
 
     Attributes (after :meth:`fit`):
         gem_: the fitted :class:`gem_core.gem.autoencoder.GemAutoEncoder`.
@@ -489,7 +490,8 @@ class GemExplainer(ExplainerAlgorithm):
             "teacher.necessity_lead": 0,
             "check.lead": 0,
         }
-        if self.preset is None and "network.order" not in given and not given_whole:
+        signed = chosen.teacher.kind == TargetKind.signed  # an attribution: its order stays
+        if self.preset is None and "network.order" not in given and not given_whole and not signed:
             # a value kept when most nodes are (a sum over atoms, such as logP): Gem's ranking
             # read cover-first, chosen on validation across the zoo's regressors (decisions/008)
             out["network.order"] = "cover"
