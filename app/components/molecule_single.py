@@ -131,12 +131,13 @@ def render_single(sel, opts: dict) -> None:
                    + " · canonical SMILES (RDKit), copy it from the box:")
         st.code(mol.smiles, language=None)
     k = _k_slider(mol)
-    tox = toxicophores(mol)
-    if tox["classes"]:
+    # a model of a number: the mutagenicity alerts are not its question (nothing said of them)
+    tox = toxicophores(mol) if opts["alerts"] else {"classes": [], "pairs": []}
+    if opts["alerts"] and tox["classes"]:
         st.markdown("**Toxicophores** (Kazius et al. 2005; when shown, their atoms get a pale "
                     "teal halo, while the explanation colours bonds in orange): "
                     + ", ".join(tox["classes"]) + f" — {len(tox['pairs'])} bonds.")
-    else:
+    elif opts["alerts"]:
         st.caption("None of the encoded mutagenicity toxicophores (Kazius et al. 2005) is in "
                    "this molecule.")
     if mol.instance.num_pairs <= k:

@@ -37,6 +37,17 @@ def _mutagenicity_caption() -> None:
         )
 
 
+def _user_regression(name: str) -> bool:
+    """Whether the user's model ``name`` predicts a number (False where it cannot be read: the
+    page then reports the model's own error where it loads it)."""
+    from gem_core.api import user_model
+
+    try:
+        return user_model(name).regression
+    except ValueError:
+        return False
+
+
 def render() -> None:
     sel = selection()
     st.header("Explain a molecule", anchor="molecule")
@@ -51,6 +62,8 @@ def render() -> None:
         )
     else:
         _mutagenicity_caption()
+    # a model of a number (logP, pIC50) has no class the mutagenicity alerts could be about
+    alerts = user is None or not _user_regression(user)
     c1, c2, c3 = st.columns(3)
     opts = {
         "hide_h": c1.toggle(
@@ -66,7 +79,8 @@ def render() -> None:
             help="The numbering of the bond table and of the JSON: RDKit's "
             "Chem.AddHs(Chem.MolFromSmiles(SMILES)).",
         ),
-        "outline": c2.toggle(
+        "outline": alerts
+        and c2.toggle(
             "Show toxicophores",
             key="mol_tox_outline",
             value=True,
@@ -75,6 +89,7 @@ def render() -> None:
             "get a pale teal halo, under the explanation's orange bonds, "
             "to see at a glance whether the two agree.",
         ),
+        "alerts": alerts,
         "largest": c3.toggle(
             "Salts: keep the largest fragment",
             key="mol_largest",

@@ -119,6 +119,9 @@ def test_a_classifier_of_your_own_predicts_explains_and_answers_the_what_if(mode
     assert shown["Prediction"] == res.label_name
     assert shown["P(active)"] == f"{res.probabilities[0]:.3f}"  # its first class, its words
     _no_mutagenicity_claim(at)
+    # a classifier's molecule still shows the alerts it carries, and the halo toggle
+    assert any(m.startswith("**Toxicophores**") for m in texts(at.main.markdown))
+    assert [t for t in at.toggle if t.key == "mol_tox_outline"]
     # the explainers' bonds: Random's panel and its sentence; Gem is offered its one-off fit
     k = at.slider(key="mol_k").value
     assert sum(f"on these {k} bonds alone" in m and m.startswith("P(active) = ")
@@ -157,6 +160,10 @@ def test_a_regressor_of_your_own_gives_its_value_and_its_what_if(models):
     assert shown["Test R² of the model"] == ("n/a" if r2 is None else f"{r2:.3f}")
     assert not [label for label in shown if label.startswith("P(")]
     _no_mutagenicity_claim(at)
+    # the Kazius mutagenicity alerts are not a logP model's question: no line, no halo toggle
+    words = " ".join(texts(at.main.markdown) + texts(at.main.caption))
+    assert "toxicophore" not in words.lower()
+    assert not [t for t in at.toggle if t.key == "mol_tox_outline"]
     k = at.slider(key="mol_k").value
     alone = [m for m in texts(at.markdown) if f"on these {k} bonds alone" in m]
     assert len(alone) == 1 and alone[0].startswith("logp = **") and "without them" in alone[0]
