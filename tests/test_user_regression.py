@@ -148,6 +148,21 @@ def test_faithfulness_is_judged_within_the_tolerance_and_alerts_are_refused(mode
         evaluate_user_model(MODEL, methods=("random",), device="cpu", alert_class="mutagen")
 
 
+def test_models_evaluate_chooses_on_the_validation_split_with_the_methods_asked(
+        model, workbench, tmp_path, capsys):
+    """``models evaluate NAME --split val --methods …``: those methods on the validation
+    molecules (the test split only reports); an unknown method in one line."""
+    out = tmp_path / "val.json"
+    assert main(["models", "evaluate", MODEL, "--split", "val", "--methods", "random,gem",
+                 "--no-progress", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["split"] == "val" and set(result["methods"]) == {"random", "gem"}
+    assert result["molecules"] == len(workbench.instances("val"))
+    assert f"{result['molecules']} val molecules" in capsys.readouterr().out
+    assert main(["models", "evaluate", MODEL, "--methods", "gem,oracle", "--no-progress"]) != 0
+    assert "unknown method 'oracle'" in capsys.readouterr().err
+
+
 def test_a_screen_writes_the_values(model, workbench, tmp_path, capsys):
     import pyarrow.csv as pacsv
 

@@ -9,12 +9,13 @@
                                       a shipped molecule dataset as a SMILES table (smiles,label,id)
   models table --crippen --out FILE   a regression table: RDKit's 5,000 NCI compounds with their
                                       Crippen logP computed by RDKit (smiles,logp,id)
-  models evaluate NAME [--alert-class mutagen]
-                                      each method (Gem, Gem + check, Integrated Gradients, random)
-                                      on the model's test split: ms per molecule, sufficiency and
-                                      necessity (drop_isolated), and with --alert-class the AUC of
-                                      its bond scores against the Kazius alerts' bonds on the
-                                      molecules predicted in that class
+  models evaluate NAME [--alert-class mutagen] [--split val] [--methods gem,distilled_predicted]
+                                      each method (Gem, Gem + check, Integrated Gradients, random;
+                                      --methods: any of the registry's) on the model's test split
+                                      (--split val: its validation split, to choose on): ms per
+                                      molecule, sufficiency and necessity (drop_isolated), and with
+                                      --alert-class the AUC of its bond scores against the Kazius
+                                      alerts' bonds on the molecules predicted in that class
 
 Models are trained with ``train --csv FILE --name NAME`` and used with ``explain --model NAME``
 and ``screen --model NAME``. The command line sees every model of this machine's cache.
@@ -25,7 +26,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.cli.common import (
+    add_choose_split_arg,
+    add_command,
+    parse_names,
+    progress_bar,
+    write_json,
+)
 
 ACTIONS = ("list", "delete", "share", "export", "import", "table", "evaluate")
 
@@ -45,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--alert-class",
         default=None,
         help="evaluate: the class whose molecules should carry the Kazius alerts (e.g. mutagen)",
+    )
+    add_choose_split_arg(p)
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="evaluate: comma-separated methods (default: gem,gem_check,integrated_gradients,"
+        "random)",
     )
 
 
@@ -134,14 +148,24 @@ def _table_text(args: argparse.Namespace) -> str:
 
 def _evaluate(args: argparse.Namespace) -> int:
     """Faithfulness, speed and toxicophore AUC of each method on the model's test molecules."""
-    from gem_core.evaluation.user_model_bench import evaluate_user_model
+    from gem_core.evaluation.user_model_bench import BENCH_METHODS, evaluate_user_model
+    from gem_core.explainers.registry import METHODS
 
+    methods = (
+        BENCH_METHODS if args.methods is None else parse_names(args.methods, METHODS, "method")
+    )
     with progress_bar(args, f"evaluate {args.name}") as progress:
         result = evaluate_user_model(
-            args.name, device=args.device, alert_class=args.alert_class, progress=progress
+            args.name,
+            methods,
+            device=args.device,
+            alert_class=args.alert_class,
+            progress=progress,
+            split=args.split,
         )
     print(
-        f"{result['model']}: {result['molecules']} test molecules, {result['protocol']}; "
+        f"{result['model']}: {result['molecules']} {result['split']} molecules, "
+        f"{result['protocol']}; "
         f"sufficiency mean over k = 5..25, necessity over k = 2..10"
     )
     print(f"{'method':<22} {'ms/molecule':>11} {'sufficiency':>11} {'necessity':>9} {'tox AUC':>8}")

@@ -30,13 +30,15 @@ def evaluate_user_model(
     alert_class: Optional[str] = None,
     owner: Optional[str] = None,
     progress: Optional[ProgressFn] = None,
+    split: str = "test",
 ) -> dict[str, Any]:
     """How faithful and how fast each method's explanations of user model ``name`` are on its
     test split: ``{"model", "molecules", "protocol", "methods": {m: {"ms_per_molecule",
     "sufficiency", "necessity", "toxicophore_auc"}}}`` (sufficiency: mean over
     :data:`SUFFICIENCY_KS`, necessity over :data:`NECESSITY_KS`, under ``drop_isolated``;
     the toxicophore AUC of the Kazius alerts' bonds on the test molecules predicted
-    ``alert_class``, None without one). A model of a number (regression) keeps its prediction
+    ``alert_class``, None without one). ``split="val"``: the same on the validation split, to
+    choose settings or methods on (the test split only reports). A model of a number (regression) keeps its prediction
     when the value stays within 0.1 x the spread of its test values
     (:func:`gem_core.evaluation.faithfulness.sufficiency_at_k`); it has no alert class."""
     wb = user_workbench(user_model(name, owner).name, device)
@@ -44,7 +46,9 @@ def evaluate_user_model(
     if alert_class is not None and (wb.regression or alert_class not in classes):
         kinds = "predicts a number, not classes" if wb.regression else f"has {', '.join(classes)}"
         raise ValueError(f"{alert_class!r} is not a class of {name} (it {kinds}).")
-    test = wb.instances("test")
+    if split not in ("val", "test"):
+        raise ValueError(f"split must be 'val' or 'test', got {split!r}")
+    test = wb.instances(split)
     predicted = wb.predicted(test)
     rows: dict[str, dict[str, Any]] = {}
     for i, method in enumerate(methods):
@@ -75,6 +79,7 @@ def evaluate_user_model(
     report(progress, 1.0, "done")
     return {
         "model": wb.name,
+        "split": split,
         "molecules": len(test),
         "protocol": "drop_isolated",
         "methods": rows,
