@@ -38,8 +38,8 @@ def evaluate_user_model(
     :data:`SUFFICIENCY_KS`, necessity over :data:`NECESSITY_KS`, under ``drop_isolated``;
     the toxicophore AUC of the Kazius alerts' bonds on the test molecules predicted
     ``alert_class``, None without one). ``split="val"``: the same on the validation split, to
-    choose settings or methods on (the test split only reports). A model of a number (regression) keeps its prediction
-    when the value stays within 0.1 x the spread of its test values
+    choose settings or methods on (the test split only reports). A model of a number
+    (regression) keeps its prediction when the value stays within 0.1 x the spread of its values
     (:func:`gem_core.evaluation.faithfulness.sufficiency_at_k`); it has no alert class."""
     wb = user_workbench(user_model(name, owner).name, device)
     classes = list(wb.spec.class_names)
@@ -48,12 +48,12 @@ def evaluate_user_model(
         raise ValueError(f"{alert_class!r} is not a class of {name} (it {kinds}).")
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
-    test = wb.instances(split)
-    predicted = wb.predicted(test)
+    molecules = wb.instances(split)
+    predicted = wb.predicted(molecules)
     rows: dict[str, dict[str, Any]] = {}
     for i, method in enumerate(methods):
         report(progress, i / len(methods), f"explaining with {method}")
-        explained = wb.explain(method, test, predicted=predicted)
+        explained = wb.explain(method, molecules, predicted=predicted)
         suff = sufficiency_at_k(
             wb.black_box, explained, SUFFICIENCY_KS, "drop_isolated", predicted=predicted
         )
@@ -68,7 +68,7 @@ def evaluate_user_model(
         }
         if alert_class is not None:
             tox = toxicophore_benchmark(
-                test,
+                molecules,
                 {method: list(explained)},
                 predicted,
                 mutagen_label=classes.index(alert_class),
@@ -80,7 +80,7 @@ def evaluate_user_model(
     return {
         "model": wb.name,
         "split": split,
-        "molecules": len(test),
+        "molecules": len(molecules),
         "protocol": "drop_isolated",
         "methods": rows,
     }

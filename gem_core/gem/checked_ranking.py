@@ -807,22 +807,30 @@ def reassign_scores(
     one float step below its predecessor so that every top-k reads the checked order."""
     out = scores.clone()
     ptr = packed.pair_ptr[:-1]
-    down = torch.tensor(float("-inf"))
     for i in range(packed.num_instances):
         c = int(counts[i])
         if c == 0:
             continue
         gem = torch.sort(scores[int(ptr[i]) : int(ptr[i]) + c], descending=True).values
         order = ranking[i, :c]
-        values = gem.clone()
-        if bool(((gem[1:] == gem[:-1]) & (order[1:] < order[:-1])).any()):
-            for r in range(1, c):
-                if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
-                    values[r] = values[r - 1]  # a tie in index order: it stays a tie
-                elif values[r] >= values[r - 1]:
-                    values[r] = torch.nextafter(values[r - 1], down)
-        out[int(ptr[i]) + order] = values
+        out[int(ptr[i]) + order] = values_along(gem, order)
     return out
+
+
+def values_along(gem: Tensor, order: Tensor) -> Tensor:
+    """One instance's sorted score values (``gem``, best first) for the pairs of ``order``
+    (local pair ids, in the new order): a tie in index order stays a tie, elsewhere a value
+    moves one float step below its predecessor (:func:`reassign_scores`'s rule)."""
+    values = gem.clone()
+    if not bool(((gem[1:] == gem[:-1]) & (order[1:] < order[:-1])).any()):
+        return values
+    down = torch.tensor(float("-inf"))
+    for r in range(1, gem.numel()):
+        if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
+            values[r] = values[r - 1]  # a tie in index order: it stays a tie
+        elif values[r] >= values[r - 1]:
+            values[r] = torch.nextafter(values[r - 1], down)
+    return values
 
 
 def deletion_lead(
@@ -873,4 +881,4 @@ def deletion_lead(
     return reassign_scores(packed, scores, ranking, counts)
 
 
-__all__ = ["checked_scores", "deletion_lead", "reassign_scores"]
+__all__ = ["checked_scores", "deletion_lead", "reassign_scores", "values_along"]

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs, segment_arange
 from gem_core.data.ranking import as_scores, pair_order
+from gem_core.gem.checked_ranking import values_along
 
 __all__ = ["cover_first", "cover_first_scores"]
 
@@ -87,19 +88,5 @@ def cover_first_scores(packed: PackedGraphs, scores: Tensor) -> Tensor:
     tied = (values[:, 1:] == values[:, :-1]) & kept[:, 1:] & (local[:, 1:] < local[:, :-1])
     for i in torch.nonzero(tied.any(1)).view(-1).tolist():
         c = int(counts[i])
-        out[new_pairs[i, :c]] = _tie_values(values[i, :c], local[i, :c])
+        out[new_pairs[i, :c]] = values_along(values[i, :c], local[i, :c])
     return out
-
-
-def _tie_values(gem: Tensor, order: Tensor) -> Tensor:
-    """Gem's sorted values given out along ``order`` (local pair ids): a tie in index order stays
-    a tie, elsewhere a value moves one float step below its predecessor
-    (:func:`~gem_core.gem.checked_ranking.reassign_scores`'s rule)."""
-    values = gem.clone()
-    down = torch.tensor(float("-inf"))
-    for r in range(1, gem.numel()):
-        if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
-            values[r] = values[r - 1]
-        elif values[r] >= values[r - 1]:
-            values[r] = torch.nextafter(values[r - 1], down)
-    return values
