@@ -322,6 +322,40 @@ def test_the_prediction_must_hold_under_both_protocols():
     assert _order(g, out)[0] == 2  # (2, 3): the only pair the prediction holds on, both ways
 
 
+@pytest.mark.parametrize("teacher, protocol, first", [
+    ("keep_nodes", "both", 2),  # must hold under drop_isolated too: (2, 3) first
+    ("drop_isolated", "both", 2),
+    ("drop_isolated", "taught", 2),  # judged as taught: (2, 3) first
+    ("keep_nodes", "taught", 0),  # under keep_nodes every explanation holds: Gem's order
+])
+def test_the_check_judges_under_the_protocol_gem_is_taught_for_when_told(teacher, protocol, first):
+    from gem_core.data.protocol import PROTOCOLS
+    from gem_core.gem.explain import check_plan
+    from gem_core.gem.pipeline import GemPipeline
+
+    g = _graph([0, 0, 0, 0], [0, 0, 0, 1], [(0, 1), (1, 2), (2, 3)])
+    gem = torch.tensor([0.9, 0.8, 0.7])
+    settings = GemSettings().with_overrides({
+        "check.rule": "repair", "teacher.protocol": teacher, "check.protocol": protocol})
+    packed = PackedGraphs.from_instances([g])
+    out = GemPipeline(settings, (1, 2, 3), marked_node_box, 2).check(packed, gem, torch.tensor([1]))
+    assert _order(g, out)[0] == first
+    want = PROTOCOLS if protocol == "both" else (teacher,)
+    assert check_plan(settings, (1, 2, 3)).protocols == want
+
+
+def test_the_adapters_graph_preset_checks_under_the_protocol_it_teaches():
+    from gem_core.gem.presets import preset
+
+    graph = preset("graph")
+    assert str(graph.check.protocol) == "taught" and str(graph.teacher.protocol) == "drop_isolated"
+    assert str(GemSettings().check.protocol) == "both"  # the engine's datasets: both protocols
+    with pytest.raises(ValueError, match="GemSettings.check.protocol"):
+        GemSettings().with_overrides({"check.protocol": "drop_isolated"})
+    taught = GemSettings().with_overrides({"check.protocol": "taught"})
+    assert taught.key_parts() == GemSettings().key_parts()  # read when explaining only
+
+
 def test_many_instances_in_one_pass_each_checked_on_its_own():
     a, b = _star(), _star()
     gem_b = torch.tensor([0.1, 0.2, 0.3, 0.95])  # Gem already ranks (0, 4) first here

@@ -17,11 +17,12 @@ import torch
 from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs
+from gem_core.data.protocol import PROTOCOLS
 from gem_core.gem.autoencoder import GemAutoEncoder
 from gem_core.gem.check_rules import CheckRule
 from gem_core.gem.checked_ranking import checked_scores, deletion_lead
 from gem_core.gem.cover_order import cover_first_scores
-from gem_core.gem.settings import GemSettings, PairOrder
+from gem_core.gem.settings import CheckProtocol, GemSettings, PairOrder
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class CheckPlan:
         late: ``(position, rule)``: the rule from that position on (None: :attr:`rule`
             throughout).
         backward: the ``(previous K, K)`` spans searched backwards where a top-K fails.
+        protocols: the protocols under which a prediction must hold (``check.protocol``).
     """
 
     rule: CheckRule
@@ -49,12 +51,14 @@ class CheckPlan:
     stop: int
     late: Optional[tuple[int, CheckRule]]
     backward: tuple[tuple[int, int], ...]
+    protocols: tuple[str, ...] = PROTOCOLS
 
 
 def check_plan(settings: GemSettings, k_grid: tuple[int, ...]) -> CheckPlan:
     """The check of ``settings`` on the K grid ``k_grid``: it starts after the necessity lead
     (Gem's, learned) and the check's own lead (the target's), stops at the largest budget, and
-    a late rule takes over at the grid's smallest K."""
+    a late rule takes over at the grid's smallest K; a prediction must hold under both
+    protocols, or under the one Gem is taught for (``check.protocol = "taught"``)."""
     check = settings.check
     ks = tuple(int(k) for k in k_grid)
     start = max(settings.teacher.necessity_lead, check.lead)
@@ -71,6 +75,9 @@ def check_plan(settings: GemSettings, k_grid: tuple[int, ...]) -> CheckPlan:
         stop=stop,
         late=late,
         backward=check.backward.spans(ks),
+        protocols=PROTOCOLS
+        if check.protocol == CheckProtocol.both
+        else (settings.teacher.protocol.value,),
     )
 
 
@@ -111,6 +118,7 @@ def apply_check(
         rule=plan.rule,
         late=plan.late,
         backward=plan.backward,
+        protocols=plan.protocols,
     )
 
 

@@ -47,6 +47,7 @@ PRESETS["graph"] = _DEFAULT.with_overrides(
         "inputs.condition_on_prediction": True,
         "network.decoder": "mlp",
         "check.width": 8,
+        "check.protocol": "taught",
     }
 )
 # BA-shapes (decisions/002)

@@ -90,6 +90,14 @@ class PairOrder(_Choice):
     cover = "cover"
 
 
+class CheckProtocol(_Choice):
+    """The protocols under which the check asks whether a prediction holds: ``both``
+    (``keep_nodes`` and ``drop_isolated``) or the one Gem is ``taught`` for (``teacher.protocol``)."""
+
+    both = "both"
+    taught = "taught"
+
+
 class Decoder(_Choice):
     """Gem's pair scorer: the inner product (the paper's) or inner product plus an MLP."""
 
@@ -229,6 +237,9 @@ class CheckSettings:
             the whole instance (``off``, ``grid`` or ``late``).
         lead: the first ``lead`` pairs of the smallest explanation put in the target's own greedy
             deletion order (necessity) before the check grows the rest (0: off).
+        protocol: where a prediction must hold for the check: under ``both`` protocols, or only
+            the one Gem is ``taught`` for (``teacher.protocol``: the one it is judged by; one
+            copy per question instead of two, and fewer places where the check leaves Gem's order).
     """
 
     rule: CheckRule = _setting(OFF, check_rule)
@@ -236,6 +247,7 @@ class CheckSettings:
     late: Optional[CheckRule] = _setting(None, "late_rule")
     backward: BackwardSearch = _setting(backward_search("off"), backward_search)
     lead: int = _setting(0, "non_negative_int")
+    protocol: CheckProtocol = _setting(CheckProtocol.both, CheckProtocol)
 
     def __post_init__(self) -> None:
         _validate(self, "check")
