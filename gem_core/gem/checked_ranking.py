@@ -41,8 +41,8 @@ holds costs nothing more. Before all this, :func:`deletion_lead` may let the tar
 first pairs of Gem's smallest explanation by deletion (necessity).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
-evaluation protocols (``keep_nodes`` and ``drop_isolated``); the probability compared is the
-lower of the two. A regressor (``predicted`` holds its values, a floating tensor): "holds" means
+evaluation protocols (``keep_nodes`` and ``drop_isolated``; ``check.protocol = "taught"``: only the
+one Gem is taught for, one copy per question); the probability compared is the lower of the two. A regressor (``predicted`` holds its values, a floating tensor): "holds" means
 its value stays within the black box's ``tolerance`` of the whole instance's (the PyG adapter's:
 0.1 times the spread of the model's outputs on the fit instances, the yardstick's), and in place
 of a probability the check compares the closeness ``1 - min(|v - v_whole| / (10 tolerance), 1)``.
