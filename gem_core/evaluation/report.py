@@ -153,21 +153,34 @@ def bench_sections(results_dir: Path) -> list[str]:
     path = results_dir / "bench-pyg.json"
     run = load_bench(path).pyg if path.is_file() else None
     if run is not None:
+        names = {"gem": "Gem", "gem_check": "Gem + check", "pyg_gnnexplainer": "PyG GNNExplainer"}
+        each = {k: r.process_medians_ms for k, r in run.rows.items() if r.process_medians_ms}
+        processes = max((len(v) for v in each.values()), default=1)
+        command = "python -m gem_core bench pyg" + (
+            f" --processes {processes}" if processes > 1 else ""
+        )
+        spread = (
+            f" On this 2-core machine one process's timings are steady but separate processes "
+            f"of the same code differ by tens of percent, so the bench ran in {processes} fresh "
+            f"processes and each figure is the median of theirs (the processes' medians: "
+            + "; ".join(
+                f"{names.get(k, k)} {', '.join(f'{m:.2f}' for m in v)}" for k, v in each.items()
+            )
+            + " ms)."
+            if each
+            else ""
+        )
         lines += [
             "## One molecule per PyG call (`bench pyg`)",
             "",
-            f"`python -m gem_core bench pyg --json assets/results/bench-pyg.json`: "
+            f"`{command} --json assets/results/bench-pyg.json`: "
             f"{run.model} on Mutagenicity, Gem fitted on {run.fit_graphs} graphs, "
             f"one torch thread, ms per call (median, p90) and the median as a multiple of "
-            f"Gem's. On this 2-core machine one process's timings are steady (within 1 % from one "
-            f"pass over the molecules to the next) but processes differ by up to 40 %: three "
-            f"runs of the same code gave Gem 1.85, 2.57 and 1.91 ms, Gem + check 14.85, 14.40 "
-            f"and 15.01 ms; the table is the middle run.",
+            f"Gem's.{spread}",
             "",
             "| method | calls | median ms | p90 ms | × Gem |",
             "| --- | ---: | ---: | ---: | ---: |",
         ]
-        names = {"gem": "Gem", "gem_check": "Gem + check", "pyg_gnnexplainer": "PyG GNNExplainer"}
         for key, row in run.rows.items():
             lines.append(
                 f"| {names.get(key, key)} | {row.calls} | {row.median_ms:.2f} | "

@@ -285,12 +285,13 @@ def _result(data: Any) -> ResultFile:
 
 
 def _bench_row(value: Any, at: str) -> BenchRow:
-    b = Block(value, at, ("calls", "median_ms", "p90_ms", "times_gem"))
+    b = Block(value, at, ("calls", "median_ms", "p90_ms", "times_gem", "process_medians_ms"))
     return BenchRow(
         calls=b.need("calls", read_int),
         median_ms=b.need("median_ms", read_number),
         p90_ms=b.need("p90_ms", read_number),
         times_gem=b.need("times_gem", read_number),
+        process_medians_ms=b.get("process_medians_ms", list_of(read_number), ()),
     )
 
 

@@ -200,6 +200,8 @@ class BenchRow:
     median_ms: float
     p90_ms: float
     times_gem: float
+    #: each process's median, where the bench ran in several (``median_ms`` is their median)
+    process_medians_ms: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,15 +42,15 @@ first pairs of Gem's smallest explanation by deletion (necessity).
 
 "Holds" means the target predicts the class it predicts on the whole instance, under both
 evaluation protocols (``keep_nodes`` and ``drop_isolated``; ``check.protocol = "taught"``: only the
-one Gem is taught for, one copy per question); the probability compared is the lower of the two. A regressor (``predicted`` holds its values, a floating tensor): "holds" means
-its value stays within the black box's ``tolerance`` of the whole instance's (the PyG adapter's:
-0.1 times the spread of the model's outputs on the fit instances, the yardstick's), and in place
-of a probability the check compares the closeness ``1 - min(|v - v_whole| / (10 tolerance), 1)``.
-Pairs before ``start`` (Gem's necessity lead) and after ``stop`` keep Gem's
-order. Only the target's outputs are read, so Gem stays model-agnostic; the cost is
-``stop - start`` batched forwards of the target per protocol, on ``width`` copies of each
-instance (``repair``: on one copy, Gem's next pair, and on the other candidates only of the
-instances where it fails).
+one Gem is taught for, one copy per question); the probability compared is the lower of the two. A
+regressor (``predicted`` holds its values, a floating tensor): "holds" means its value stays within
+the black box's ``tolerance`` of the whole instance's (the PyG adapter's: 0.1 times the spread of
+the model's outputs on the fit instances, the yardstick's), and in place of a probability the check
+compares the closeness ``1 - min(|v - v_whole| / (10 tolerance), 1)``. Pairs before ``start``
+(Gem's necessity lead) and after ``stop`` keep Gem's order. Only the target's outputs are read, so
+Gem stays model-agnostic; the cost is ``stop - start`` batched forwards of the target per protocol,
+on ``width`` copies of each instance (``repair``: on one copy, Gem's next pair, and on the other
+candidates only of the instances where it fails).
 
 The returned scores are Gem's own values, reassigned along the new order (the best score to the
 first pair, …) and made strictly decreasing there, so that every top-k reads the checked order.
