@@ -205,7 +205,10 @@ def _zoo_section(zoo: ZooBench) -> list[str]:
         "explain call; GNNExplainer: batched over the split for the classifiers, one molecule "
         "per call for the regressors). The regressors' rows were measured again after their "
         "default changed (Gem's ranking read cover-first, decisions/008), with `--models "
-        "crippen_gine,crippen_attentivefp`; the classifiers' rows are the run above.",
+        "crippen_gine,crippen_attentivefp`; the classifiers' rows are the run above. Every "
+        "Gem + check row was measured again after the `graph` preset's check came to judge "
+        "under the protocol Gem is taught for (`check.protocol = \"taught\"`, decisions/007), "
+        "with `--methods gem_check`.",
         "",
         "| model | task | bonds | accuracy / R² | Gem | Gem + check | random | GNNExplainer "
         "| ms Gem / + check / GNNExplainer |",
