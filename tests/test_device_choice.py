@@ -6,6 +6,8 @@ import json
 import pytest
 import torch
 
+from tests.conftest import requires_mutagenicity
+
 from gem_core.runtime import device_choice
 from gem_core.runtime.device import resolve_device
 from gem_core.runtime.device_choice import WORKLOADS, choose_device
@@ -150,8 +152,8 @@ def test_bench_devices_times_every_workload_and_names_autos_pick(cache, tmp_path
     assert bench["devices"] == expected
     for device in expected:
         rows = bench["ms"]["ba_shapes"][device]
-        # every workload row but the molecule-only screen, each a real positive time
-        assert set(rows) == set(ROW_WORKLOAD) - {"screen"}
+        # every workload row but the molecule-only screen and library, each a real positive time
+        assert set(rows) == set(ROW_WORKLOAD) - {"screen", "library"}
         assert all(ms > 0 for ms in rows.values())
     assert set(bench["auto"]) == set(WORKLOADS) | {"reproduce"}
     assert set(ROW_WORKLOAD.values()) <= set(WORKLOADS)
@@ -161,6 +163,22 @@ def test_bench_devices_times_every_workload_and_names_autos_pick(cache, tmp_path
         assert bench["auto"]["reproduce"]["device"] == "cpu"
         assert main(["bench", "devices", "--devices", "cpu,cuda", "--no-progress"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
+
+
+@requires_mutagenicity
+def test_bench_devices_explains_a_library_of_molecules_in_one_call(cache, tmp_path, capsys):
+    from gem_core.cli import main
+
+    out = tmp_path / "devices.json"
+    assert main(["bench", "devices", "--datasets", "mutagenicity", "--limit", "4", "--interactive",
+                 "1", "--epochs", "1", "--repeats", "1", "--library", "50,5000", "--no-progress",
+                 "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["bench"]["devices"]["ms"]["mutagenicity"]["cpu"]
+    # 5000 is more molecules than Mutagenicity has: they are repeated to make the library
+    assert rows["library_50"] > 0 and rows["library_5000"] > 0 and "screen" in rows
+    assert "library_5000" in capsys.readouterr().out
+    assert main(["bench", "devices", "--library", "ten", "--no-progress"]) == 2
+    assert "--library takes sizes" in capsys.readouterr().err
 
 
 def test_reproduce_asks_auto_about_every_workload_it_runs(cache, monkeypatch):

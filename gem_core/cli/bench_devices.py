@@ -10,7 +10,10 @@ there is one), times the workloads users wait for, with the real engine and ship
 - ``gnnexplainer`` / ``integrated_gradients``: the batched baselines over the first ``--limit``
   test instances (``batched`` workload);
 - ``screen`` (molecule datasets): predicting and explaining a parsed chunk of ``--limit``
-  molecules (the part of a screening chunk that a GPU can take; parsing stays on the CPU).
+  molecules (the part of a screening chunk that a GPU can take; parsing stays on the CPU);
+- ``library_N`` (graph datasets, each N of ``--library``): Gem alone over a library of N
+  molecules in one call (the dataset's molecules repeated to N), ms per molecule: the generator's
+  one batched pass, where a GPU may pay (``batched`` workload).
 
 Every CUDA time is taken after ``torch.cuda.synchronize``. Last, ``auto``'s choice per workload
 (:func:`gem_core.runtime.device_choice.choose_device`: a short probe, cached per machine) is set
@@ -37,6 +40,7 @@ ROW_WORKLOAD = {
     "gnnexplainer": "batched",
     "integrated_gradients": "batched",
     "screen": "screen",
+    "library": "batched",
 }
 
 
@@ -68,6 +72,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--epochs", type=int, default=5, help="epochs timed for the fit row (default: 5)"
+    )
+    p.add_argument(
+        "--library",
+        default="10000",
+        metavar="N[,N...]",
+        help="library sizes Gem explains in one call on graph datasets (default: 10000; "
+        "'' for none)",
     )
     p.add_argument(
         "--repeats",
@@ -111,7 +122,13 @@ def _molecule_rows(instances: list) -> list:
 
 
 def measure_dataset(
-    dataset: str, device: str, limit: int, interactive: int, epochs: int, repeats: int
+    dataset: str,
+    device: str,
+    limit: int,
+    interactive: int,
+    epochs: int,
+    repeats: int,
+    library: tuple[int, ...] = (),
 ) -> dict[str, float]:
     """ms of every workload row of ``dataset`` on ``device`` (see the module docstring)."""
     import torch
@@ -135,6 +152,13 @@ def measure_dataset(
         times.append(1000.0 * (time.perf_counter() - start))
     rows["interactive"] = statistics.median(times)
     rows["batched"] = _median_ms(lambda: wb.explain("gem", test), device, repeats, len(test))
+    if spec.task == "graph":
+        every = wb.instances("train") + wb.instances("val") + test
+        for n in library:
+            molecules = (every * (n // len(every) + 1))[:n]
+            rows[f"library_{n}"] = _median_ms(
+                functools.partial(wb.explain, "gem", molecules), device, min(repeats, 2), n
+            )
 
     black_box = wb.black_box
     rows["distillation"] = _median_ms(
@@ -207,6 +231,14 @@ def run(args: argparse.Namespace) -> int:
         devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if min(args.limit, args.interactive, args.epochs) < 1 or args.repeats < 0:
         raise ValueError("--limit, --interactive and --epochs must be >= 1, --repeats >= 0.")
+    try:
+        library = tuple(int(n) for n in args.library.split(",") if n.strip())
+    except ValueError:
+        raise ValueError(
+            f"--library takes sizes such as 10000,100000, got {args.library!r}"
+        ) from None
+    if any(n < 1 for n in library):
+        raise ValueError("--library sizes must be >= 1.")
     for d in devices:
         if torch.device(d).type == "cuda" and not torch.cuda.is_available():
             raise ValueError("--devices names cuda but no CUDA device is available.")
@@ -217,7 +249,13 @@ def run(args: argparse.Namespace) -> int:
         results[dataset] = {}
         for device in devices:
             results[dataset][device] = measure_dataset(
-                dataset, device, args.limit, args.interactive, args.epochs, args.repeats
+                dataset,
+                device,
+                args.limit,
+                args.interactive,
+                args.epochs,
+                args.repeats,
+                library,
             )
     auto = _auto_choices()
     print(
@@ -229,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
         for row in by_device[devices[0]]:
             ms = {d: by_device[d][row] for d in devices}
             faster = min(ms, key=ms.__getitem__)
-            workload = ROW_WORKLOAD.get(row)
+            workload = ROW_WORKLOAD.get(row.split("_")[0] if row.startswith("library_") else row)
             pick = auto[workload]["device"] if workload else "-"
             ratio = ""
             if len(devices) > 1:
