@@ -24,6 +24,14 @@ Probe (CUDA's lead) against the real work on the CUDA side (ratio of ms per inst
   time: parsing, toxicophores and fragment SMILES stay on the CPU);
 - interactive: probe 2.7-3.3x behind; 1.2-2.3x slower.
 
+Gem alone over a library in one call (``bench devices --library 10000,100000``, an H200 with 2 CPU
+threads, 2026-11-30): Mutagenicity's molecules repeated to 10,000 / 100,000, 0.137 / 0.107 ms per
+molecule on the CPU, 0.019 / 0.022 on CUDA (7.4x / 4.9x faster); the test split (434) 2.5x faster;
+BA-shapes' batched Gem 1.8x slower. ``auto`` (the ``batched`` probe, 2.1x ahead there) kept the CPU:
+no command explains a library with Gem alone on ``auto`` (``screen`` parses on the CPU and ran a
+chunk 1.7x slower on CUDA; the PyG adapter runs where the user's data is), so ``--device cuda`` is
+the way to it.
+
 The margins keep ``auto`` off CUDA for every workload that ran slower there. The probe cannot
 tell those from the ones CUDA wins, so CUDA's real gains (Integrated Gradients, BA-shapes'
 distillation, Mutagenicity's batched Gem and GNNExplainer) are left to ``--device cuda``: never
