@@ -344,11 +344,13 @@ def test_the_check_judges_under_the_protocol_gem_is_taught_for_when_told(teacher
     assert check_plan(settings, (1, 2, 3)).protocols == want
 
 
-def test_the_adapters_graph_preset_checks_under_the_protocol_it_teaches():
+def test_the_adapters_presets_check_under_the_protocol_they_teach():
     from gem_core.gem.presets import preset
 
-    graph = preset("graph")
-    assert str(graph.check.protocol) == "taught" and str(graph.teacher.protocol) == "drop_isolated"
+    for level in ("node", "graph"):
+        adapter = preset(level)
+        assert str(adapter.check.protocol) == "taught"
+        assert str(adapter.teacher.protocol) == "drop_isolated"
     assert str(GemSettings().check.protocol) == "both"  # the engine's datasets: both protocols
     with pytest.raises(ValueError, match="GemSettings.check.protocol"):
         GemSettings().with_overrides({"check.protocol": "drop_isolated"})

@@ -255,7 +255,7 @@ def test_the_pyg_adapter_fits_through_the_pipeline(monkeypatch):
         "teacher.kind": "mix", "teacher.topk_policy": "nosplit",
         "teacher.label_source": "predicted", "teacher.protocol": "drop_isolated",
         "teacher.connected": True, "training.lr": 0.02, "training.batch_size": 8,
-        "training.max_epochs": 3, "inputs.num_hops": 2, "seed": 4})
+        "training.max_epochs": 3, "inputs.num_hops": 2, "check.protocol": "taught", "seed": 4})
     assert calls == [want] and algo.settings_ == want
     assert algo.gem_.get_params()["lr"] == 0.02 and algo.gem_.get_params()["seed"] == 4
 

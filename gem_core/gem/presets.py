@@ -36,6 +36,7 @@ PRESETS["node"] = _DEFAULT.with_overrides(
         "teacher.protocol": "drop_isolated",
         "teacher.connected": True,
         "training.lr": 0.003,
+        "check.protocol": "taught",
     }
 )
 PRESETS["graph"] = _DEFAULT.with_overrides(

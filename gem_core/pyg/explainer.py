@@ -140,7 +140,7 @@ class GemExplainer(ExplainerAlgorithm):
             :mod:`gem_core.gem.checked_ranking`): ``"off"`` (Gem's one-pass ranking, the model
             not asked), ``"repair"``, ``"best"``, ``"search"``, ``"sustain"`` or ``"climb"``;
             default: the preset's (off). Read when explaining: change it after the fit freely.
-            With the ``graph`` preset a prediction must hold under the protocol Gem is taught for
+            With the level's preset a prediction must hold under the protocol Gem is taught for
             (``check.protocol = "taught"``: the one it is judged by), not both.
         preset: a named set of settings (:mod:`gem_core.gem.presets`); default ``"node"`` or
             ``"graph"`` by the task level, chosen on validation for models Gem knows nothing of
