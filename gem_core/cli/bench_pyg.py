@@ -31,6 +31,8 @@ from gem_core.cli.common import add_command, progress_bar, write_json
 #: the outside model timed (bench outside's GCN with max pooling)
 MODEL = "gcn_max"
 WARMUP = 5
+#: the size options, each a positive integer when given
+_SIZES = ("graphs", "baseline_graphs", "fit_graphs", "epochs", "model_epochs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,12 +80,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def _flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
 def _check(args: argparse.Namespace) -> None:
-    for name in ("graphs", "baseline_graphs", "fit_graphs", "epochs", "processes", "model_epochs"):
+    for name in (*_SIZES, "processes"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise ValueError(
-                f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}"
-            )
+            raise ValueError(f"{_flag(name)} must be a positive integer, got {getattr(args, name)}")
 
 
 def _times(explain, graphs) -> list[float]:
@@ -120,10 +124,9 @@ def _in_processes(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
         for i in range(args.processes):
             out = f"{tmp}/run{i}.json"
             command = [sys.executable, "-m", "gem_core", "bench", "pyg", "--no-progress"]
-            for name in ("graphs", "baseline_graphs", "fit_graphs", "epochs", "seed"):
-                command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-            if args.model_epochs is not None:
-                command += ["--model-epochs", str(args.model_epochs)]
+            for name in (*_SIZES, "seed"):  # this run's options, given again
+                if getattr(args, name) is not None:
+                    command += [_flag(name), str(getattr(args, name))]
             subprocess.run([*command, "--json", out], check=True, stdout=subprocess.DEVNULL)
             with open(out) as f:
                 runs.append(json.load(f)["bench"]["pyg"])
