@@ -283,6 +283,10 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
     ("pyg", lambda sub: __import__("gem_core.cli.bench_pyg", fromlist=["register"]).register(sub)),
     ("zoo", lambda sub: __import__("gem_core.cli.bench_zoo", fromlist=["register"]).register(sub)),
     (
+        "splits",
+        lambda sub: __import__("gem_core.cli.bench_splits", fromlist=["register"]).register(sub),
+    ),
+    (
         "crippen",
         lambda sub: __import__("gem_core.cli.bench_crippen", fromlist=["register"]).register(sub),
     ),

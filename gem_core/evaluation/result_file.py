@@ -55,6 +55,9 @@ from gem_core.evaluation.result_schema import (
     ResultFile,
     ResultFileError,
     SameSubsample,
+    SplitMethod,
+    SplitRun,
+    SplitsTarget,
     Stability,
     Target,
     ToxicophoreRow,
@@ -377,12 +380,49 @@ def _crippen_bench(value: Any, at: str) -> CrippenBench:
     )
 
 
+def _split_method(value: Any, at: str) -> SplitMethod:
+    curves = ("sufficiency", "necessity", "sufficiency_per_class", "necessity_per_class")
+    b = Block(value, at, ("method", *curves, "mean_sufficiency", "mean_necessity", "seconds"))
+    return SplitMethod(
+        method=b.need("method", read_text),
+        sufficiency=b.need("sufficiency", read_k_map),
+        necessity=b.need("necessity", read_k_map),
+        sufficiency_per_class=b.need("sufficiency_per_class", by_int(read_k_map)),
+        necessity_per_class=b.need("necessity_per_class", by_int(read_k_map)),
+        mean_sufficiency=b.need("mean_sufficiency", read_number),
+        mean_necessity=b.need("mean_necessity", read_number),
+        seconds=b.need("seconds", read_number),
+    )
+
+
+def _split_run(value: Any, at: str) -> SplitRun:
+    b = Block(value, at, ("split", "instances", "class_counts", "methods"))
+    return SplitRun(
+        split=b.need("split", read_text),
+        instances=b.need("instances", read_int),
+        class_counts=b.need("class_counts", by_int(read_int)),
+        methods=b.need("methods", list_of(_split_method)),
+    )
+
+
+def _splits_target(value: Any, at: str) -> SplitsTarget:
+    b = Block(value, at, ("dataset", "target", "protocol", "splits"))
+    return SplitsTarget(
+        dataset=b.need("dataset", read_text),
+        target=b.need("target", read_text),
+        protocol=b.need("protocol", read_text),
+        splits=b.need("splits", list_of(_split_run)),
+    )
+
+
 def _bench(data: Any) -> BenchFile:
     b, version = _top(data, ("schema_version", "bench"))
-    benches = b.need("bench", lambda value, at: Block(value, at, ("pyg", "zoo", "crippen")))
+    known = ("pyg", "zoo", "crippen", "splits")
+    benches = b.need("bench", lambda value, at: Block(value, at, known))
     return BenchFile(
         pyg=benches.get("pyg", _pyg_bench, None),
         schema_version=version,
         zoo=benches.get("zoo", _zoo_bench, None),
         crippen=benches.get("crippen", _crippen_bench, None),
+        splits=benches.get("splits", list_of(_splits_target), ()),
     )

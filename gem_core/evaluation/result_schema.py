@@ -283,10 +283,45 @@ class CrippenBench:
 
 
 @dataclass(frozen=True)
+class SplitMethod:
+    """One method on one split of ``bench splits``: curves overall and per predicted class."""
+
+    method: str
+    sufficiency: KMap
+    necessity: KMap
+    sufficiency_per_class: Mapping[int, KMap]
+    necessity_per_class: Mapping[int, KMap]
+    mean_sufficiency: float
+    mean_necessity: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SplitRun:
+    """One split of one target in ``bench splits``."""
+
+    split: str
+    instances: int
+    class_counts: Mapping[int, int]
+    methods: tuple[SplitMethod, ...]
+
+
+@dataclass(frozen=True)
+class SplitsTarget:
+    """``bench splits`` for one dataset and target: Gem on its training graphs against test."""
+
+    dataset: str
+    target: str
+    protocol: str
+    splits: tuple[SplitRun, ...]
+
+
+@dataclass(frozen=True)
 class BenchFile:
-    """A bench JSON (``bench-<name>.json``): ``bench pyg``, ``bench zoo`` or ``bench crippen``."""
+    """A bench JSON (``bench-<name>.json``): ``bench pyg``, ``zoo``, ``crippen`` or ``splits``."""
 
     pyg: Optional[PygBench] = None
     schema_version: int = SCHEMA_VERSION
     zoo: Optional[ZooBench] = None
     crippen: Optional[CrippenBench] = None
+    splits: tuple[SplitsTarget, ...] = ()
