@@ -329,8 +329,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "Test split only; settings were chosen on validation (the decisions and their tables: "
         "`docs/history/results-diary.md`, the dated record until 2026-11-29).",
         "",
-        "Rows: **Gem** is the generator alone, one auto-encoder pass, the target not asked when "
-        "it explains; **Gem + check** (`gem_check`) adds the explain-time search that asks the "
+        "Rows: **Gem** is the generator alone, one auto-encoder pass, no search: where it "
+        "reads the predicted class (Mutagenicity, NCI1), the target's one forward on the whole "
+        "instances gives it, inside the timed call, and nothing else asks the target; **Gem + check** (`gem_check`) adds the explain-time search that asks the "
         "target; **Random + check** is that search over random scores, the control. Accuracy at "
         "K: the prediction on the top-K edges alone equals the true label (the paper's tables; "
         "its numbers in brackets for its target); agreement: it equals the target's prediction "
