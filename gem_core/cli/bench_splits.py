@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             )
         results.append(result)
         print(f"{dataset}, target {target} ({result['protocol']})")
-        print(f" {'split':<6} {'method':<14} {'graphs':>6} sufficiency k=5..25{'':<11} per class")
+        print(f" {'split':<6} {'method':<21} {'graphs':>6} sufficiency k=5..25{'':<11} per class")
         for s in result["splits"]:
             for r in s["methods"]:
                 curve = " ".join(f"{v:.3f}" for v in r["sufficiency"].values())
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                     for c, v in r["sufficiency_per_class"].items()
                 )
                 print(
-                    f" {s['split']:<6} {r['method']:<14} {s['instances']:>6} {curve}   {per_class}"
+                    f" {s['split']:<6} {r['method']:<21} {s['instances']:>6} {curve}   {per_class}"
                 )
         (typed,) = load_bench(
             {"schema_version": SCHEMA_VERSION, "bench": {"splits": [result]}}

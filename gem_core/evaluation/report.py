@@ -331,8 +331,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "",
         "Rows: **Gem** is the generator alone, one auto-encoder pass, no search: where it "
         "reads the predicted class (Mutagenicity, NCI1), the target's one forward on the whole "
-        "instances gives it, inside the timed call, and nothing else asks the target; **Gem + check** (`gem_check`) adds the explain-time search that asks the "
-        "target; **Random + check** is that search over random scores, the control. Accuracy at "
+        "instances gives it, inside the timed call, and nothing else asks the target; "
+        "**Gem + check** (`gem_check`) adds the explain-time search that asks the target; "
+        "**Random + check** is that search over random scores, the control. Accuracy at "
         "K: the prediction on the top-K edges alone equals the true label (the paper's tables; "
         "its numbers in brackets for its target); agreement: it equals the target's prediction "
         "on the whole instance; sufficiency and necessity: the field's `drop_isolated` protocol, "
