@@ -368,6 +368,10 @@ def register_app(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--screenshot", metavar="PNG", default=None,
                    help="save a screenshot of the page at the end")
     add_json_arg(p)
+    p.add_argument("--records", metavar="PATH", default=None,
+                   help="with --users: also write every click's record (server and browser "
+                        "seconds, session, start) as JSON to PATH; --json writes the summary "
+                        "docs/results.md shows")
     p.set_defaults(func=run_app)
 
 

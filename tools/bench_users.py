@@ -462,6 +462,26 @@ def print_users(r: dict[str, Any]) -> None:
                                                if ph["errors"] or ph["widget_resets"] else ""))
 
 
+def class_record(r: dict[str, Any]) -> dict[str, Any]:
+    """What ``docs/results.md`` shows of a run (``--json``): per action the p50 / p95 server and
+    browser seconds of one user and of N, memory, errors and the goals judged against; the raw
+    records of every click go to ``--records``."""
+    return {
+        "users": r["users"],
+        "rounds": r["rounds"],
+        "think_s": r["think_s"],
+        "threads": str(r.get("threads", "")),
+        "actions": {a: {"one": r["one"]["actions"][a], "many": r["many"]["actions"][a]}
+                    for a in ACTIONS},
+        "rss_mb": r["rss_mb"],
+        "rss_growth_mb_per_user": r["rss_growth_mb_per_user"],
+        "errors": len(r["one"]["errors"]) + len(r["many"]["errors"]),
+        "widget_resets": len(r["one"]["widget_resets"]) + len(r["many"]["widget_resets"]),
+        "goals": {"server_p95_ratio": GOAL_RATIO, "rss_mb_per_user": GOAL_RSS_MB_PER_USER,
+                  "base_node_s": GOAL_BASE_NODE_S},
+    }
+
+
 def main_users(args: Any) -> int:
     """``bench app --users N`` (called by :func:`tools.bench_app.run_app`)."""
     from gem_core.cli.common import write_json
@@ -481,6 +501,10 @@ def main_users(args: Any) -> int:
         if tmp is not None:
             tmp.cleanup()
     print_users(result)
-    write_json({"bench": {"app_users": result}}, args.json)
+    from gem_core.evaluation.result_file import SCHEMA_VERSION
+
+    write_json({"schema_version": SCHEMA_VERSION, "bench": {"class": class_record(result)}},
+               args.json)
+    write_json({"bench": {"app_users": result}}, args.records)
     failed = result["one"]["errors"] or result["many"]["errors"]
     return 1 if failed else 0

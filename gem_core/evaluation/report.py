@@ -16,7 +16,13 @@ from typing import Any, Optional, Union
 
 from gem_core.evaluation import paper
 from gem_core.evaluation.result_file import ResultFile, load_bench, load_result
-from gem_core.evaluation.result_schema import CrippenBench, KMap, SplitsTarget, ZooBench
+from gem_core.evaluation.result_schema import (
+    ClassBench,
+    CrippenBench,
+    KMap,
+    SplitsTarget,
+    ZooBench,
+)
 from gem_core.explainers import title
 from gem_core.runtime.store import ASSETS_DIR, PROJECT_ROOT
 
@@ -310,6 +316,74 @@ def _splits_section(runs: Sequence[SplitsTarget]) -> list[str]:
     return lines + [""] + notes + [""]
 
 
+#: the class walk's actions, as the page names them
+CLASS_ACTIONS = {
+    "open": "open Explore",
+    "k": "K change",
+    "instance": "a test node",
+    "base": "a base node",
+    "molecule": "a SMILES on Molecule",
+    "benchmarks": "Benchmarks",
+}
+
+
+def _class_section(run: ClassBench) -> list[str]:
+    """``bench app --users N``: per action one user against N, and the goals judged."""
+    n = run.users
+    goal_ratio = run.goals.get("server_p95_ratio", float("nan"))
+    lines = [
+        f"## A class on one server (`bench app --users {n}`)",
+        "",
+        f"`python -m gem_core bench app --users {n} --json assets/results/bench-class.json` "
+        f"(the source checkout; docs/class.md explains the walk): one Streamlit server, a "
+        f"warm-up walk, then one user and then {n} Chromium sessions at once walking the app "
+        f"({run.rounds} rounds each, one user twice as many; about {run.think_s:g} s of think "
+        f"time between clicks). Server time: the session's logged script runs between the "
+        f"click and the result on screen; seconds, p50 / p95, and the p95 as a multiple of "
+        f"one user's in the same run (goal ≤ {goal_ratio:g}×).",
+        "",
+        f"| action | 1 user server p50 / p95 | {n} users server p50 / p95 | server p95 × "
+        f"| browser p95, 1 / {n} users |",
+        "| --- | --- | --- | ---: | --- |",
+    ]
+    missed = []
+    for action, times in run.actions.items():
+        one, many = times["one"], times["many"]
+        ratio = many.server_p95 / one.server_p95 if one.server_p95 else float("nan")
+        if not ratio <= goal_ratio:
+            missed.append(f"{CLASS_ACTIONS.get(action, action)} {ratio:.1f}×")
+        lines.append(
+            f"| {CLASS_ACTIONS.get(action, action)} | {one.server_p50:.2f} / "
+            f"{one.server_p95:.2f} | {many.server_p50:.2f} / {many.server_p95:.2f} | "
+            f"{ratio:.1f} | {one.browser_p95:.2f} / {many.browser_p95:.2f} |"
+        )
+    base = run.actions.get("base", {}).get("one")
+    goal_base = run.goals.get("base_node_s", float("nan"))
+    goal_rss = run.goals.get("rss_mb_per_user", float("nan"))
+    growth = run.rss_growth_mb_per_user
+    lines += [
+        "",
+        f"{run.errors} errors, {run.widget_resets} widget resets; server memory "
+        f"{run.rss_mb.get('one', float('nan')):.0f} MB after one user, peak "
+        f"{run.rss_mb.get('many_peak', float('nan')):.0f} MB under {n}: {growth:.1f} MB per "
+        f"added user (goal ≤ {goal_rss:g}: {'met' if growth <= goal_rss else 'missed'})"
+        + (
+            f"; a base node shown in {base.browser_p50:.2f} s (median, one user; goal ≤ "
+            f"{goal_base:g} s: {'met' if base.browser_p50 <= goal_base else 'missed'})"
+            if base is not None
+            else ""
+        )
+        + ". Server p95 within "
+        + (
+            f"{goal_ratio:g}× of one user's for every action."
+            if not missed
+            else f"{goal_ratio:g}× of one user's: missed for " + ", ".join(missed) + "."
+        ),
+        "",
+    ]
+    return lines
+
+
 def render(results_dir: Path = RESULTS_DIR) -> str:
     """The whole page from the JSONs in ``results_dir``."""
     lines = [
@@ -353,6 +427,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
     splits_path = results_dir / "bench-splits.json"
     splits = load_bench(splits_path).splits if splits_path.is_file() else ()
     lines += _splits_section(splits) if splits else []
+    class_path = results_dir / "bench-class.json"
+    class_run = load_bench(class_path).class_ if class_path.is_file() else None
+    lines += _class_section(class_run) if class_run is not None else []
     return "\n".join(lines).rstrip() + "\n"
 
 

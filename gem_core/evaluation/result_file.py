@@ -46,6 +46,8 @@ from gem_core.evaluation.result_schema import (
     UNVERSIONED,
     BenchFile,
     BenchRow,
+    ClassBench,
+    ClassTimes,
     CrippenBench,
     CrippenRow,
     Distillation,
@@ -415,9 +417,44 @@ def _splits_target(value: Any, at: str) -> SplitsTarget:
     )
 
 
+def _class_times(value: Any, at: str) -> ClassTimes:
+    keys = ("n", "server_p50", "server_p95", "browser_p50", "browser_p95")
+    b = Block(value, at, keys)
+    return ClassTimes(
+        n=b.need("n", read_int),
+        server_p50=b.need("server_p50", read_number),
+        server_p95=b.need("server_p95", read_number),
+        browser_p50=b.need("browser_p50", read_number),
+        browser_p95=b.need("browser_p95", read_number),
+    )
+
+
+def _class_action(value: Any, at: str) -> dict[str, ClassTimes]:
+    b = Block(value, at, ("one", "many"))
+    return {"one": b.need("one", _class_times), "many": b.need("many", _class_times)}
+
+
+def _class_bench(value: Any, at: str) -> ClassBench:
+    counts = ("errors", "widget_resets")
+    keys = ("users", "rounds", "think_s", "threads", "actions", "rss_mb")
+    b = Block(value, at, (*keys, "rss_growth_mb_per_user", *counts, "goals"))
+    return ClassBench(
+        users=b.need("users", read_int),
+        rounds=b.need("rounds", read_int),
+        think_s=b.need("think_s", read_number),
+        threads=b.need("threads", read_text),
+        actions=b.need("actions", map_of(_class_action)),
+        rss_mb=b.need("rss_mb", map_of(read_number)),
+        rss_growth_mb_per_user=b.need("rss_growth_mb_per_user", read_number),
+        errors=b.need("errors", read_int),
+        widget_resets=b.need("widget_resets", read_int),
+        goals=b.need("goals", map_of(read_number)),
+    )
+
+
 def _bench(data: Any) -> BenchFile:
     b, version = _top(data, ("schema_version", "bench"))
-    known = ("pyg", "zoo", "crippen", "splits")
+    known = ("pyg", "zoo", "crippen", "splits", "class")
     benches = b.need("bench", lambda value, at: Block(value, at, known))
     return BenchFile(
         pyg=benches.get("pyg", _pyg_bench, None),
@@ -425,4 +462,5 @@ def _bench(data: Any) -> BenchFile:
         zoo=benches.get("zoo", _zoo_bench, None),
         crippen=benches.get("crippen", _crippen_bench, None),
         splits=benches.get("splits", list_of(_splits_target), ()),
+        class_=benches.get("class", _class_bench, None),
     )

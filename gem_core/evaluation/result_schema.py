@@ -317,6 +317,33 @@ class SplitsTarget:
 
 
 @dataclass(frozen=True)
+class ClassTimes:
+    """One action's times under one user or N (``bench app --users N``), seconds."""
+
+    n: int
+    server_p50: float
+    server_p95: float
+    browser_p50: float
+    browser_p95: float
+
+
+@dataclass(frozen=True)
+class ClassBench:
+    """``bench app --users N``: a class on one server, per action one user against N."""
+
+    users: int
+    rounds: int
+    think_s: float
+    threads: str
+    actions: Mapping[str, Mapping[str, ClassTimes]]  # action -> "one" | "many" -> times
+    rss_mb: Mapping[str, float]
+    rss_growth_mb_per_user: float
+    errors: int
+    widget_resets: int
+    goals: Mapping[str, float]
+
+
+@dataclass(frozen=True)
 class BenchFile:
     """A bench JSON (``bench-<name>.json``): ``bench pyg``, ``zoo``, ``crippen`` or ``splits``."""
 
@@ -325,3 +352,4 @@ class BenchFile:
     zoo: Optional[ZooBench] = None
     crippen: Optional[CrippenBench] = None
     splits: tuple[SplitsTarget, ...] = ()
+    class_: Optional[ClassBench] = None
