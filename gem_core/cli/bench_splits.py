@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from gem_core.cli.common import add_command, parse_names, progress_bar, write_json
+from gem_core.cli.common import (
+    add_command,
+    add_names_arg,
+    parse_names,
+    progress_bar,
+    write_json,
+)
 
 SPLITS = ("train", "val", "test")
 
@@ -21,21 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from gem_core.evaluation.split_diagnosis import DEFAULT_METHODS, DEFAULT_SPLITS, DEFAULT_TARGETS
 
     p = add_command(sub, "splits", run, __doc__, dataset=False, check=_check)
-    p.add_argument(
-        "--targets",
-        default=",".join(DEFAULT_TARGETS),
-        help=f"comma-separated dataset[:target] (default: {','.join(DEFAULT_TARGETS)})",
-    )
-    p.add_argument(
-        "--splits",
-        default=",".join(DEFAULT_SPLITS),
-        help=f"comma-separated splits of {', '.join(SPLITS)} (default: {','.join(DEFAULT_SPLITS)})",
-    )
-    p.add_argument(
-        "--methods",
-        default=",".join(DEFAULT_METHODS),
-        help=f"comma-separated registry methods (default: {','.join(DEFAULT_METHODS)})",
-    )
+    add_names_arg(p, "--targets", DEFAULT_TARGETS, "dataset[:target]")
+    add_names_arg(p, "--splits", DEFAULT_SPLITS, f"splits of {', '.join(SPLITS)}")
+    add_names_arg(p, "--methods", DEFAULT_METHODS, "registry methods")
     p.add_argument(
         "--limit",
         type=int,
@@ -76,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 splits=parse_names(args.splits, SPLITS, "split"),
                 methods=_methods(args.methods),
                 limit=args.limit,
+                device=args.device,
                 progress=progress,
             )
         results.append(result)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -135,6 +135,15 @@ def write_json(obj: Any, target: str | None) -> None:
     from gem_core.runtime.store import save_json
 
     save_json(obj, Path(target))
+
+
+def add_names_arg(
+    parser: argparse.ArgumentParser, flag: str, default: Sequence[str], what: str
+) -> None:
+    """``flag`` taking a comma-separated list of ``what`` (checked with :func:`parse_names`),
+    ``default`` when not given."""
+    text = ",".join(default)
+    parser.add_argument(flag, default=text, help=f"comma-separated {what} (default: {text})")
 
 
 def parse_names(text: str, known: tuple[str, ...], what: str) -> list[str]:

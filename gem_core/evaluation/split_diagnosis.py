@@ -59,6 +59,7 @@ def split_diagnosis(
     splits: Sequence[str] = DEFAULT_SPLITS,
     methods: Sequence[str] = DEFAULT_METHODS,
     limit: Optional[int] = None,
+    device: str = "cpu",
     progress: Optional[ProgressFn] = None,
 ) -> dict[str, Any]:
     """Each method's sufficiency and necessity curves on each split, overall and per class.
@@ -68,6 +69,7 @@ def split_diagnosis(
         splits: the dataset's splits to measure (``train``, ``val``, ``test``).
         methods: registry methods; Gem is fitted (or loaded) as the reported tables' Gem.
         limit: at most this many instances of each split (evenly spaced; None: all of them).
+        device: where the target and Gem run (``auto``, ``cpu``, ``cuda``).
         progress: optional ``progress(fraction, message)`` callback.
 
     Returns:
@@ -82,7 +84,7 @@ def split_diagnosis(
     from gem_core.evaluation.faithfulness import necessity_at_k, sufficiency_at_k
     from gem_core.service.session import workbench
 
-    bench = workbench(dataset, device="cpu", target=target)
+    bench = workbench(dataset, device=device, target=target)
     out: dict[str, Any] = {
         "dataset": dataset,
         "target": target,
