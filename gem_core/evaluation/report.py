@@ -278,7 +278,7 @@ def _crippen_section(run: CrippenBench) -> list[str]:
 
 def _splits_section(runs: Sequence[SplitsTarget]) -> list[str]:
     """``bench splits``: Gem alone on its training graphs against test, per predicted class."""
-    from gem_core.data.config import DATASETS
+    from gem_core.data.config import DATASETS, DEFAULT_TARGET
     from gem_core.evaluation.split_diagnosis import findings
 
     lines = [
@@ -298,7 +298,7 @@ def _splits_section(runs: Sequence[SplitsTarget]) -> list[str]:
     notes = []
     for run in runs:
         names = DATASETS[run.dataset].class_names if run.dataset in DATASETS else ()
-        name = run.dataset + ("" if run.target == "paper" else f", {run.target}")
+        name = run.dataset + ("" if run.target == DEFAULT_TARGET else f", {run.target}")
         for split in run.splits:
             for row in split.methods:
                 per_class = " / ".join(
