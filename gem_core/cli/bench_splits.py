@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from gem_core.evaluation.result_file import SCHEMA_VERSION, load_bench
     from gem_core.evaluation.split_diagnosis import findings, parse_target, split_diagnosis
 
+    splits, methods = parse_names(args.splits, SPLITS, "split"), _methods(args.methods)
     results = []
     for entry in args.targets.split(","):
         dataset, target = parse_target(entry)
@@ -67,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
             result = split_diagnosis(
                 dataset,
                 target,
-                splits=parse_names(args.splits, SPLITS, "split"),
-                methods=_methods(args.methods),
+                splits=splits,
+                methods=methods,
                 limit=args.limit,
                 device=args.device,
                 progress=progress,

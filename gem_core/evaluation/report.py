@@ -278,8 +278,8 @@ def _crippen_section(run: CrippenBench) -> list[str]:
 
 def _splits_section(runs: Sequence[SplitsTarget]) -> list[str]:
     """``bench splits``: Gem alone on its training graphs against test, per predicted class."""
-    from gem_core.data.config import DATASETS, DEFAULT_TARGET
-    from gem_core.evaluation.split_diagnosis import findings
+    from gem_core.data.config import DEFAULT_TARGET
+    from gem_core.evaluation.split_diagnosis import class_name, findings
 
     lines = [
         "## Why Gem alone lags where it does: training graphs against test (`bench splits`)",
@@ -297,12 +297,11 @@ def _splits_section(runs: Sequence[SplitsTarget]) -> list[str]:
     ]
     notes = []
     for run in runs:
-        names = DATASETS[run.dataset].class_names if run.dataset in DATASETS else ()
         name = run.dataset + ("" if run.target == DEFAULT_TARGET else f", {run.target}")
         for split in run.splits:
             for row in split.methods:
                 per_class = " / ".join(
-                    f"{names[c] if c < len(names) else c} ({split.class_counts.get(c, 0)}) "
+                    f"{class_name(run.dataset, c)} ({split.class_counts.get(c, 0)}) "
                     f"{sum(curve.values()) / len(curve):.3f}"
                     for c, curve in row.sufficiency_per_class.items()
                     if curve

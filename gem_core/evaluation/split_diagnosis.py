@@ -134,13 +134,18 @@ def split_diagnosis(
     return out
 
 
+def class_name(dataset: str, cls: int) -> str:
+    """How a predicted class of ``dataset`` reads (``mutagen``), its number when unnamed."""
+    from gem_core.data.config import DATASETS
+
+    names = DATASETS[dataset].class_names if dataset in DATASETS else ()
+    return names[cls] if 0 <= cls < len(names) else str(cls)
+
+
 def findings(run: SplitsTarget) -> list[str]:
     """What the curves of one recorded target say, in sentences computed from them: Gem's
     train − test gap (capacity or generalisation) and where Gem is below random, per split, k
     and predicted class."""
-    from gem_core.data.config import DATASETS
-
-    names = DATASETS[run.dataset].class_names if run.dataset in DATASETS else ()
     lines = []
     by_split = {s.split: {r.method: r for r in s.methods} for s in run.splits}
     gem_train = by_split.get("train", {}).get("gem")
@@ -165,7 +170,7 @@ def findings(run: SplitsTarget) -> list[str]:
             continue
         below = [str(k) for k, v in gem.sufficiency.items() if v < rand.sufficiency.get(k, -1)]
         classes = [
-            names[c] if c < len(names) else str(c)
+            class_name(run.dataset, c)
             for c, curve in gem.sufficiency_per_class.items()
             if c in rand.sufficiency_per_class
             and _mean(list(curve.values())) < _mean(list(rand.sufficiency_per_class[c].values()))
