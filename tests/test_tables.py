@@ -148,6 +148,31 @@ def test_semicolon_table_and_decimal_commas():
     assert reading.outcome_kind == "number" and reading.outcomes == (5.5, 6.25)
 
 
+
+def _values(text: str) -> list:
+    reading = read_molecules(read_table(text.encode()), "smiles", "y")
+    return [r.outcome if r.refusal is None else r.refusal[0] for r in reading.rows]
+
+
+def test_thousands_commas_are_not_read_as_decimal_commas():
+    # a US export: "1,200" is 1200 where the column shows decimal points
+    assert _values('smiles,y\nCCO,"1,200"\nCCC,300\nCCN,2.5\n') == [1200.0, 300.0, 2.5]
+    assert _values('smiles,y\nCCO,"1,200,000"\nCCC,"1,234.5"\n') == [1200000.0, 1234.5]
+    # a European export: "1,200" is 1.2 where the column shows decimal commas
+    assert _values("smiles;y\nCCO;1,200\nCCC;0,5\nCCN;3\n") == [1.2, 0.5, 3.0]
+
+
+def test_a_comma_the_column_does_not_explain_refuses_its_row():
+    rows = "".join(f"{'C' * n}O,{n}\n" for n in range(1, 12))  # 11 integers: a number column
+    reading = read_molecules(read_table(f'smiles,y\nCCN,"1,200"\n{rows}'.encode()), "smiles", "y")
+    assert reading.outcome_kind == "number"
+    assert reading.rows[0].refusal[0] == "outcome_unclear"
+    count, message = reading.refused_by_reason()["outcome_unclear"]
+    assert count == 1 and "could be 1.2 or 1200" in message
+    assert [r.outcome for r in reading.rows[1:]] == [float(n) for n in range(1, 12)]
+    # decimal commas and decimal points in one column: "1,200" reads both ways there too
+    assert _values("smiles;y\nCCO;1,200\nCCC;0,5\nCCN;2.5\n") == ["outcome_unclear", 0.5, 2.5]
+
 def test_tsv():
     table = read_table(b"Name\tSMILES\tActive\nnitrobenzene\tO=[N+]([O-])c1ccccc1\t1\n", "a.tsv")
     assert table.format == "tsv"

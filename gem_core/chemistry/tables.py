@@ -138,6 +138,9 @@ _MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "-", "?", "#n/a"})
 _TABLE_DELIMITERS = (",", ";", "\t")
 _SEPARATOR_LINE = re.compile(r"sep=[,;\t]", re.IGNORECASE)  # Excel's first line "sep=;"
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+# 1,200 / 12,345,678.5: a number grouped by thousands, or (one comma, no point) a decimal comma
+_THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+_DECIMAL_POINT = re.compile(r"[+-]?\d*\.\d+(?:[eE][+-]?\d+)?")
 # characters a SMILES has and a header word hardly ever does (headerless-table check)
 _SMILES_MARKS = re.compile(r"[=#()\[\]@+1-9]")
 
@@ -520,15 +523,37 @@ def guess_columns(table: Table) -> ColumnGuess:
 # ----------------------------------------------------------------------------- outcomes
 
 
-def _number(text: str) -> Optional[float]:
-    """``text`` as a finite float (a decimal comma accepted), else None."""
-    if _DECIMAL_COMMA.fullmatch(text):
+def _number(text: str, commas: str = "decimal") -> Optional[float]:
+    """``text`` as a finite float, else None. ``commas`` is how its column writes commas
+    (:func:`_comma_use`): ``decimal`` (``0,5``), ``thousands`` (``1,200``) or ``unclear``, where
+    a cell such as ``1,200`` reads both ways and is not a number."""
+    text = text.strip()
+    grouped = _THOUSANDS.fullmatch(text) is not None
+    only_grouping = grouped and ("." in text or text.count(",") > 1)  # 1,200.5 / 1,200,000
+    if only_grouping or (grouped and commas == "thousands"):
+        text = text.replace(",", "")
+    elif _DECIMAL_COMMA.fullmatch(text) and (commas == "decimal" or not grouped):
         text = text.replace(",", ".")
     try:
         value = float(text)
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _comma_use(values: Sequence[str]) -> str:
+    """How a column of numbers writes its commas: ``decimal`` when a cell reads only as a decimal
+    comma (``0,5``, ``6,25``), ``thousands`` when one reads only as a grouping (``1,200.5``,
+    ``1,200,000``) or another cell has a decimal point (``2.5``), else ``unclear`` (then a cell
+    such as ``1,200``, 1.2 or 1200, is refused rather than guessed)."""
+    cells = [v.strip() for v in values]
+    decimal = any(_DECIMAL_COMMA.fullmatch(v) and not _THOUSANDS.fullmatch(v) for v in cells)
+    grouping = any(
+        _THOUSANDS.fullmatch(v) and ("." in v or v.count(",") > 1) for v in cells
+    ) or any(_DECIMAL_POINT.fullmatch(v) for v in cells)
+    if decimal != grouping:
+        return "decimal" if decimal else "thousands"
+    return "unclear"
 
 
 def _missing(text: str) -> bool:
@@ -554,7 +579,9 @@ def _outcome_kind(values: Sequence[str], outcome: str, column: str) -> str:
     if outcome not in ("auto", "class", "number"):
         raise ValueError(f"outcome must be 'auto', 'class' or 'number', not {outcome!r}")
     filled = [v for v in values if not _missing(v)]
-    numbers = [_number(v) for v in filled]
+    commas = _comma_use(filled)
+    # a cell read both ways (1,200 where the column does not say) is still a number here
+    numbers = [_number(v, commas if commas != "unclear" else "thousands") for v in filled]
     if outcome == "number":
         bad = [v for v, x in zip(filled, numbers) if x is None]
         if bad and len(bad) * 2 > len(filled):
@@ -573,13 +600,17 @@ def _outcome_kind(values: Sequence[str], outcome: str, column: str) -> str:
     return "number"
 
 
-def _read_outcome(text: str, kind: str) -> tuple[Optional[Union[str, float]], Optional[str]]:
-    """``(outcome, refusal kind)`` of one cell."""
+def _read_outcome(
+    text: str, kind: str, commas: str = "decimal"
+) -> tuple[Optional[Union[str, float]], Optional[str]]:
+    """``(outcome, refusal kind)`` of one cell; ``commas``: its column's (:func:`_comma_use`)."""
     if _missing(text):
         return None, "empty_outcome"
     if kind == "class":
         return _label(text), None
-    value = _number(text)
+    value = _number(text, commas)
+    if value is None and _THOUSANDS.fullmatch(text.strip()):
+        return text, "outcome_unclear"
     return (text, "outcome_not_numeric") if value is None else (value, None)
 
 
@@ -591,8 +622,9 @@ class RowOutcome:
     """One data row as read: 1-based ``row`` (header not counted), ``id``, ``smiles`` text,
     ``outcome`` (class label or number; the raw text when not numeric; None when empty),
     ``canonical`` SMILES of the converted molecule (None when refused) and ``refusal`` =
-    ``(reason kind, message)``: a :class:`MoleculeError` kind, ``empty_outcome`` or
-    ``outcome_not_numeric``."""
+    ``(reason kind, message)``: a :class:`MoleculeError` kind, ``empty_outcome``,
+    ``outcome_not_numeric`` or ``outcome_unclear`` (``1,200`` in a column that does not say
+    whether its commas are decimal or thousands)."""
 
     row: int
     id: Optional[str]
@@ -621,6 +653,13 @@ def _convert(smiles: str, largest_fragment: bool) -> Union[MoleculeInstance, Mol
 def _outcome_message(kind: str, column: str, text: str) -> str:
     if kind == "empty_outcome":
         return f"No value in column {column!r}: fill it in or remove the row."
+    if kind == "outcome_unclear":
+        one = text.strip()
+        small, large = f"{float(one.replace(',', '.')):g}", one.replace(",", "")
+        return (
+            f"{one!r} in column {column!r} could be {small} or {large}: write it without the "
+            f"thousands comma ({large}) or with a decimal point ({small})."
+        )
     return (
         f"{text!r} in column {column!r} is not a number: write a number (e.g. 1.5) or leave it out."
     )
@@ -762,6 +801,7 @@ def _rows(
 ) -> tuple[list[RowOutcome], list[Optional[MoleculeInstance]]]:
     """Each row read, with its molecule (None when refused)."""
     s_col, o_col, i_col = columns
+    commas = _comma_use([c[o_col] for c in table.rows if not _missing(c[o_col])])
     out: list[RowOutcome] = []
     mols: list[Optional[MoleculeInstance]] = []
     total = len(table.rows)
@@ -774,7 +814,7 @@ def _rows(
         converted = converted_before.get(smiles)
         if converted is None:
             converted = converted_before[smiles] = _convert(smiles, largest_fragment)
-        value, bad = _read_outcome(cells[o_col], kind)
+        value, bad = _read_outcome(cells[o_col], kind, commas)
         mol: Optional[MoleculeInstance] = None
         refusal: Optional[tuple[str, str]] = None
         if isinstance(converted, MoleculeError):
@@ -928,6 +968,9 @@ def read_molecules(
     ``outcome``: ``"class"`` (labels as text; ``1.0`` is ``1``), ``"number"`` (a non-numeric
     value refuses its row), or ``"auto"``: numbers when every non-empty value is numeric, except
     integers with at most 10 distinct values, which are classes; any text means classes.
+    Numbers may write a decimal comma (``0,5``) or thousands commas (``1,200.5``); which one a
+    column uses is read from its cells, and a cell that reads both ways there (``1,200`` in a
+    column of ``1,200`` and ``300``) refuses its row (``outcome_unclear``) rather than guess.
     ``largest_fragment`` keeps a salt's largest fragment instead of refusing the row.
     ``progress(fraction, message)`` is called every 200 rows.
 
