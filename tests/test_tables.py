@@ -173,6 +173,21 @@ def test_a_comma_the_column_does_not_explain_refuses_its_row():
     # decimal commas and decimal points in one column: "1,200" reads both ways there too
     assert _values("smiles;y\nCCO;1,200\nCCC;0,5\nCCN;2.5\n") == ["outcome_unclear", 0.5, 2.5]
 
+
+def test_labels_that_differ_only_in_letter_case_are_one_class():
+    labels = ["Active", "active", "inactive", "Active", "ACTIVE", "Inactive", "inactive"]
+    text = "smiles,activity\n" + "".join(f"{'C' * (i + 1)}O,{a}\n" for i, a in enumerate(labels))
+    reading = read_molecules(read_table(text.encode()), "smiles", "activity")
+    assert reading.classes == ("Active", "inactive")  # each group's most frequent spelling
+    assert reading.class_counts() == {"Active": 4, "inactive": 3}
+    assert [r.outcome for r in reading.rows] == [
+        "Active", "Active", "inactive", "Active", "Active", "inactive", "inactive"]
+    assert any("'active' and 'ACTIVE' were read as 'Active'" in w for w in reading.warnings)
+    assert any("'Inactive' were read as 'inactive'" in w for w in reading.warnings)
+    # one molecule listed as "Active" and "active" agrees with itself
+    same = read_molecules(read_table(b"smiles,y\nCCO,Active\nOCC,active\nCCN,no\n"), "smiles", "y")
+    assert same.conflicting == 0 and same.duplicates == 1 and same.classes == ("Active", "no")
+
 def test_tsv():
     table = read_table(b"Name\tSMILES\tActive\nnitrobenzene\tO=[N+]([O-])c1ccccc1\t1\n", "a.tsv")
     assert table.format == "tsv"

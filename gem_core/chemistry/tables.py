@@ -25,7 +25,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, TypeVar, Union
 
 from rdkit import Chem, rdBase
@@ -874,6 +874,28 @@ def _training_set(
     return molecules, outcomes, duplicates, conflicting
 
 
+def _merge_letter_case(rows: list[RowOutcome]) -> list[tuple[str, list[str]]]:
+    """Class labels that differ only in letter case (``Active``, ``active``, ``ACTIVE``) are one
+    class: each row's label is rewritten, in place, to the group's most frequent spelling (the
+    first met on a tie). Returns ``(kept spelling, other spellings)`` per merged group."""
+    spellings: dict[str, Counter] = {}
+    for r in rows:
+        if r.refusal is None and isinstance(r.outcome, str):
+            spellings.setdefault(r.outcome.casefold(), Counter())[r.outcome] += 1
+    chosen: dict[str, str] = {}
+    merged: list[tuple[str, list[str]]] = []
+    for group in spellings.values():
+        if len(group) > 1:
+            kept = group.most_common(1)[0][0]
+            merged.append((kept, [w for w in group if w != kept]))
+            chosen.update({w: kept for w in group})
+    if chosen:
+        for i, r in enumerate(rows):
+            if r.refusal is None and isinstance(r.outcome, str) and r.outcome in chosen:
+                rows[i] = replace(r, outcome=chosen[r.outcome])
+    return merged
+
+
 def _rows_word(n: int) -> str:
     return f"{n:,} row{'s' if n != 1 else ''}"
 
@@ -965,9 +987,10 @@ def read_molecules(
 ) -> TableReading:
     """Convert every row's SMILES and read its outcome into a :class:`TableReading`.
 
-    ``outcome``: ``"class"`` (labels as text; ``1.0`` is ``1``), ``"number"`` (a non-numeric
-    value refuses its row), or ``"auto"``: numbers when every non-empty value is numeric, except
-    integers with at most 10 distinct values, which are classes; any text means classes.
+    ``outcome``: ``"class"`` (labels as text; ``1.0`` is ``1``; ``Active`` and ``active`` one
+    class, with a warning), ``"number"`` (a non-numeric value refuses its row), or ``"auto"``:
+    numbers when every non-empty value is numeric, except integers with at most 10 distinct
+    values, which are classes; any text means classes.
     Numbers may write a decimal comma (``0,5``) or thousands commas (``1,200.5``); which one a
     column uses is read from its cells, and a cell that reads both ways there (``1,200`` in a
     column of ``1,200`` and ``300``) refuses its row (``outcome_unclear``) rather than guess.
@@ -992,11 +1015,19 @@ def read_molecules(
     _check_smiles_column(table, s_col)
     kind = _outcome_kind(table.column(names[1]), outcome, names[1])
     rows, mols = _rows(table, (s_col, o_col, i_col), names, kind, largest_fragment, progress)
+    merged = _merge_letter_case(rows) if kind == "class" else []
     molecules, outcomes, duplicates, conflicting = _training_set(rows, mols, kind)
     classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
     counts = {c: tally[c] for c in classes}
     warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
+    for kept, others in merged:
+        spelled = " and ".join(repr(w) for w in others)
+        warnings.insert(
+            0,
+            f"Labels {spelled} were read as {kept!r} (they differ only in letter case). Correct "
+            f"the table if they are different classes.",
+        )
     return TableReading(
         smiles_column=names[0],
         outcome_column=names[1],
