@@ -183,7 +183,7 @@ def test_labels_that_differ_only_in_letter_case_are_one_class():
     assert [r.outcome for r in reading.rows] == [
         "Active", "Active", "inactive", "Active", "Active", "inactive", "inactive"]
     assert any("'active' and 'ACTIVE' were read as 'Active'" in w for w in reading.warnings)
-    assert any("'Inactive' were read as 'inactive'" in w for w in reading.warnings)
+    assert any("Label 'Inactive' was read as 'inactive'" in w for w in reading.warnings)
     # one molecule listed as "Active" and "active" agrees with itself
     same = read_molecules(read_table(b"smiles,y\nCCO,Active\nOCC,active\nCCN,no\n"), "smiles", "y")
     assert same.conflicting == 0 and same.duplicates == 1 and same.classes == ("Active", "no")

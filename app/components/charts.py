@@ -217,3 +217,13 @@ def edge_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]],
                       **{**_LAYOUT, "height": 340})
     fig.update_xaxes(type="category")
     return fig
+
+
+def outcome_histogram(values: Sequence[float], name: str, bins: int = 20) -> go.Figure:
+    """Molecules per bin of a table's numeric outcome, on a numeric axis (bins in value order,
+    their widths to scale)."""
+    fig = go.Figure(go.Histogram(x=list(values), nbinsx=bins, name="molecules",
+                                 marker=dict(color="#1f77b4")))
+    fig.update_layout(xaxis_title=name, yaxis_title="molecules", bargap=0.05, showlegend=False,
+                      template="plotly_white", height=220, margin=dict(l=50, r=20, t=10, b=50))
+    return fig

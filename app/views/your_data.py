@@ -16,6 +16,7 @@ import hashlib
 
 import pandas as pd
 import streamlit as st
+from components.charts import outcome_histogram
 from components.molecule_view import molecule_svg
 from messages import show_error
 from state.runtime import run_page
@@ -159,8 +160,9 @@ def _summary(reading) -> bool:
             st.markdown(f"**{reading.outcome_column}** (a number: the model will be a "
                         f"regressor): " + ", ".join(
                             f"{k} {v:.3g}" for k, v in reading.outcome_summary().items()))
-            st.bar_chart(_histogram([float(v) for v in reading.outcomes]), height=180,
-                         x_label=reading.outcome_column, y_label="molecules")
+            st.plotly_chart(outcome_histogram([float(v) for v in reading.outcomes],
+                                              reading.outcome_column),
+                            key="yd_outcome_histogram", theme=None)
         for w in reading.warnings:
             st.warning(w, icon=":material/warning:")
     problem = reading.problem()
@@ -168,13 +170,6 @@ def _summary(reading) -> bool:
         st.error(str(problem), icon=":material/error:")
         return False
     return True
-
-
-def _histogram(values: list[float], bins: int = 20) -> pd.Series:
-    """Molecules per bin of a numeric outcome (bins labelled by their middle)."""
-    counts = pd.cut(pd.Series(values), bins=bins).value_counts(sort=False)
-    return pd.Series(counts.values, index=[f"{iv.mid:.3g}" for iv in counts.index],
-                     name="molecules")
 
 
 # ----------------------------------------------------------------------------- training

@@ -1021,13 +1021,13 @@ def read_molecules(
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
     counts = {c: tally[c] for c in classes}
     warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
-    for kept, others in merged:
-        spelled = " and ".join(repr(w) for w in others)
-        warnings.insert(
-            0,
-            f"Labels {spelled} were read as {kept!r} (they differ only in letter case). Correct "
-            f"the table if they are different classes.",
-        )
+    merges = [
+        f"{'Labels' if len(others) > 1 else 'Label'} {' and '.join(repr(w) for w in others)} "
+        f"{'were' if len(others) > 1 else 'was'} read as {kept!r} (they differ only in letter "
+        f"case). Correct the table if they are different classes."
+        for kept, others in merged
+    ]
+    warnings = merges + warnings
     return TableReading(
         smiles_column=names[0],
         outcome_column=names[1],

@@ -320,3 +320,15 @@ def test_the_app_collects_then_freezes_once_many_objects_are_new():
     assert gone() is None, "garbage was frozen instead of collected"
     assert gc.get_freeze_count() >= before + len(kept)
     assert len(gc.get_objects()) < 1000  # the collector has next to nothing left to walk
+
+
+def test_outcome_histogram_bins_numbers_on_a_numeric_axis():
+    """The Your data page's outcome histogram: the values themselves, binned by Plotly on a
+    numeric axis (bins labelled as text once sorted 10.5 before 2.7)."""
+    from components import charts
+
+    values = [0.3, 2.7, 10.5, 11.4, 19.2, 2.5, 9.0]
+    fig = charts.outcome_histogram(values, "IC50")
+    (trace,) = fig.data
+    assert trace.type == "histogram" and list(trace.x) == values
+    assert fig.layout.xaxis.type in (None, "linear") and fig.layout.xaxis.title.text == "IC50"

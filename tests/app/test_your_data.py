@@ -193,6 +193,7 @@ def test_a_numeric_outcome_trains_a_regressor_and_is_explained(own_cache):
     at = _upload(_page(), "logp.csv", logp_table(0, 80).encode())
     assert not _errors(at), _errors(at)
     assert any("a number: the model will be a regressor" in m.value for m in at.markdown)
+    assert at.get("plotly_chart")  # the outcome's histogram, on a numeric axis
     at.text_input(key="yd_name").input("logp_page")
     at.radio(key="yd_recipe").set_value("small")
     at.slider(key="yd_budget").set_value(30)
