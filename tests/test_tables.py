@@ -160,6 +160,9 @@ def test_thousands_commas_are_not_read_as_decimal_commas():
     assert _values('smiles,y\nCCO,"1,200,000"\nCCC,"1,234.5"\n') == [1200000.0, 1234.5]
     # a European export: "1,200" is 1.2 where the column shows decimal commas
     assert _values("smiles;y\nCCO;1,200\nCCC;0,5\nCCN;3\n") == [1.2, 0.5, 3.0]
+    # scientific notation either way (Excel in a German locale writes 1,2E-05)
+    assert _values("smiles;y\nCCO;1,2E-05\nCCC;3,5e2\n") == [1.2e-05, 350.0]
+    assert _values("smiles,y\nCCO,1.2E-05\nCCC,\"1,200\"\n") == [1.2e-05, 1200.0]
 
 
 def test_a_comma_the_column_does_not_explain_refuses_its_row():

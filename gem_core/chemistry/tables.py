@@ -137,7 +137,7 @@ OUTCOME_HEADERS = (
 _MISSING = frozenset({"", "nan", "na", "n/a", "null", "none", "-", "?", "#n/a"})
 _TABLE_DELIMITERS = (",", ";", "\t")
 _SEPARATOR_LINE = re.compile(r"sep=[,;\t]", re.IGNORECASE)  # Excel's first line "sep=;"
-_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+(?:[eE][+-]?\d+)?")  # 0,5 / 1,2E-05
 # 1,200 / 12,345,678.5: a number grouped by thousands, or (one comma, no point) a decimal comma
 _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
 _DECIMAL_POINT = re.compile(r"[+-]?\d*\.\d+(?:[eE][+-]?\d+)?")
