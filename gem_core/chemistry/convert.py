@@ -106,8 +106,9 @@ def instance_to_mol(
     With ``restore_charges`` (default) the dataset's neutral nitro N=O + N–O and azide N=N=N
     (diazo C=N=N) get the usual formal charges (``[N+](=O)[O-]``, ``N=[N+]=[N-]``): same graph,
     net charge 0, but drawn and written as chemists expect (no 4-valent N, no radical O). Other
-    oddities of the data stay as they are: 83 graphs keep a 4-valent neutral N or 3-valent O, and
-    some atoms lack hydrogens (RDKit marks them as radicals).
+    oddities of the data stay as they are: 83 graphs keep a 4-valent neutral N or 3-valent O
+    (charged by :func:`gem_core.chemistry.dataset_table.restore_dropped_charges` where a dataset
+    is written as SMILES), and some atoms lack hydrogens (RDKit marks them as radicals).
     """
     inst = instance.instance if isinstance(instance, MoleculeInstance) else instance
     x = inst.x

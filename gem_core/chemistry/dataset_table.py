@@ -18,6 +18,9 @@ from gem_core.data.instances import graph_instance
 
 __all__ = ["dataset_rows", "dataset_csv", "restore_dropped_charges"]
 
+#: a neutral atom with this many bonds (hydrogens explicit) lost its + charge in the dataset
+_CATION_VALENCE = {"N": 4, "O": 3}
+
 
 def restore_dropped_charges(mol: Chem.Mol) -> Chem.Mol:
     """``mol`` with the formal charges its dataset dropped from N-oxides, azoxy groups,
@@ -28,7 +31,7 @@ def restore_dropped_charges(mol: Chem.Mol) -> Chem.Mol:
     groups are charged already (:func:`instance_to_mol`)."""
     rw = Chem.RWMol(mol)
     for atom in rw.GetAtoms():
-        cation = {"N": 4, "O": 3}.get(atom.GetSymbol())
+        cation = _CATION_VALENCE.get(atom.GetSymbol())
         if cation is None or atom.GetFormalCharge() != 0:
             continue
         # of the dataset's (Kekulé) bond orders, as instance_to_mol read them

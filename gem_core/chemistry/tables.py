@@ -574,12 +574,12 @@ def _label_key(label: str) -> tuple[int, float, str]:
     return (0, value, label) if value is not None else (1, 0.0, label.lower() + "\0" + label)
 
 
-def _outcome_kind(values: Sequence[str], outcome: str, column: str) -> str:
-    """``class`` or ``number`` for the outcome cells ``values`` (see :func:`read_molecules`)."""
+def _outcome_kind(values: Sequence[str], outcome: str, column: str, commas: str) -> str:
+    """``class`` or ``number`` for the outcome cells ``values`` (see :func:`read_molecules`);
+    ``commas``: how the column writes them (:func:`_comma_use`)."""
     if outcome not in ("auto", "class", "number"):
         raise ValueError(f"outcome must be 'auto', 'class' or 'number', not {outcome!r}")
     filled = [v for v in values if not _missing(v)]
-    commas = _comma_use(filled)
     # a cell read both ways (1,200 where the column does not say) is still a number here
     numbers = [_number(v, commas if commas != "unclear" else "thousands") for v in filled]
     if outcome == "number":
@@ -796,12 +796,12 @@ def _rows(
     columns: tuple[int, int, Optional[int]],
     names: tuple[str, str],
     kind: str,
+    commas: str,
     largest_fragment: bool,
     progress: Optional[Callable[[float, str], None]],
 ) -> tuple[list[RowOutcome], list[Optional[MoleculeInstance]]]:
     """Each row read, with its molecule (None when refused)."""
     s_col, o_col, i_col = columns
-    commas = _comma_use([c[o_col] for c in table.rows if not _missing(c[o_col])])
     out: list[RowOutcome] = []
     mols: list[Optional[MoleculeInstance]] = []
     total = len(table.rows)
@@ -1013,8 +1013,12 @@ def read_molecules(
         )
     names = (table.columns[s_col], table.columns[o_col])
     _check_smiles_column(table, s_col)
-    kind = _outcome_kind(table.column(names[1]), outcome, names[1])
-    rows, mols = _rows(table, (s_col, o_col, i_col), names, kind, largest_fragment, progress)
+    values = table.column(names[1])
+    commas = _comma_use([v for v in values if not _missing(v)])  # the column's, decided once
+    kind = _outcome_kind(values, outcome, names[1], commas)
+    rows, mols = _rows(
+        table, (s_col, o_col, i_col), names, kind, commas, largest_fragment, progress
+    )
     merged = _merge_letter_case(rows) if kind == "class" else []
     molecules, outcomes, duplicates, conflicting = _training_set(rows, mols, kind)
     classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
