@@ -174,6 +174,24 @@ def test_node_bounded_forwards_give_the_one_forward_probabilities(graph_setup):
         predict_proba(bb, insts, batch_size=2, max_nodes=20)
 
 
+@pytest.mark.parametrize("setup", ["node_setup", "graph_setup"])
+def test_predict_packed_in_node_bounded_runs_gives_the_one_forward_classes(
+    setup, request, monkeypatch
+):
+    """Gem reads the predicted class from forwards of at most NODES_PER_FORWARD nodes on the
+    CPU: the classes are those of one forward over all instances, in the instances' order."""
+    import gem_core.models.predict as predict_module
+    from gem_core.data.packed import PackedGraphs
+    from gem_core.gem.explain import predict_packed
+
+    bb, _, insts = request.getfixturevalue(setup)
+    packed = PackedGraphs.from_instances(insts)
+    whole = predict_proba(bb, insts).argmax(-1)
+    monkeypatch.setattr(predict_module, "NODES_PER_FORWARD", 20)
+    assert len(predict_module.node_bounded_slices(packed.node_counts().tolist(), 20)) > 1
+    assert torch.equal(predict_packed(bb, packed), whole)
+
+
 # ----------------------------------------------------------------------------- accuracy
 
 @pytest.mark.parametrize("setup", ["node_setup", "graph_setup"])

@@ -123,12 +123,30 @@ def apply_check(
 
 
 def predict_packed(black_box: Any, packed: PackedGraphs) -> Tensor:
-    """The target's class on every whole packed instance (one batched forward); a regressor's
-    value (float64)."""
-    from gem_core.gem.distill.conventions import is_regression, predicted_labels
+    """The target's class on every whole packed instance; a regressor's value (float64).
 
+    On the CPU the instances go through the target in runs of at most
+    :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes, whose activations stay in the
+    caches (the strong Mutagenicity target's forward on its 434 test molecules: 0.099 ms per
+    molecule in one forward, 0.06-0.08 in such runs); one forward on a GPU."""
+    from gem_core.gem.distill.conventions import is_regression, predicted_labels
+    from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
+
+    device = getattr(black_box, "device", None)
+    if device is not None and torch.device(device).type != "cpu":
+        parts = [slice(0, packed.num_instances)]
+    else:
+        parts = node_bounded_slices(packed.node_counts().tolist(), NODES_PER_FORWARD)
     with torch.no_grad():
-        out = black_box(packed.forward_batch())
+        if len(parts) == 1:
+            out = black_box(packed.forward_batch())
+        else:
+            out = torch.cat(
+                [
+                    black_box(packed.select(torch.arange(p.start, p.stop)).forward_batch())
+                    for p in parts
+                ]
+            )
     return predicted_labels(out, is_regression(black_box)).cpu()
 
 
