@@ -24,6 +24,7 @@ from gem_core.evaluation.result_schema import (
     ZooBench,
 )
 from gem_core.explainers import title
+from gem_core.models.predict import NODES_PER_FORWARD
 from gem_core.runtime.store import ASSETS_DIR, PROJECT_ROOT
 
 RESULTS_DIR = ASSETS_DIR / "results"
@@ -403,8 +404,9 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "`docs/history/results-diary.md`, the dated record until 2026-11-29).",
         "",
         "Rows: **Gem** is the generator alone, one auto-encoder pass, no search: where it "
-        "reads the predicted class (Mutagenicity, NCI1), the target's one forward on the whole "
-        "instances gives it, inside the timed call, and nothing else asks the target; "
+        "reads the predicted class (Mutagenicity, NCI1), the target's forward on the whole "
+        f"instances gives it (on the CPU in runs of at most {NODES_PER_FORWARD:,} nodes), "
+        "inside the timed call, and nothing else asks the target; "
         "**Gem + check** (`gem_check`) adds the explain-time search that asks the target; "
         "**Random + check** is that search over random scores, the control. Accuracy at "
         "K: the prediction on the top-K edges alone equals the true label (the paper's tables; "
