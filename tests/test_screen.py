@@ -424,6 +424,28 @@ def test_reader_keeps_every_row_in_order():
     assert [r.error and r.error[0] for r in rows] == [None, "empty", None, "encoding"]
 
 
+@pytest.mark.parametrize(
+    "text, ids",
+    [
+        # a PubChem assay export: its SMILES and compound id columns by their words
+        (b"PUBCHEM_RESULT_TAG,PUBCHEM_SID,PUBCHEM_CID,PUBCHEM_EXT_DATASOURCE_SMILES,"
+         b"PUBCHEM_ACTIVITY_OUTCOME\n1,842121,6603008,CCO,Inactive\n2,842122,6602571,CC(=O)O,Active\n",
+         ["6603008", "6602571"]),
+        # a ChEMBL export (semicolons): its ChEMBL id, not its often empty name
+        (b'"Molecule ChEMBL ID";"Molecule Name";"Smiles";"pChEMBL Value"\n'
+         b'"CHEMBL545";"ETHANOL";"CCO";"4.1"\n"CHEMBL539";"";"CC(=O)O";""\n',
+         ["CHEMBL545", "CHEMBL539"]),
+        # a tab-separated table whose SMILES header is a phrase
+        (b"Canonical SMILES\tid\nCCO\tm1\nCC(=O)O\tm2\n", ["m1", "m2"]),
+    ],
+)
+def test_reader_finds_the_columns_of_public_exports(text, ids):
+    """The screen names its columns as the Your data page does (the same header lists)."""
+    rows = list(iter_rows(io.BytesIO(text)))
+    assert [r.smiles for r in rows] == ["CCO", "CC(=O)O"]
+    assert [r.id for r in rows] == ids
+
+
 def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
     """The CUDA layout (workers parse, this process predicts and explains), run on CPU."""
     from gem_core.service.screening.chunk import screen_chunk

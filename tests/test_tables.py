@@ -267,6 +267,56 @@ def test_guess_columns(header, row, guess):
     assert guess_columns(table) == guess
 
 
+CHEMBL_EXPORT = (
+    '"Molecule ChEMBL ID";"Molecule Name";"Molecule Max Phase";"Molecular Weight";"Smiles";'
+    '"Standard Type";"Standard Relation";"Standard Value";"Standard Units";"pChEMBL Value";'
+    '"Assay ChEMBL ID"\n'
+    f'"CHEMBL25";"ASPIRIN";"4";"180.16";"{NITROBENZENE}";"IC50";"\'=\'";"1500.0";"nM";"5.82";'
+    '"CHEMBL123"\n'
+    f'"CHEMBL112";"";"None";"151.16";"{ANILINE}";"IC50";"\'>\'";"10000.0";"nM";"";"CHEMBL123"\n'
+    f'"CHEMBL113";"PHENOL";"4";"94.11";"{PHENOL}";"IC50";"\'=\'";"20.0";"nM";"7.70";"CHEMBL123"\n'
+)
+PUBCHEM_EXPORT = (
+    "PUBCHEM_RESULT_TAG,PUBCHEM_SID,PUBCHEM_CID,PUBCHEM_EXT_DATASOURCE_SMILES,"
+    "PUBCHEM_ACTIVITY_OUTCOME,PUBCHEM_ACTIVITY_SCORE,PUBCHEM_ACTIVITY_URL,Potency\n"
+    f"1,842121,6603008,{NITROBENZENE},Inactive,0,,\n"
+    f"2,842122,6602571,{ANILINE},Active,40,,12.5\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text, filename, guess",
+    [
+        # ChEMBL's activity export (semicolons, quoted): its id, not its often empty name; the
+        # pChEMBL value (-log10 molar, given for exact measurements only), not the first column
+        (CHEMBL_EXPORT, "DOWNLOAD-x.csv", ColumnGuess("Smiles", "pChEMBL Value", "Molecule ChEMBL ID")),
+        (
+            PUBCHEM_EXPORT,
+            "AID_1.csv",
+            ColumnGuess("PUBCHEM_EXT_DATASOURCE_SMILES", "PUBCHEM_ACTIVITY_OUTCOME", "PUBCHEM_CID"),
+        ),
+        # no outcome header: the first other column that is not a column of names
+        (f"smiles,chem,pot\n{ETHANOL},ethanol,1.2\n{PHENOL},phenol,3.4\n", "t.csv",
+         ColumnGuess("smiles", "pot", None)),
+        # repeated text is a class, not a name
+        (f"smiles,chem,pot\n{ETHANOL},toxic,1.2\n{PHENOL},toxic,3.4\n", "t.csv",
+         ColumnGuess("smiles", "chem", None)),
+    ],
+)
+def test_guess_columns_of_public_exports(text, filename, guess):
+    table = read_table(text.encode(), filename)
+    assert guess_columns(table) == guess
+
+
+def test_a_chembl_export_reads_its_pchembl_values():
+    table = read_table(CHEMBL_EXPORT.encode(), "DOWNLOAD-x.csv")
+    guess = guess_columns(table)
+    read = read_molecules(table, guess.smiles, guess.outcome, guess.id)
+    assert read.outcome_kind == "number"
+    assert [round(v, 2) for v in read.outcomes] == [5.82, 7.7]  # the censored row has none
+    assert [r.id for r in read.rows if r.refusal is not None] == ["CHEMBL112"]
+
+
 def test_guess_smiles_by_content_and_no_smiles():
     table = read_table(
         f"a,b,c\n1,{NITROBENZENE},x\n2,{BENZENE},y\n3,not a smiles,z\n4,{ANILINE},w\n".encode()

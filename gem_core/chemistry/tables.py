@@ -50,6 +50,8 @@ __all__ = [
     "read_table",
     "ColumnGuess",
     "guess_columns",
+    "smiles_column_by_name",
+    "id_column_by_name",
     "RowOutcome",
     "TableReading",
     "read_molecules",
@@ -73,7 +75,8 @@ _PROGRESS_EVERY = 200
 _GUESS_SAMPLE = 20
 
 # header names, compared after _normal(): lower case, spaces and hyphens as underscores (the
-# screen's reader uses the first three lists' ideas; chemistry/ cannot import from service/)
+# screen's reader finds its SMILES and id columns by the same names: smiles_column_by_name,
+# id_column_by_name)
 SMILES_HEADERS = (
     "smiles",
     "canonical_smiles",
@@ -86,6 +89,8 @@ SMILES_HEADERS = (
 )
 ID_HEADERS = (
     "id",
+    "molecule_chembl_id",  # a ChEMBL export (it also has "Molecule Name", often empty)
+    "pubchem_cid",  # a PubChem assay export
     "name",
     "title",
     "compound",
@@ -112,6 +117,8 @@ OUTCOME_HEADERS = (
     "class",
     "outcome",
     "value",
+    "pchembl_value",  # a ChEMBL export: -log10 of the molar value, before its "Standard Value"
+    "standard_value",
     "target",
     "logp",
     "active",
@@ -468,6 +475,12 @@ def _by_name(columns: Sequence[str], names: Sequence[str], word: str) -> Optiona
     return None
 
 
+def smiles_column_by_name(columns: Sequence[str]) -> Optional[str]:
+    """The column named like SMILES: one of :data:`SMILES_HEADERS` (any case), else the first
+    whose header has the word ``smiles`` (``PUBCHEM_EXT_DATASOURCE_SMILES``)."""
+    return _by_name(columns, SMILES_HEADERS, "smiles")
+
+
 def _smiles_by_content(table: Table) -> Optional[str]:
     """The column whose first non-empty cells parse as SMILES most often (at least half)."""
     best: Optional[str] = None
@@ -483,12 +496,21 @@ def _smiles_by_content(table: Table) -> Optional[str]:
     return best
 
 
-def _id_by_name(columns: Sequence[str]) -> Optional[str]:
+def id_column_by_name(columns: Sequence[str]) -> Optional[str]:
     """A column named like an id: one of :data:`ID_HEADERS`, or ending in ``_id``."""
     found = _by_name(columns, ID_HEADERS, "id")
     if found is not None:
         return found
     return next((c for c in columns if _normal(c).endswith("_id")), None)
+
+
+def _names_rows(values: Sequence[str]) -> bool:
+    """Whether a column reads as an identifier rather than an outcome: its first filled cells
+    are all different and not numbers (``CHEMBL25``, ``aspirin``), so not a class nor a value."""
+    sample = [v.strip() for v in values if not _missing(v)][:_GUESS_SAMPLE]
+    if len(sample) < 2 or len(set(sample)) < len(sample):
+        return False
+    return sum(_number(v) is not None for v in sample) < len(sample) / 2
 
 
 def _repeats(values: Sequence[str]) -> bool:
@@ -501,20 +523,21 @@ def guess_columns(table: Table) -> ColumnGuess:
 
     SMILES: a header among :data:`SMILES_HEADERS` (any case), else the column whose cells parse
     as SMILES most often. Id: a header among :data:`ID_HEADERS`. Outcome: the first other
-    column with a header among :data:`OUTCOME_HEADERS`, else the first other column; when no
+    column with a header among :data:`OUTCOME_HEADERS`, else the first other column that does
+    not read as an identifier (all different text: a ChEMBL or PubChem id, a name); when no
     column is left and the id column repeats values (a ``.smi`` file of ``SMILES label``), that
     column is the outcome instead.
     """
     columns = table.columns
-    smiles = _by_name(columns, SMILES_HEADERS, "smiles")
+    smiles = smiles_column_by_name(columns)
     if smiles is None:
         smiles = _smiles_by_content(table)
     rest = [c for c in columns if c != smiles]
-    ident = _id_by_name(rest)
+    ident = id_column_by_name(rest)
     rest = [c for c in rest if c != ident]
     outcome = _by_name(rest, OUTCOME_HEADERS, "activity") if rest else None
     if outcome is None and rest:
-        outcome = rest[0]
+        outcome = next((c for c in rest if not _names_rows(table.column(c))), rest[0])
     if outcome is None and ident is not None and _repeats(table.column(ident)):
         outcome, ident = ident, None
     return ColumnGuess(smiles=smiles, outcome=outcome, id=ident)

@@ -6,8 +6,11 @@ so that rows out = rows in. Lines starting with ``#`` are comments (not rows).
 
 * ``.smi``: ``SMILES [whitespace id]`` per line; a first line ``smiles ...`` is a header.
 * tables (``,``, ``;`` or tab): a header naming the columns; the SMILES column is
-  ``--smiles-column`` or the first of :data:`SMILES_HEADERS` found (any case), the id column
-  ``--id-column`` or the first of :data:`ID_HEADERS` found (none: no ids).
+  ``--smiles-column`` or the one named like SMILES, the id column ``--id-column`` or the one
+  named like an id (none: no ids), by the names the Your data page reads
+  (:func:`~gem_core.chemistry.tables.smiles_column_by_name`,
+  :func:`~gem_core.chemistry.tables.id_column_by_name`: ``smiles``, ``Canonical SMILES``,
+  ``PUBCHEM_EXT_DATASOURCE_SMILES``; ``id``, ``Molecule ChEMBL ID``, ``PUBCHEM_CID``).
 
 The format is sniffed from the first line (as the Molecule page's upload does): a ``,`` or ``;``
 there, or a tab next to a SMILES header, means a table.
@@ -18,15 +21,18 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional, Union
 
 from gem_core.chemistry.smiles import MoleculeError
-
-SMILES_HEADERS = ("smiles", "canonical_smiles", "smile", "isomeric_smiles")
-ID_HEADERS = ("id", "name", "title", "compound", "compound_id", "mol_id", "molecule")
+from gem_core.chemistry.tables import (
+    ID_HEADERS,
+    SMILES_HEADERS,
+    id_column_by_name,
+    smiles_column_by_name,
+)
 
 __all__ = ["InputRow", "SMILES_HEADERS", "ID_HEADERS", "open_source", "iter_rows", "count_lines"]
 
@@ -77,8 +83,12 @@ def _decode(raw: bytes, row: int) -> tuple[str, Optional[tuple[str, str]]]:
 
 
 def _column(
-    header: list[str], wanted: Optional[str], candidates: tuple[str, ...], what: str
+    header: list[str],
+    wanted: Optional[str],
+    by_name: Callable[[list[str]], Optional[str]],
+    what: str,
 ) -> Optional[int]:
+    """The position of column ``wanted`` (any case), or of the one ``by_name`` finds."""
     lower = [h.strip().lower() for h in header]
     if wanted is not None:
         if wanted.strip().lower() not in lower:
@@ -88,7 +98,9 @@ def _column(
                 "file",
             )
         return lower.index(wanted.strip().lower())
-    return next((lower.index(h) for h in candidates if h in lower), None)
+    stripped = [h.strip() for h in header]
+    found = by_name(stripped)
+    return None if found is None else stripped.index(found)
 
 
 def _empty_error() -> tuple[str, str]:
@@ -122,19 +134,19 @@ def iter_rows(
     head = first.decode("utf-8", errors="replace")
     tokens = [t.strip().lower() for t in head.replace(";", ",").replace("\t", ",").split(",")]
     is_table = (
-        "," in head or ";" in head or ("\t" in head and any(t in SMILES_HEADERS for t in tokens))
+        "," in head or ";" in head or ("\t" in head and smiles_column_by_name(tokens) is not None)
     )
     if is_table or smiles_column is not None:
         delimiter = max((",", ";", "\t"), key=head.count)
         header = next(csv.reader([head], delimiter=delimiter))
-        s_col = _column(header, smiles_column, SMILES_HEADERS, "SMILES")
+        s_col = _column(header, smiles_column, smiles_column_by_name, "SMILES")
         if s_col is None:
             raise MoleculeError(
                 f"The table has no SMILES column (columns: {', '.join(header) or 'none'}). Name it "
                 f"'smiles' or pass --smiles-column.",
                 "file",
             )
-        i_col = _column(header, id_column, ID_HEADERS, "id")
+        i_col = _column(header, id_column, id_column_by_name, "id")
         yield from _table_rows(lines, delimiter, s_col, i_col, empty)
         return
     if id_column is not None:
@@ -144,7 +156,7 @@ def iter_rows(
             "file",
         )
     body: Iterator[bytes] = lines
-    if head.split()[0].lower() not in SMILES_HEADERS:
+    if smiles_column_by_name(head.split()[:1]) is None:
         body = _chain(first, lines)
     yield from _smi_rows(body, empty)
 
