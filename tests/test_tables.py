@@ -317,6 +317,51 @@ def test_a_chembl_export_reads_its_pchembl_values():
     assert [r.id for r in read.rows if r.refusal is not None] == ["CHEMBL112"]
 
 
+def _assay(labels: list[str]) -> Table:
+    smiles = [NITROBENZENE, BENZENE, ETHANOL, ANILINE, PHENOL, TOLUENE]
+    rows = "".join(f"{s},{label}\n" for s, label in zip(smiles, labels))
+    return read_table(f"smiles,PUBCHEM_ACTIVITY_OUTCOME\n{rows}".encode(), "aid.csv")
+
+
+def test_classes_to_train_on_leave_the_others_out():
+    table = _assay(["Active", "Inactive", "Inconclusive", "active", "Inactive", "Inconclusive"])
+    whole = read_molecules(table, "smiles", "PUBCHEM_ACTIVITY_OUTCOME")
+    assert whole.classes == ("Active", "Inactive", "Inconclusive")
+    chosen = read_molecules(table, "smiles", "PUBCHEM_ACTIVITY_OUTCOME",
+                            classes=["active", "INACTIVE"])  # any letter case
+    assert chosen.classes == ("Active", "Inactive")
+    assert chosen.class_counts() == {"Active": 2, "Inactive": 2}
+    assert len(chosen.molecules) == 4
+    left = [r for r in chosen.rows if r.refusal is not None]
+    assert [r.row for r in left] == [3, 6]
+    assert {r.refusal[0] for r in left} == {"class_left_out"}
+    assert "Inconclusive" in left[0].refusal[1] and "Active, Inactive" in left[0].refusal[1]
+    # a chosen leave-out is not a problem of the table: no "rows were refused" warning
+    assert not any("refused" in w for w in chosen.warnings), chosen.warnings
+
+
+@pytest.mark.parametrize(
+    ("classes", "kind", "words"),
+    [
+        (["Active", "Toxic"], "no_class", "no class 'Toxic'"),
+        ([], "no_class", "Its classes: 'Active', 'Inactive'"),
+    ],
+)
+def test_classes_that_are_not_there_are_one_message(classes, kind, words):
+    table = _assay(["Active", "Inactive"] * 3)
+    with pytest.raises(TableError) as info:
+        read_molecules(table, "smiles", "PUBCHEM_ACTIVITY_OUTCOME", classes=classes)
+    assert info.value.kind == kind
+    assert words in str(info.value)
+
+
+def test_classes_of_a_numeric_outcome_are_refused():
+    table = read_table(f"smiles,logP\n{ETHANOL},0.1\n{PHENOL},1.5\n".encode())
+    with pytest.raises(TableError) as info:
+        read_molecules(table, "smiles", "logP", classes=["0.1"])
+    assert info.value.kind == "classes_of_a_number"
+
+
 def test_guess_smiles_by_content_and_no_smiles():
     table = read_table(
         f"a,b,c\n1,{NITROBENZENE},x\n2,{BENZENE},y\n3,not a smiles,z\n4,{ANILINE},w\n".encode()

@@ -193,6 +193,22 @@ def test_the_cli_trains_explains_lists_and_deletes(cache, tmp_path, capsys):
     assert "no models yet" in capsys.readouterr().out
 
 
+def test_the_cli_trains_on_the_classes_named(cache, tmp_path, capsys):
+    from gem_core.cli import main
+
+    table = tmp_path / "assay.csv"
+    table.write_bytes(analogue_csv(["CCOC,inconclusive,x1", "CCCOC,inconclusive,x2"]))
+    args = ["train", "--csv", str(table), "--name", "cli_two", "--recipe", "small", "--no-gem",
+            "--time-budget", "5", "--no-progress", "--device", "cpu"]
+    assert main([*args, "--classes", "active,unknown"]) == 2
+    assert "has no class 'unknown'" in capsys.readouterr().err
+    assert main([*args, "--classes", "ACTIVE,inactive"]) == 0
+    out = capsys.readouterr().out
+    assert "read 62 rows: 62 valid molecules, 60 to train on" in out, out
+    assert "left out 2 (class_left_out)" in out
+    assert set(um.user_model("cli_two").classes) == {"active", "inactive"}
+
+
 def test_a_molecule_dataset_written_as_a_table_reads_back():
     """Every Mutagenicity graph written as SMILES reads back (N-oxides, azoxy groups, quaternary
     ammonium and oxonium rings too: their charges are restored), as the same graph: the same

@@ -114,18 +114,22 @@ def _columns(table) -> tuple[str, str, str | None, str, bool] | None:
     return smiles, outcome, None if ident == "(none)" else ident, kind, largest
 
 
-def _reading(table, key, choice):
-    """The molecules read with the chosen columns (kept for the session per choice)."""
+def _reading(table, key, choice, classes=None):
+    """The molecules read with the chosen columns (and, of a class outcome, the classes chosen
+    to train on); kept for the session per choice, with and without a choice of classes."""
     smiles, outcome, ident, kind, largest = choice
     cache = session_cache("yd_readings")
-    k = (key, smiles, outcome, ident, kind, largest)
+    base = (key, smiles, outcome, ident, kind, largest)
+    k = (*base, classes)
     if k not in cache:
         bar = st.progress(0.0, text="Reading molecules…")
         try:
-            cache.clear()
+            for old in [c for c in cache if c[:-1] != base]:
+                del cache[old]
             cache[k] = read_molecules(
                 table, smiles, outcome, ident, outcome=kind, largest_fragment=largest,
                 progress=lambda f, m="": bar.progress(min(1.0, f), text=m or "Reading…"),
+                classes=classes,
             )
         except TableError as exc:
             bar.empty()
@@ -133,6 +137,18 @@ def _reading(table, key, choice):
             return None
         bar.empty()
     return cache[k]
+
+
+def _class_choice(reading) -> tuple[str, ...] | None:
+    """The classes to train on when a class outcome has more than two (None: all of them)."""
+    if reading.outcome_kind != "class" or len(reading.classes) <= 2:
+        return None
+    chosen = st.multiselect(
+        "Classes to train on", list(reading.classes), default=list(reading.classes),
+        key=f"yd_classes_{reading.outcome_column}",
+        help="Leave out a class you do not want the model to predict (a PubChem assay's "
+        "Inconclusive, say): its rows are left out of training.")
+    return None if set(chosen) == set(reading.classes) else tuple(chosen)
 
 
 def _summary(reading) -> bool:
@@ -443,6 +459,9 @@ def render() -> None:
         choice = _columns(table)
         if choice is not None:
             reading = _reading(table, key, choice)
+            classes = _class_choice(reading) if reading is not None else None
+            if classes is not None:
+                reading = _reading(table, key, choice, classes)
     if reading is not None and _summary(reading):
         _train_form(owner, reading, key[0])
     _job_panel(owner)

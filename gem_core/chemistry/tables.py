@@ -55,6 +55,7 @@ __all__ = [
     "RowOutcome",
     "TableReading",
     "read_molecules",
+    "CLASS_LEFT_OUT",
 ]
 
 MAX_UPLOAD_BYTES: int = 50 * 2**20  # stated by the page
@@ -646,8 +647,9 @@ class RowOutcome:
     ``outcome`` (class label or number; the raw text when not numeric; None when empty),
     ``canonical`` SMILES of the converted molecule (None when refused) and ``refusal`` =
     ``(reason kind, message)``: a :class:`MoleculeError` kind, ``empty_outcome``,
-    ``outcome_not_numeric`` or ``outcome_unclear`` (``1,200`` in a column that does not say
-    whether its commas are decimal or thousands)."""
+    ``outcome_not_numeric``, ``outcome_unclear`` (``1,200`` in a column that does not say
+    whether its commas are decimal or thousands) or ``class_left_out`` (a class the user did not
+    choose to train on)."""
 
     row: int
     id: Optional[str]
@@ -719,8 +721,13 @@ class TableReading:
 
     @property
     def valid(self) -> int:
-        """Rows that converted and have an outcome."""
-        return sum(1 for r in self.rows if r.refusal is None)
+        """Rows that converted and have an outcome (a row of a class left out by choice too)."""
+        return sum(1 for r in self.rows if r.refusal is None or r.refusal[0] == CLASS_LEFT_OUT)
+
+    @property
+    def left_out(self) -> int:
+        """Rows of the classes the user left out."""
+        return sum(1 for r in self.rows if r.refusal is not None and r.refusal[0] == CLASS_LEFT_OUT)
 
     def refused_by_reason(self) -> dict[str, tuple[int, str]]:
         """Reason kind -> ``(rows, first message prefixed with its row number)``, most common
@@ -787,6 +794,8 @@ class TableReading:
             notes.append(
                 f"{self.rows_read - self.valid:,} of the {self.rows_read:,} rows were refused"
             )
+        if self.left_out:
+            notes.append(f"{self.left_out:,} rows of classes left out")
         if self.duplicates:
             notes.append(f"{self.duplicates:,} rows repeat a molecule")
         if self.conflicting and self.outcome_kind == "class":
@@ -919,6 +928,36 @@ def _merge_letter_case(rows: list[RowOutcome]) -> list[tuple[str, list[str]]]:
     return merged
 
 
+#: the refusal of a row whose class the user left out (a choice, not a problem of the row)
+CLASS_LEFT_OUT = "class_left_out"
+
+
+def _leave_out_classes(rows: list[RowOutcome], classes: Sequence[str], column: str) -> None:
+    """Refuse, in place, the rows whose class is not one of ``classes`` (any letter case), as
+    :data:`CLASS_LEFT_OUT`; a name that is no class of the column is an error."""
+    found = {
+        r.outcome.casefold(): r.outcome
+        for r in rows
+        if r.refusal is None and isinstance(r.outcome, str)
+    }
+    wanted = [str(c).strip() for c in classes if str(c).strip()]
+    unknown = [c for c in wanted if c.casefold() not in found]
+    if unknown or not wanted:
+        listed = ", ".join(repr(c) for c in sorted(found.values(), key=_label_key))
+        what = (
+            f"Column {column!r} has no class {', '.join(repr(c) for c in unknown)}."
+            if unknown
+            else f"No class of column {column!r} was chosen."
+        )
+        raise TableError(f"{what} Its classes: {listed}. Name two or more of them.", "no_class")
+    keep = {c.casefold() for c in wanted}
+    kept = ", ".join(found[c] for c in sorted(keep, key=lambda c: _label_key(found[c])))
+    for i, r in enumerate(rows):
+        if r.refusal is None and isinstance(r.outcome, str) and r.outcome.casefold() not in keep:
+            message = f"class {r.outcome!r} is left out (training on {kept})"
+            rows[i] = replace(r, refusal=(CLASS_LEFT_OUT, message))
+
+
 def _rows_word(n: int) -> str:
     return f"{n:,} row{'s' if n != 1 else ''}"
 
@@ -934,7 +973,7 @@ def _warnings(
 ) -> list[str]:
     """Notes that do not block training."""
     out: list[str] = []
-    refused = [r for r in rows if r.refusal is not None]
+    refused = [r for r in rows if r.refusal is not None and r.refusal[0] != CLASS_LEFT_OUT]
     if rows and len(refused) / len(rows) >= REFUSED_WARNING_SHARE:
         reasons: dict[str, int] = {}
         for r in refused:
@@ -1007,6 +1046,7 @@ def read_molecules(
     outcome: str = "auto",
     largest_fragment: bool = False,
     progress: Optional[Callable[[float, str], None]] = None,
+    classes: Optional[Sequence[str]] = None,
 ) -> TableReading:
     """Convert every row's SMILES and read its outcome into a :class:`TableReading`.
 
@@ -1018,13 +1058,16 @@ def read_molecules(
     column uses is read from its cells, and a cell that reads both ways there (``1,200`` in a
     column of ``1,200`` and ``300``) refuses its row (``outcome_unclear``) rather than guess.
     ``largest_fragment`` keeps a salt's largest fragment instead of refusing the row.
-    ``progress(fraction, message)`` is called every 200 rows.
+    ``classes``: a class outcome's classes to train on (any letter case; e.g. a PubChem assay's
+    ``Active`` and ``Inactive`` without its ``Inconclusive``): the other rows are refused as
+    ``class_left_out``. ``progress(fraction, message)`` is called every 200 rows.
 
     Raises:
         TableError: ``no_column`` (a column name not in the table), ``same_column`` (SMILES and
             outcome the same column), ``no_smiles_column`` (a column not named like SMILES
             whose first 20 cells hold none), ``outcome_not_numeric`` (``outcome="number"`` with more
-            than half of the values text).
+            than half of the values text), ``no_class`` (``classes`` names a class the
+            column lacks), ``classes_of_a_number`` (``classes`` for a numeric outcome).
     """
     s_col, o_col = table.index(smiles_column), table.index(outcome_column)
     i_col = table.index(id_column) if id_column is not None else None
@@ -1043,6 +1086,14 @@ def read_molecules(
         table, (s_col, o_col, i_col), names, kind, commas, largest_fragment, progress
     )
     merged = _merge_letter_case(rows) if kind == "class" else []
+    if classes is not None:
+        if kind != "class":
+            raise TableError(
+                f"Column {names[1]!r} reads as numbers, which have no classes to choose: read "
+                f"it as a class outcome, or train on every value.",
+                "classes_of_a_number",
+            )
+        _leave_out_classes(rows, classes, names[1])
     molecules, outcomes, duplicates, conflicting = _training_set(rows, mols, kind)
     classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()

@@ -32,6 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     table.add_argument("--smiles-column", help="the SMILES column (default: guessed)")
     table.add_argument("--label-column", help="the outcome column (default: guessed)")
     table.add_argument("--id-column", help="an optional id column")
+    table.add_argument(
+        "--outcome",
+        default="auto",
+        choices=("auto", "class", "number"),
+        help="read the outcome as classes or as a number (default auto: text or at most 10 "
+        "whole numbers are classes)",
+    )
+    table.add_argument(
+        "--classes",
+        metavar="A,B",
+        help="train on these classes only (comma-separated, any case; e.g. Active,Inactive "
+        "without a PubChem assay's Inconclusive); the other rows are left out",
+    )
     table.add_argument("--name", help="the model's name (letters, digits, _)")
     table.add_argument("--split", default="random", choices=("random", "scaffold"))
     table.add_argument("--recipe", default="default", choices=("default", "small"))
@@ -139,8 +152,10 @@ def _run_table(args: argparse.Namespace) -> int:
             smiles_column,
             label_column,
             args.id_column,
+            outcome=args.outcome,
             largest_fragment=args.largest_fragment,
             progress=progress,
+            classes=None if args.classes is None else args.classes.split(","),
         )
     print(describe_reading(reading))
     with progress_bar(args, f"train {args.name}") as progress:
@@ -189,13 +204,16 @@ def describe_model(model, split: str) -> str:
 
 def describe_reading(reading) -> str:
     """What was read, in a few lines: rows, valid molecules, refusals, duplicates, classes."""
+    from gem_core.chemistry.tables import CLASS_LEFT_OUT
+
     lines = [
         f"read {reading.rows_read} rows: {reading.valid} valid molecules, "
         f"{len(reading.molecules)} to train on ({reading.duplicates} duplicates, "
         f"{reading.conflicting} with conflicting outcomes left out)"
     ]
     for reason, (count, example) in reading.refused_by_reason().items():
-        lines.append(f"  refused {count} ({reason}), e.g. {example}")
+        verb = "left out" if reason == CLASS_LEFT_OUT else "refused"
+        lines.append(f"  {verb} {count} ({reason}), e.g. {example}")
     if reading.outcome_kind == "class":
         counts = ", ".join(f"{k}: {v}" for k, v in reading.class_counts().items())
         lines.append(f"classes of {reading.outcome_column}: {counts}")

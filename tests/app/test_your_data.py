@@ -96,6 +96,23 @@ def test_the_summary_says_what_was_read(own_cache):
     assert not [b for b in at.button if b.key == "yd_train"]
 
 
+def test_a_third_class_can_be_left_out(own_cache):
+    """A PubChem-style assay with an Inconclusive class: the page offers the classes to train
+    on, and leaving one out leaves its rows out of what is read."""
+    rows = ["smiles,outcome"]
+    rows += [f"{s},active" for s in ACTIVE] + [f"{s},inactive" for s in INACTIVE]
+    rows += ["CCOC,inconclusive", "CCCOC,inconclusive", "c1ccncc1,inconclusive"]
+    at = _upload(_page(), "aid.csv", ("\n".join(rows) + "\n").encode())
+    choice = at.multiselect(key="yd_classes_outcome")
+    assert list(choice.options) == ["active", "inactive", "inconclusive"]
+    assert {m.label: m.value for m in at.metric}["To train on"] == "23"
+    choice.set_value(["active", "inactive"]).run()
+    no_exception(at)
+    assert {m.label: m.value for m in at.metric}["To train on"] == "20"
+    refused = " ".join(str(d.value) for d in at.dataframe)
+    assert "class_left_out" in refused and "inconclusive" in refused
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [
