@@ -362,6 +362,25 @@ def test_classes_of_a_numeric_outcome_are_refused():
     assert info.value.kind == "classes_of_a_number"
 
 
+@pytest.mark.parametrize(
+    ("values", "warned"),
+    [
+        (["20", "1500", "10000", "35000"], True),  # an IC50 in nM: over three decades
+        (["5.8", "7.7", "4.1", "6.0"], False),  # its pIC50
+        (["-2.5", "0.3", "4.1", "1000"], False),  # not all positive: no logarithm to take
+        (["1", "10", "100", "999"], False),  # under three decades
+    ],
+)
+def test_a_numeric_outcome_over_orders_of_magnitude_is_warned(values, warned):
+    smiles = [NITROBENZENE, BENZENE, ETHANOL, ANILINE]
+    text = "smiles,Standard Value\n" + "".join(f"{s},{v}\n" for s, v in zip(smiles, values))
+    read = read_molecules(read_table(text.encode()), "smiles", "Standard Value", outcome="number")
+    scale = [w for w in read.warnings if "orders of magnitude" in w]
+    assert bool(scale) == warned, read.warnings
+    if warned:
+        assert "'Standard Value' span 3 orders of magnitude (20 to 3.5e+04)" in scale[0]
+
+
 def test_guess_smiles_by_content_and_no_smiles():
     table = read_table(
         f"a,b,c\n1,{NITROBENZENE},x\n2,{BENZENE},y\n3,not a smiles,z\n4,{ANILINE},w\n".encode()

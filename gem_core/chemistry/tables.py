@@ -1017,6 +1017,28 @@ def _warnings(
     return out
 
 
+#: positive outcomes whose largest is this many times their smallest span "orders of magnitude"
+WIDE_SPAN = 1000.0
+
+
+def _scale_warning(values: Sequence[float], column: str) -> list[str]:
+    """A numeric outcome of positive values over three or more orders of magnitude (an IC50 in
+    nM, a raw concentration): a regressor's squared error is then ruled by the largest values,
+    and such measurements are modelled as logarithms (pIC50), so say so."""
+    if len(values) < 2 or min(values) <= 0:
+        return []
+    low, high = min(values), max(values)
+    if high / low < WIDE_SPAN:
+        return []
+    decades = math.log10(high / low)
+    return [
+        f"The values of {column!r} span {decades:.0f} orders of magnitude ({low:.3g} to "
+        f"{high:.3g}): a model fits such values poorly, ruled by the largest. A potency or a "
+        f"concentration is usually modelled as its negative logarithm (pIC50 = 9 − log10 of an "
+        f"IC50 in nM; ChEMBL's 'pChEMBL Value'): add that column and choose it."
+    ]
+
+
 def _check_smiles_column(table: Table, s_col: int) -> None:
     """Refuse a column not named like SMILES none of whose first non-empty cells is a SMILES:
     a wrong choice, caught before converting every row. (A column named ``smiles`` full of
@@ -1099,6 +1121,8 @@ def read_molecules(
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
     counts = {c: tally[c] for c in classes}
     warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
+    if kind == "number":
+        warnings += _scale_warning([float(v) for v in outcomes], names[1])
     merges = [
         f"{'Labels' if len(others) > 1 else 'Label'} {' and '.join(repr(w) for w in others)} "
         f"{'were' if len(others) > 1 else 'was'} read as {kept!r} (they differ only in letter "
