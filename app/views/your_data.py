@@ -164,7 +164,7 @@ def _summary(reading) -> bool:
                     help="Molecules listed with different outcomes: left out of training.")
         refused = reading.refused_by_reason()
         if refused:
-            st.markdown("**Rows refused**")
+            st.markdown("**Rows refused or left out**" if reading.left_out else "**Rows refused**")
             st.dataframe(pd.DataFrame(
                 [{"reason": r, "rows": n, "first one": msg} for r, (n, msg) in refused.items()]),
                 hide_index=True, width="stretch")

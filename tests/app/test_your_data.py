@@ -111,6 +111,7 @@ def test_a_third_class_can_be_left_out(own_cache):
     assert {m.label: m.value for m in at.metric}["To train on"] == "20"
     refused = " ".join(str(d.value) for d in at.dataframe)
     assert "class_left_out" in refused and "inconclusive" in refused
+    assert any(m.value == "**Rows refused or left out**" for m in at.markdown)
 
 
 @pytest.mark.parametrize(
