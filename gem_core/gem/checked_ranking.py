@@ -68,7 +68,7 @@ from gem_core.data.protocol import PROTOCOLS, Protocol
 from gem_core.data.ranking import pair_order
 from gem_core.gem.check_rules import BEST, CheckRule, check_rule
 from gem_core.gem.necessity_order import necessity_order_packed
-from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
+from gem_core.models.predict import NODES_PER_FORWARD, forward_slices
 
 
 def checked_scores(
@@ -751,11 +751,10 @@ class _Judge:
         """Runs of copies whose forward (every protocol's copies together) has at most
         :data:`~gem_core.models.predict.NODES_PER_FORWARD` nodes on the CPU, where forwards
         that fit the caches are faster (one run on a GPU)."""
-        device = getattr(self.black_box, "device", None)
-        if device is not None and torch.device(device).type != "cpu":
-            return [slice(0, int(inst.numel()))]
-        return node_bounded_slices(
-            self.packed.node_counts()[inst].tolist(), max(NODES_PER_FORWARD // max(protocols, 1), 1)
+        return forward_slices(
+            self.black_box,
+            self.packed.node_counts()[inst].tolist(),
+            max(NODES_PER_FORWARD // max(protocols, 1), 1),
         )
 
     def _proba(

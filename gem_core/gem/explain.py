@@ -130,13 +130,9 @@ def predict_packed(black_box: Any, packed: PackedGraphs) -> Tensor:
     caches (the strong Mutagenicity target's forward on its 434 test molecules: 0.099 ms per
     molecule in one forward, 0.06-0.08 in such runs); one forward on a GPU."""
     from gem_core.gem.distill.conventions import is_regression, predicted_labels
-    from gem_core.models.predict import NODES_PER_FORWARD, node_bounded_slices
+    from gem_core.models.predict import forward_slices
 
-    device = getattr(black_box, "device", None)
-    if device is not None and torch.device(device).type != "cpu":
-        parts = [slice(0, packed.num_instances)]
-    else:
-        parts = node_bounded_slices(packed.node_counts().tolist(), NODES_PER_FORWARD)
+    parts = forward_slices(black_box, packed.node_counts().tolist())
     with torch.no_grad():
         if len(parts) == 1:
             out = black_box(packed.forward_batch())

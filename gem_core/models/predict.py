@@ -34,6 +34,18 @@ def node_bounded_slices(num_nodes: Sequence[int], budget: int = NODES_PER_FORWAR
     return slices
 
 
+def forward_slices(
+    black_box, node_counts: Sequence[int], budget: Optional[int] = None
+) -> list[slice]:
+    """The runs of instances the target goes through: :func:`node_bounded_slices` of at most
+    ``budget`` nodes (default :data:`NODES_PER_FORWARD`) on the CPU, where forwards that fit
+    the caches are faster; one run on a GPU."""
+    device = getattr(black_box, "device", None)
+    if device is not None and torch.device(device).type != "cpu":
+        return [slice(0, len(node_counts))]
+    return node_bounded_slices(node_counts, NODES_PER_FORWARD if budget is None else budget)
+
+
 @torch.no_grad()
 def predict_proba(
     black_box,
