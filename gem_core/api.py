@@ -81,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "read_table": "gem_core.chemistry.tables",
     "guess_columns": "gem_core.chemistry.tables",
     "read_molecules": "gem_core.chemistry.tables",
+    "undetermined_classes": "gem_core.chemistry.assay_columns",
     "SPLIT_KINDS": "gem_core.chemistry.scaffolds",
     "USER_RECIPES": "gem_core.data.config",
     "DEFAULT_TIME_BUDGET_S": "gem_core.service.user_models",
@@ -153,6 +154,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
+    from gem_core.chemistry.assay_columns import undetermined_classes
     from gem_core.chemistry.convert import (
         fragment_smiles,
         instance_to_mol,

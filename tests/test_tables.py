@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from gem_core.chemistry.assay_columns import companion_column, undetermined_classes
 from gem_core.chemistry.tables import (
     MAX_CLASSES,
     MIN_TRAINING_MOLECULES,
@@ -315,6 +316,104 @@ def test_a_chembl_export_reads_its_pchembl_values():
     assert read.outcome_kind == "number"
     assert [round(v, 2) for v in read.outcomes] == [5.82, 7.7]  # the censored row has none
     assert [r.id for r in read.rows if r.refusal is not None] == ["CHEMBL112"]
+    # its pChEMBL Value is empty because its Standard Relation gives a bound: said so, not
+    # "fill in the value"
+    assert read.refused_by_reason()["censored"][0] == 1
+    assert "'Standard Relation'" in read.refused_by_reason()["censored"][1]
+    assert read.valid == 3 and read.left_out == 1
+
+
+def _chembl(rows: list[tuple[str, str, str, str, str]]) -> Table:
+    """A ChEMBL-style export: SMILES, Standard Type / Relation / Value / Units, pChEMBL Value."""
+    head = '"Smiles";"Standard Type";"Standard Relation";"Standard Value";"Standard Units";' \
+        '"pChEMBL Value"\n'
+    body = "".join(";".join(f'"{c}"' for c in row) + "\n" for row in rows)
+    return read_table((head + body).encode(), "DOWNLOAD.csv")
+
+
+def test_a_bound_is_left_out_not_read_as_a_value():
+    """``> 10000`` in Standard Relation / Standard Value is a bound: a regression on Standard
+    Value must not read it as 10000 (a silent wrong answer); '=', '~' and an empty relation are
+    measurements, quoted or not."""
+    mols = _distinct(6)
+    table = _chembl([
+        (mols[0], "IC50", "'='", "15", "nM", "7.82"),
+        (mols[1], "IC50", "'>'", "10000", "nM", ""),
+        (mols[2], "IC50", "=", "250", "nM", "6.60"),
+        (mols[3], "IC50", "'<='", "1", "nM", ""),
+        (mols[4], "IC50", "'~'", "40", "nM", "7.40"),
+        (mols[5], "IC50", "", "90", "nM", "7.05"),
+    ])
+    read = read_molecules(table, "Smiles", "Standard Value", outcome="number")
+    assert sorted(read.outcomes) == [15.0, 40.0, 90.0, 250.0]
+    left = {r.row: r.refusal for r in read.rows if r.refusal is not None}
+    assert sorted(left) == [2, 4] and {k for k, _ in left.values()} == {"censored"}
+    assert left[2][1].startswith("> 10000 is a bound") and left[4][1].startswith("<= 1 is")
+    assert read.valid == 6 and read.left_out == 2 and read.problem() is not None  # 4 < 50
+    assert "2 rows were refused" not in read.problem().args[0]
+    assert "2 rows left out" in read.problem().args[0]
+    bound = [w for w in read.warnings if "give a bound" in w]
+    assert bound == ["2 rows give a bound ('>', '<' in 'Standard Relation') rather than a "
+                     "measured 'Standard Value': left out of training."]
+    # no refused-share warning: a bound is a rule, not a fault of the row
+    assert not any("were refused" in w for w in read.warnings), read.warnings
+
+
+def test_mixed_kinds_and_units_are_warned_and_pchembl_is_named():
+    mols = _distinct(5)
+    table = _chembl([
+        (mols[0], "IC50", "'='", "15", "nM", "7.82"),
+        (mols[1], "Ki", "'='", "30000", "nM", "4.52"),
+        (mols[2], "IC50", "'='", "2.5", "ug.mL-1", ""),
+        (mols[3], "IC50", "'>'", "10", "ug.mL-1", ""),  # left out: its kind and unit too
+        (mols[4], "IC50", "'='", "80", "nM", "7.10"),
+    ])
+    read = read_molecules(table, "Smiles", "Standard Value", outcome="number")
+    kinds = [w for w in read.warnings if "mixes kinds" in w]
+    units = [w for w in read.warnings if "mixes units" in w]
+    assert kinds and "'Standard Type'" in kinds[0] and "(IC50: 3, Ki: 1 rows)" in kinds[0]
+    assert units and "'Standard Units'" in units[0] and "(nM: 3, ug.mL-1: 1 rows)" in units[0]
+    scale = [w for w in read.warnings if "orders of magnitude" in w]
+    assert scale and "has it as 'pChEMBL Value': choose that column" in scale[0]
+    # pChEMBL values are unitless, but a pIC50 and a pKi are still two kinds
+    p = read_molecules(table, "Smiles", "pChEMBL Value", outcome="number")
+    assert any("mixes kinds" in w for w in p.warnings)
+    assert not any("mixes units" in w for w in p.warnings)
+    assert p.refused_by_reason()["censored"][0] == 1  # the bound's empty pChEMBL
+    assert p.refused_by_reason()["empty_outcome"][0] == 1  # an exact value without one
+    # one kind, one unit: nothing to say
+    one = read_molecules(table, "Smiles", "Standard Value", outcome="number")
+    same = _chembl([(m, "IC50", "=", str(v), "nM", "") for m, v in zip(mols, (1, 2, 3, 4, 5))])
+    quiet = read_molecules(same, "Smiles", "Standard Value", outcome="number")
+    assert not any("mixes" in w or "bound" in w for w in quiet.warnings), quiet.warnings
+    assert one.warnings == read.warnings  # deterministic
+
+
+@pytest.mark.parametrize(
+    ("columns", "outcome", "what", "found"),
+    [
+        (["smiles", "Standard Value", "Standard Relation"], "Standard Value", "relation",
+         "Standard Relation"),
+        (["smiles", "standard_value", "standard_relation"], "standard_value", "relation",
+         "standard_relation"),
+        (["smiles", "Value", "Relation", "Units"], "Value", "units", "Units"),
+        (["smiles", "value", "unit"], "value", "units", "unit"),
+        (["smiles", "pChEMBL Value", "Standard Type"], "pChEMBL Value", "type", "Standard Type"),
+        (["smiles", "pChEMBL Value", "Standard Units"], "pChEMBL Value", "units", None),
+        (["smiles", "logP", "Relation"], "logP", "relation", None),  # no "value": no pairing
+        (["smiles", "Standard Value", "Relation"], "Standard Value", "relation", None),
+    ],
+)
+def test_companion_columns_are_paired_by_name(columns, outcome, what, found):
+    assert companion_column(columns, outcome, what) == found
+
+
+def test_labels_that_record_no_outcome_are_named():
+    assert undetermined_classes(["Active", "Inactive", "Inconclusive", "Unspecified"]) == (
+        "Inconclusive", "Unspecified")
+    assert undetermined_classes(["positive", "negative", "equivocal", "N.D."]) == (
+        "equivocal", "N.D.")
+    assert undetermined_classes(["toxic", "safe"]) == ()
 
 
 def _assay(labels: list[str]) -> Table:
@@ -338,6 +437,11 @@ def test_classes_to_train_on_leave_the_others_out():
     assert "Inconclusive" in left[0].refusal[1] and "Active, Inactive" in left[0].refusal[1]
     # a chosen leave-out is not a problem of the table: no "rows were refused" warning
     assert not any("refused" in w for w in chosen.warnings), chosen.warnings
+    # trained on, Inconclusive is named as no outcome, with the flag that leaves it out
+    named = [w for w in whole.warnings if "records no outcome" in w]
+    assert named and "Class 'Inconclusive'" in named[0], whole.warnings
+    assert "train --classes Active,Inactive" in named[0]
+    assert not any("records no outcome" in w for w in chosen.warnings)
 
 
 @pytest.mark.parametrize(
@@ -667,3 +771,18 @@ def test_mostly_numeric_labels_suggest_numbers():
     assert "numbers" in str(problem)
     as_numbers = read_molecules(_table(rows), "smiles", "y", outcome="number")
     assert as_numbers.valid == 59 and as_numbers.problem() is None
+
+
+def test_the_cli_summary_says_bounds_are_left_out_not_refused():
+    from gem_core.cli.train import describe_reading
+
+    mols = _distinct(3)
+    table = _chembl([
+        (mols[0], "IC50", "'='", "15.5", "nM", "7.81"),
+        (mols[1], "IC50", "'>'", "10000", "nM", ""),
+        (mols[2], "IC50", "'='", "250.5", "nM", "6.60"),
+    ])
+    text = describe_reading(read_molecules(table, "Smiles", "Standard Value"))
+    assert "read 3 rows: 3 valid molecules, 2 to train on" in text, text
+    assert "left out 1 (censored), e.g. Row 2: > 10000 is a bound" in text, text
+    assert "note: 1 row gives a bound ('>', '<' in 'Standard Relation')" in text, text

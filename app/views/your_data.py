@@ -48,6 +48,7 @@ from gem_core.api import (
     share_user_model,
     smiles_to_instance,
     suggested_k,
+    undetermined_classes,
     user_model,
 )
 
@@ -143,11 +144,15 @@ def _class_choice(reading) -> tuple[str, ...] | None:
     """The classes to train on when a class outcome has more than two (None: all of them)."""
     if reading.outcome_kind != "class" or len(reading.classes) <= 2:
         return None
+    no_outcome = undetermined_classes(reading.classes)  # PubChem's Inconclusive, say
+    default = [c for c in reading.classes if c not in no_outcome]
     chosen = st.multiselect(
-        "Classes to train on", list(reading.classes), default=list(reading.classes),
+        "Classes to train on", list(reading.classes),
+        default=default if len(default) >= 2 else list(reading.classes),
         key=f"yd_classes_{reading.outcome_column}",
-        help="Leave out a class you do not want the model to predict (a PubChem assay's "
-        "Inconclusive, say): its rows are left out of training.")
+        help="Leave out a class you do not want the model to predict: its rows are left out "
+        "of training. Labels that record no outcome (a PubChem assay's Inconclusive, an Ames "
+        "test's equivocal) start left out.")
     return None if set(chosen) == set(reading.classes) else tuple(chosen)
 
 

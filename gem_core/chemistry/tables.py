@@ -30,6 +30,13 @@ from typing import Callable, Optional, TypeVar, Union
 
 from rdkit import Chem, rdBase
 
+from gem_core.chemistry.assay_columns import (
+    companion_column,
+    is_bound,
+    mixed_warning,
+    relation,
+    undetermined_classes,
+)
 from gem_core.chemistry.smiles import (
     REJECTION_WORDS,
     MoleculeError,
@@ -56,6 +63,8 @@ __all__ = [
     "TableReading",
     "read_molecules",
     "CLASS_LEFT_OUT",
+    "CENSORED",
+    "LEFT_OUT_KINDS",
 ]
 
 MAX_UPLOAD_BYTES: int = 50 * 2**20  # stated by the page
@@ -648,8 +657,9 @@ class RowOutcome:
     ``canonical`` SMILES of the converted molecule (None when refused) and ``refusal`` =
     ``(reason kind, message)``: a :class:`MoleculeError` kind, ``empty_outcome``,
     ``outcome_not_numeric``, ``outcome_unclear`` (``1,200`` in a column that does not say
-    whether its commas are decimal or thousands) or ``class_left_out`` (a class the user did not
-    choose to train on)."""
+    whether its commas are decimal or thousands), ``class_left_out`` (a class the user did not
+    choose to train on) or ``censored`` (a number its relation column, ChEMBL's ``Standard
+    Relation``, marks as a bound: ``> 10000``)."""
 
     row: int
     id: Optional[str]
@@ -721,13 +731,14 @@ class TableReading:
 
     @property
     def valid(self) -> int:
-        """Rows that converted and have an outcome (a row of a class left out by choice too)."""
-        return sum(1 for r in self.rows if r.refusal is None or r.refusal[0] == CLASS_LEFT_OUT)
+        """Rows that converted and have an outcome (a row left out by a rule too: a class not
+        chosen, a bound instead of a value)."""
+        return sum(1 for r in self.rows if r.refusal is None or r.refusal[0] in LEFT_OUT_KINDS)
 
     @property
     def left_out(self) -> int:
-        """Rows of the classes the user left out."""
-        return sum(1 for r in self.rows if r.refusal is not None and r.refusal[0] == CLASS_LEFT_OUT)
+        """Valid rows left out of training by a rule: :data:`LEFT_OUT_KINDS`."""
+        return sum(1 for r in self.rows if r.refusal is not None and r.refusal[0] in LEFT_OUT_KINDS)
 
     def refused_by_reason(self) -> dict[str, tuple[int, str]]:
         """Reason kind -> ``(rows, first message prefixed with its row number)``, most common
@@ -795,7 +806,7 @@ class TableReading:
                 f"{self.rows_read - self.valid:,} of the {self.rows_read:,} rows were refused"
             )
         if self.left_out:
-            notes.append(f"{self.left_out:,} rows of classes left out")
+            notes.append(f"{self.left_out:,} rows left out (a class not chosen, or a bound)")
         if self.duplicates:
             notes.append(f"{self.duplicates:,} rows repeat a molecule")
         if self.conflicting and self.outcome_kind == "class":
@@ -930,6 +941,10 @@ def _merge_letter_case(rows: list[RowOutcome]) -> list[tuple[str, list[str]]]:
 
 #: the refusal of a row whose class the user left out (a choice, not a problem of the row)
 CLASS_LEFT_OUT = "class_left_out"
+#: the refusal of a row whose number is a bound (``>``, ``<`` in its relation column)
+CENSORED = "censored"
+#: refusals of valid rows, left out of training by a rule rather than for a fault of the row
+LEFT_OUT_KINDS = (CLASS_LEFT_OUT, CENSORED)
 
 
 def _leave_out_classes(rows: list[RowOutcome], classes: Sequence[str], column: str) -> None:
@@ -958,6 +973,73 @@ def _leave_out_classes(rows: list[RowOutcome], classes: Sequence[str], column: s
             rows[i] = replace(r, refusal=(CLASS_LEFT_OUT, message))
 
 
+def _leave_out_bounds(
+    rows: list[RowOutcome], relations: Sequence[str], names: Sequence[str]
+) -> int:
+    """Refuse, in place, the valid rows whose relation cell (``relations[i]`` of row ``i``) makes
+    their number a bound, as :data:`CENSORED`; ``names``: the outcome and relation columns.
+    Returns how many."""
+    outcome, rel = names
+    count = 0
+    for i, r in enumerate(rows):
+        if not is_bound(relations[i]):
+            continue
+        if r.refusal is None:
+            bound = f"{relation(relations[i])} {_as_float(r.outcome):g}"
+            message = (
+                f"{bound} is a bound, not a measured {outcome!r} (column {rel!r}): a model of "
+                f"the number would read it as exact, so the row is left out."
+            )
+        elif r.refusal[0] == "empty_outcome":  # ChEMBL leaves a bound's pChEMBL Value empty
+            message = (
+                f"no {outcome!r}: column {rel!r} says the measurement is a bound "
+                f"({relation(relations[i])}), not a value, so the row is left out."
+            )
+        else:
+            continue
+        rows[i] = replace(r, refusal=(CENSORED, message))
+        count += 1
+    return count
+
+
+def _measurement_warnings(
+    table: Table, rows: Sequence[RowOutcome], outcome: str, censored: Optional[tuple[int, str]]
+) -> list[str]:
+    """A numeric outcome's notes from its companion columns: rows left out as bounds, kinds of
+    measurement or units mixed among the rows trained on."""
+    out: list[str] = []
+    if censored is not None and censored[0]:
+        out.append(
+            f"{_rows_word(censored[0])} {'gives' if censored[0] == 1 else 'give'} a bound "
+            f"('>', '<' in {censored[1]!r}) rather than a "
+            f"measured {outcome!r}: left out of training."
+        )
+    kept = [i for i, r in enumerate(rows) if r.refusal is None]
+    for what in ("type", "units"):
+        column = companion_column(table.columns, outcome, what)
+        if column is not None:
+            cells = table.column(column)
+            note = mixed_warning([cells[i] for i in kept], column, what)
+            out += [note] if note else []
+    return out
+
+
+def _undetermined_warning(counts: dict[str, int], column: str) -> list[str]:
+    """A note for each trained class that records no outcome (PubChem's ``Inconclusive``)."""
+    named = undetermined_classes(list(counts))
+    others = [c for c in counts if c not in named]
+    if not named or len(others) < 2:
+        return []
+    listed = " and ".join(repr(c) for c in named)
+    return [
+        f"{'Classes' if len(named) > 1 else 'Class'} {listed} of {column!r} "
+        f"{'record' if len(named) > 1 else 'records'} no outcome rather than an outcome, yet the "
+        f"model will learn to predict {'them' if len(named) > 1 else 'it'}. Leave "
+        f"{'them' if len(named) > 1 else 'it'} out: the page's 'Classes to train on', or "
+        f"train --classes {','.join(others)}."
+    ]
+
+
 def _rows_word(n: int) -> str:
     return f"{n:,} row{'s' if n != 1 else ''}"
 
@@ -973,7 +1055,7 @@ def _warnings(
 ) -> list[str]:
     """Notes that do not block training."""
     out: list[str] = []
-    refused = [r for r in rows if r.refusal is not None and r.refusal[0] != CLASS_LEFT_OUT]
+    refused = [r for r in rows if r.refusal is not None and r.refusal[0] not in LEFT_OUT_KINDS]
     if rows and len(refused) / len(rows) >= REFUSED_WARNING_SHARE:
         reasons: dict[str, int] = {}
         for r in refused:
@@ -1021,21 +1103,28 @@ def _warnings(
 WIDE_SPAN = 1000.0
 
 
-def _scale_warning(values: Sequence[float], column: str) -> list[str]:
+def _scale_warning(values: Sequence[float], column: str, columns: Sequence[str]) -> list[str]:
     """A numeric outcome of positive values over three or more orders of magnitude (an IC50 in
     nM, a raw concentration): a regressor's squared error is then ruled by the largest values,
-    and such measurements are modelled as logarithms (pIC50), so say so."""
+    and such measurements are modelled as logarithms (pIC50), so say so (naming the table's
+    ``pChEMBL Value`` column when it has one)."""
     if len(values) < 2 or min(values) <= 0:
         return []
     low, high = min(values), max(values)
     if high / low < WIDE_SPAN:
         return []
     decades = math.log10(high / low)
+    pchembl = next((c for c in columns if _normal(c) == "pchembl_value"), None)
+    fix = (
+        f"this table has it as {pchembl!r}: choose that column"
+        if pchembl is not None and pchembl != column
+        else "add that column and choose it"
+    )
     return [
         f"The values of {column!r} span {decades:.0f} orders of magnitude ({low:.3g} to "
         f"{high:.3g}): a model fits such values poorly, ruled by the largest. A potency or a "
         f"concentration is usually modelled as its negative logarithm (pIC50 = 9 − log10 of an "
-        f"IC50 in nM; ChEMBL's 'pChEMBL Value'): add that column and choose it."
+        f"IC50 in nM; ChEMBL's 'pChEMBL Value'): {fix}."
     ]
 
 
@@ -1082,7 +1171,11 @@ def read_molecules(
     ``largest_fragment`` keeps a salt's largest fragment instead of refusing the row.
     ``classes``: a class outcome's classes to train on (any letter case; e.g. a PubChem assay's
     ``Active`` and ``Inactive`` without its ``Inconclusive``): the other rows are refused as
-    ``class_left_out``. ``progress(fraction, message)`` is called every 200 rows.
+    ``class_left_out``. A numeric outcome named ``X Value`` is read with its companions, as a
+    ChEMBL export writes them (:mod:`gem_core.chemistry.assay_columns`): a row whose ``X
+    Relation`` is not ``=`` gives a bound and is left out (``censored``); ``X Type`` or ``X Units``
+    mixed among the rows trained on are warned. ``progress(fraction, message)`` is called every
+    200 rows.
 
     Raises:
         TableError: ``no_column`` (a column name not in the table), ``same_column`` (SMILES and
@@ -1116,13 +1209,24 @@ def read_molecules(
                 "classes_of_a_number",
             )
         _leave_out_classes(rows, classes, names[1])
+    censored: Optional[tuple[int, str]] = None
+    relation_column = companion_column(table.columns, names[1], "relation")
+    if kind == "number" and relation_column is not None:
+        relations = table.column(relation_column)
+        censored = (
+            _leave_out_bounds(rows, relations, (names[1], relation_column)),
+            relation_column,
+        )
     molecules, outcomes, duplicates, conflicting = _training_set(rows, mols, kind)
     classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
     counts = {c: tally[c] for c in classes}
     warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
     if kind == "number":
-        warnings += _scale_warning([float(v) for v in outcomes], names[1])
+        warnings += _measurement_warnings(table, rows, names[1], censored)
+        warnings += _scale_warning([float(v) for v in outcomes], names[1], table.columns)
+    else:
+        warnings += _undetermined_warning(counts, names[1])
     merges = [
         f"{'Labels' if len(others) > 1 else 'Label'} {' and '.join(repr(w) for w in others)} "
         f"{'were' if len(others) > 1 else 'was'} read as {kept!r} (they differ only in letter "

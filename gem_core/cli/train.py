@@ -204,7 +204,7 @@ def describe_model(model, split: str) -> str:
 
 def describe_reading(reading) -> str:
     """What was read, in a few lines: rows, valid molecules, refusals, duplicates, classes."""
-    from gem_core.chemistry.tables import CLASS_LEFT_OUT
+    from gem_core.chemistry.tables import LEFT_OUT_KINDS
 
     lines = [
         f"read {reading.rows_read} rows: {reading.valid} valid molecules, "
@@ -212,7 +212,7 @@ def describe_reading(reading) -> str:
         f"{reading.conflicting} with conflicting outcomes left out)"
     ]
     for reason, (count, example) in reading.refused_by_reason().items():
-        verb = "left out" if reason == CLASS_LEFT_OUT else "refused"
+        verb = "left out" if reason in LEFT_OUT_KINDS else "refused"
         lines.append(f"  {verb} {count} ({reason}), e.g. {example}")
     if reading.outcome_kind == "class":
         counts = ", ".join(f"{k}: {v}" for k, v in reading.class_counts().items())
