@@ -13,9 +13,9 @@ from typing import Optional
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from rdkit import RDConfig
+from rdkit import Chem, RDConfig
 
-from gem_core.chemistry.smiles import smiles_to_instance
+from gem_core.chemistry.smiles import MoleculeError, smiles_to_instance
 from gem_core.service.molecules import explain_smiles
 from gem_core.service.screening import ScreenSettings, iter_rows, screen
 from gem_core.service.screening.output import CHUNK_PREFIX, CHUNK_SUFFIX
@@ -625,3 +625,54 @@ def test_bench_screen_repeats_in_rounds_and_reports_medians(tmp_path):
     assert result["process_speedup_rounds"] == ratios
     assert result["process_speedup"] == statistics.median(ratios)
     assert "median of 2 rounds" in proc.stdout
+
+
+def _sd_file(records: list[tuple[str, str, dict[str, str]]]) -> bytes:
+    """An SD file written by RDKit's SDWriter: (SMILES, title, data items) per record."""
+    out = io.StringIO()
+    writer = Chem.SDWriter(out)
+    for smiles, title, items in records:
+        mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+        mol.SetProp("_Name", title)
+        for key, value in items.items():
+            mol.SetProp(key, value)
+        writer.write(mol)
+    writer.close()
+    return out.getvalue().encode()
+
+
+SD_BROKEN = b"broken\n  x\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\nno atom here\nM  END\n$$$$\n"
+
+
+def test_reader_streams_an_sd_file_one_row_per_record():
+    data = _sd_file([("O=[N+]([O-])c1ccccc1", "nb", {"reg": "R1"}), ("CCO", "eth", {"reg": "R2"})])
+    data += SD_BROKEN + _sd_file([("Nc1ccccc1", "", {"reg": "R4"})])
+    rows = list(iter_rows(io.BytesIO(data)))
+    assert [(r.row, r.id, r.smiles) for r in rows] == [
+        (1, "nb", "O=[N+]([O-])c1ccccc1"), (2, "eth", "CCO"), (3, None, ""),
+        (4, None, "Nc1ccccc1")]
+    assert [r.error and r.error[0] for r in rows] == [None, None, "unreadable_record", None]
+    assert "SD record 3" in rows[2].error[1]
+    by_item = list(iter_rows(io.BytesIO(data), id_column="reg"))
+    assert [r.id for r in by_item] == ["R1", "R2", None, "R4"]
+    with pytest.raises(MoleculeError, match="no data item 'CAS'"):
+        list(iter_rows(io.BytesIO(data), id_column="CAS"))
+    with pytest.raises(MoleculeError, match="an SD file's molecules are its molfiles"):
+        list(iter_rows(io.BytesIO(data), smiles_column="SMILES"))
+
+
+def test_an_sd_file_is_screened_row_for_row_like_its_smiles(tmp_path):
+    """Screening a library's SD file gives the rows that screening its SMILES gives."""
+    smiles = [line.split()[0] for line in NCI_SMI.read_text().splitlines()[:40]]
+    kept = [s for s in smiles if Chem.MolFromSmiles(s) is not None]
+    sdf = tmp_path / "lib.sdf"
+    sdf.write_bytes(_sd_file([(s, f"m{i}", {}) for i, s in enumerate(kept)]))
+    smi = _write(tmp_path / "lib.smi",
+                 [f"{Chem.MolToSmiles(Chem.MolFromSmiles(s))} m{i}".encode()
+                  for i, s in enumerate(kept)])
+    screen(sdf, tmp_path / "sdf.parquet", ScreenSettings(k=5), workers=1)
+    screen(smi, tmp_path / "smi.parquet", ScreenSettings(k=5), workers=1)
+    a = pq.read_table(tmp_path / "sdf.parquet").to_pydict()
+    b = pq.read_table(tmp_path / "smi.parquet").to_pydict()
+    assert a["id"] == b["id"] and a["status"] == b["status"]
+    assert a["prediction"] == b["prediction"] and a["scores"] == b["scores"]

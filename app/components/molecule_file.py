@@ -254,9 +254,10 @@ def render_file(sel, opts: dict) -> None:
     user = molecule_user_model()
     model_arg = f" --model {user}" if user else ""
     st.code(CLI_COMMAND + model_arg, language="bash")
-    up = st.file_uploader("SMI file (SMILES [id] per line) or CSV/TSV table with a 'smiles' "
-                          "column (an 'id' or 'name' column is kept)",
-                          type=["csv", "smi", "txt", "tsv"], key="mol_file")
+    up = st.file_uploader("SMI file (SMILES [id] per line), CSV/TSV table with a 'smiles' "
+                          "column (an 'id' or 'name' column is kept), or SD file (each "
+                          "record's title is its id)",
+                          type=["csv", "smi", "txt", "tsv", "sdf", "sd"], key="mol_file")
     if up is None:
         return
     data = up.getvalue()

@@ -66,14 +66,15 @@ RECIPE_HELP = {
 def _uploaded_table():
     """The uploaded file read as a table (None before an upload); refusals shown."""
     up = st.file_uploader(
-        f"Your table: CSV, TSV or SMI, at most {MAX_UPLOAD_BYTES // 2**20} MB and "
+        f"Your table: CSV, TSV, SMI or SDF, at most {MAX_UPLOAD_BYTES // 2**20} MB and "
         f"{MAX_ROWS:,} rows",
-        type=["csv", "tsv", "txt", "smi"],
+        type=["csv", "tsv", "txt", "smi", "sdf", "sd"],
         key="yd_upload",
         max_upload_size=MAX_UPLOAD_BYTES // 2**20,
         help="One molecule per row: a SMILES column and an outcome column (classes such as "
-        "active / inactive, or 0 / 1); an optional id column. The file is read as text, "
-        "on this server, and kept only in your session.",
+        "active / inactive, or 0 / 1); an optional id column. An SD file's records become "
+        "rows: a SMILES written from each molfile, its name and its data items as columns. "
+        "The file is read as text, on this server, and kept only in your session.",
     )
     if up is None:
         return None, None

@@ -109,6 +109,7 @@ REJECTION_WORDS: dict[str, str] = {
     "file": "unreadable file",
     "encoding": "not UTF-8",
     "invalid": "invalid",
+    "unreadable_record": "unreadable SD record",
 }
 
 

@@ -24,8 +24,8 @@ import math
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, TypeVar, Union
 
 from rdkit import Chem, rdBase
@@ -37,6 +37,7 @@ from gem_core.chemistry.assay_columns import (
     relation,
     undetermined_classes,
 )
+from gem_core.chemistry.sdf_table import looks_like_sdf, read_sdf
 from gem_core.chemistry.smiles import (
     REJECTION_WORDS,
     MoleculeError,
@@ -179,11 +180,14 @@ class TableError(ValueError):
 @dataclass(frozen=True)
 class Table:
     """An uploaded table as text: column names, rows (stripped cells, each padded or cut to
-    ``len(columns)``) and the ``format`` read (``csv``, ``tsv`` or ``smi``)."""
+    ``len(columns)``), the ``format`` read (``csv``, ``tsv``, ``smi`` or ``sdf``) and
+    ``problems``: row index -> why the file gives that row no molecule (an SD record RDKit
+    cannot read), refused as ``unreadable_record`` whatever its columns say."""
 
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     format: str
+    problems: Mapping[int, str] = field(default_factory=dict)
 
     def index(self, name: str) -> int:
         """Position of column ``name`` (exact, else any case); TableError ``no_column`` naming
@@ -437,13 +441,31 @@ def _read_smi(lines: Iterator[str], first: str, max_rows: int) -> Table:
     return Table(columns, tuple(_fit(cells, len(columns)) for cells in rows), "smi")
 
 
+def _read_sdf(text: str, max_rows: int) -> Table:
+    """An SD file: a ``SMILES`` column from each record's molfile, its ``Name``, its data items
+    (:func:`gem_core.chemistry.sdf_table.read_sdf`)."""
+    records = read_sdf(text, max_rows)
+    if records is None:
+        raise _too_many_rows(max_rows)
+    if len(records.problems) == len(records.rows):  # no record, or none RDKit can read
+        raise TableError(
+            "No record of this SD file is a molfile RDKit can read (a record is a molfile "
+            "ending in 'M  END', its data items, then '$$$$'). Export the molecules again as an "
+            "SD file, or upload a CSV with a SMILES column.",
+            "empty",
+        )
+    columns = _unique(records.columns)
+    return Table(columns, records.rows, "sdf", dict(records.problems))
+
+
 def read_table(
     data: bytes, filename: str = "", max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS
 ) -> Table:
-    """The uploaded ``data`` (CSV / TSV / SMI bytes) as a :class:`Table`.
+    """The uploaded ``data`` (CSV / TSV / SMI / SDF bytes) as a :class:`Table`.
 
     The size is checked before anything is parsed. ``filename``'s extension hints the format;
-    without one a ``,``, ``;`` or tab in the first line means a table (see :func:`_is_table`).
+    without one, molfile records ending in ``$$$$`` mean an SD file, else a ``,``, ``;`` or tab
+    in the first line means a table (see :func:`_is_table`).
 
     Raises:
         TableError: ``too_large`` (over ``max_bytes``), ``encoding`` (not UTF-8 text, a
@@ -451,7 +473,10 @@ def read_table(
             header without rows), ``too_many_rows`` (over ``max_rows`` data rows).
     """
     _check_size(data, max_bytes)
-    lines = _lines(_decode(data))
+    text = _decode(data)
+    if looks_like_sdf(text, filename):
+        return _read_sdf(text, max_rows)
+    lines = _lines(text)
     first = next(lines, None)
     if first is None:
         raise _empty_file()
@@ -854,8 +879,11 @@ def _rows(
             progress((n - 1) / total, f"Reading molecule {n:,} of {total:,}")
         smiles = cells[s_col]
         ident = (cells[i_col] or None) if i_col is not None else None
+        problem = table.problems.get(n - 1)
         converted = converted_before.get(smiles)
-        if converted is None:
+        if problem is not None:
+            converted = MoleculeError(problem, UNREADABLE_RECORD)
+        elif converted is None:
             converted = converted_before[smiles] = _convert(smiles, largest_fragment)
         value, bad = _read_outcome(cells[o_col], kind, commas)
         mol: Optional[MoleculeInstance] = None
@@ -939,6 +967,8 @@ def _merge_letter_case(rows: list[RowOutcome]) -> list[tuple[str, list[str]]]:
     return merged
 
 
+#: the refusal of a row whose record the file itself garbles (an SD record RDKit cannot read)
+UNREADABLE_RECORD = "unreadable_record"
 #: the refusal of a row whose class the user left out (a choice, not a problem of the row)
 CLASS_LEFT_OUT = "class_left_out"
 #: the refusal of a row whose number is a bound (``>``, ``<`` in its relation column)

@@ -28,7 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         check=check,
     )
     table = p.add_argument_group("your table (instead of --dataset)")
-    table.add_argument("--csv", metavar="FILE", help="a .csv / .tsv / .smi table of molecules")
+    table.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="a .csv / .tsv / .smi table of molecules, or an .sdf (its data items as columns)",
+    )
     table.add_argument("--smiles-column", help="the SMILES column (default: guessed)")
     table.add_argument("--label-column", help="the outcome column (default: guessed)")
     table.add_argument("--id-column", help="an optional id column")

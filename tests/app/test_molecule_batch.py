@@ -279,3 +279,26 @@ def test_a_method_that_needs_a_fit_is_offered_a_fit(needs_mutagenicity_model,
     no_exception(at)
     assert at.button(key="mol_fit_pgexplainer").label == "Fit PGExplainer now"
     assert not [d for d in at.dataframe if (d.key or "").startswith("mol_batch_df")]
+
+
+def test_an_sd_file_is_screened_one_row_per_record(needs_mutagenicity_model):
+    """A library as an SD file: each record a row, its title the id, a record RDKit cannot read
+    a rejected row named in words."""
+    from rdkit import Chem
+
+    out = io.StringIO()
+    writer = Chem.SDWriter(out)
+    for smiles, title in (("OC(=O)c1ccccc1", "benzoic acid"),
+                          ("O=[N+]([O-])c1ccc2c(c1)Cc1ccccc1-2", "2-nitrofluorene")):
+        mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+        mol.SetProp("_Name", title)
+        writer.write(mol)
+    writer.close()
+    broken = "broken\n  x\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\nno atom\nM  END\n$$$$\n"
+    at = _upload(_page(), "library.sdf", (out.getvalue() + broken).encode(), "chemical/x-mdl-sdfile")
+    by_row = {int(r["row"]): r for _, r in _table(at).value.iterrows()}
+    assert [by_row[r]["id"] for r in (1, 2)] == ["benzoic acid", "2-nitrofluorene"]
+    assert [by_row[r]["status"] for r in (1, 2, 3)] == ["ok", "ok", "rejected"]
+    assert by_row[2]["prediction"] == "mutagen"
+    summary = next(m for m in texts(at.markdown) if "2 of 3 rows screened" in m)
+    assert "unreadable SD record" in summary, summary

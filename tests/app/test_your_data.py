@@ -119,6 +119,31 @@ def test_a_third_class_can_be_left_out(own_cache):
     assert "'inconclusive'" in warned and "records no outcome" in warned, warned
 
 
+def test_an_sd_file_is_read_as_its_records(own_cache):
+    """A chemist's SD file: the page guesses the SMILES written from each record, the data item
+    that is the outcome and the title as the id."""
+    from rdkit import Chem
+    import io
+
+    out = io.StringIO()
+    writer = Chem.SDWriter(out)
+    for copy in range(3):
+        for label, group in (("active", ACTIVE), ("inactive", INACTIVE)):
+            for i, smiles in enumerate(group):
+                mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+                mol.SetProp("_Name", f"{label}{copy}-{i}")
+                mol.SetProp("Ames", label)
+                writer.write(mol)
+    writer.close()
+    at = _upload(_page(), "library.sdf", out.getvalue().encode())
+    assert at.selectbox(key="yd_smiles_col").value == "SMILES"
+    assert at.selectbox(key="yd_outcome_col").value == "Ames"
+    assert at.selectbox(key="yd_id_col").value == "Name"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Rows"] == "60" and metrics["Valid molecules"] == "60"
+    assert metrics["To train on"] == "20" and metrics["Duplicates"] == "40"
+
+
 @pytest.mark.parametrize(
     ("data", "words"),
     [

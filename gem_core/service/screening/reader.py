@@ -5,6 +5,10 @@ be a molecule: an empty line or a line that is not UTF-8 becomes a row whose ``e
 so that rows out = rows in. Lines starting with ``#`` are comments (not rows).
 
 * ``.smi``: ``SMILES [whitespace id]`` per line; a first line ``smiles ...`` is a header.
+* SD files (``.sdf``, sniffed from a molfile's counts line): one row per record, its SMILES
+  written by RDKit from the molfile, its id the record's title or the data item
+  ``--id-column`` names; a record RDKit cannot read is a row with its ``unreadable_record``
+  error (:mod:`gem_core.chemistry.sdf_table`).
 * tables (``,``, ``;`` or tab): a header naming the columns; the SMILES column is
   ``--smiles-column`` or the one named like SMILES, the id column ``--id-column`` or the one
   named like an id (none: no ids), by the names the Your data page reads
@@ -12,8 +16,9 @@ so that rows out = rows in. Lines starting with ``#`` are comments (not rows).
   :func:`~gem_core.chemistry.tables.id_column_by_name`: ``smiles``, ``Canonical SMILES``,
   ``PUBCHEM_EXT_DATASOURCE_SMILES``; ``id``, ``Molecule ChEMBL ID``, ``PUBCHEM_CID``).
 
-The format is sniffed from the first line (as the Molecule page's upload does): a ``,`` or ``;``
-there, or a tab next to a SMILES header, means a table.
+The format is sniffed from the first lines (as the Molecule page's upload does): a molfile's counts
+line as the fourth means an SD file; else a ``,`` or ``;`` in the first line, or a tab next to a
+SMILES header, means a table.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional, Union
 
+from gem_core.chemistry.sdf_table import SDF_SUFFIXES, head_is_sdf, iter_records
 from gem_core.chemistry.smiles import MoleculeError
 from gem_core.chemistry.tables import (
     ID_HEADERS,
@@ -65,9 +71,10 @@ def count_lines(source: Union[str, Path]) -> Optional[int]:
     if str(source) == "-":
         return None
     n = 0
+    mark = b"$$$$" if str(source).lower().endswith(SDF_SUFFIXES) else b"\n"  # SD records
     with open(source, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
-            n += block.count(b"\n")
+            n += block.count(mark)
     return n
 
 
@@ -123,6 +130,15 @@ def iter_rows(
             ``--id-column`` that is not there; ``--smiles-column`` given for a ``.smi`` file.
     """
     empty = _empty_error()
+    start = _peek(stream)
+    if start is not None and head_is_sdf(start):
+        if smiles_column is not None:
+            raise MoleculeError(
+                "--smiles-column applies to tables; an SD file's molecules are its molfiles.",
+                "file",
+            )
+        yield from _sdf_rows(stream, id_column, empty)
+        return
     lines = (raw.rstrip(b"\r\n") for raw in stream)
     first: Optional[bytes] = None
     for raw in lines:
@@ -159,6 +175,40 @@ def iter_rows(
     if smiles_column_by_name(head.split()[:1]) is None:
         body = _chain(first, lines)
     yield from _smi_rows(body, empty)
+
+
+def _peek(stream: BinaryIO, size: int = 4096) -> Optional[bytes]:
+    """The first bytes of ``stream``, left unread (None when it can neither peek nor seek)."""
+    peek = getattr(stream, "peek", None)
+    if peek is not None:
+        return bytes(peek(size)[:size])
+    if stream.seekable():
+        at = stream.tell()
+        head = stream.read(size)
+        stream.seek(at)
+        return head
+    return None
+
+
+def _sdf_rows(
+    stream: BinaryIO, id_column: Optional[str], empty: tuple[str, str]
+) -> Iterator[InputRow]:
+    """One row per SD record: its SMILES, its title (or data item ``id_column``) as the id."""
+    for row, record in enumerate(iter_records(stream), start=1):
+        if id_column is not None and row == 1 and id_column not in record.items:
+            listed = ", ".join(record.items) or "none"
+            raise MoleculeError(
+                f"The SD file's first record has no data item {id_column!r} (its items: "
+                f"{listed}); leave --id-column out to use the records' titles.",
+                "file",
+            )
+        ident = record.items.get(id_column, "") if id_column is not None else record.title
+        error = None
+        if record.problem is not None:
+            error = ("unreadable_record", record.problem)
+        elif not record.smiles:
+            error = empty
+        yield InputRow(row, ident or None, record.smiles, error)
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
