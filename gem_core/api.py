@@ -82,6 +82,8 @@ _EXPORTS: dict[str, str] = {
     "guess_columns": "gem_core.chemistry.tables",
     "read_molecules": "gem_core.chemistry.tables",
     "undetermined_classes": "gem_core.chemistry.assay_columns",
+    "nearest_training": "gem_core.service.neighbours",
+    "domain_record": "gem_core.service.neighbours",
     "SPLIT_KINDS": "gem_core.chemistry.scaffolds",
     "USER_RECIPES": "gem_core.data.config",
     "DEFAULT_TIME_BUDGET_S": "gem_core.service.user_models",
@@ -231,6 +233,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
         suggested_k,
         target_checkpoint_available,
     )
+    from gem_core.service.neighbours import domain_record, nearest_training
     from gem_core.service.reading import read_explanation
     from gem_core.service.screening import (
         ScreenSettings,

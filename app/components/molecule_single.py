@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from components import molecule_view, whatif_view
+from components.molecule_domain import render_neighbours
 from components.molecule_common import (MUTAGEN, SPEC, class_names, display, first_class,
                                         focus_words, literal, load_model, model_key, offer_fits,
                                         on_explanation_alone, regression, toxicophores)
@@ -130,6 +131,7 @@ def render_single(sel, opts: dict) -> None:
         st.caption(f"{mol.formula}" + (f" · {mol.name}" if mol.name else "")
                    + " · canonical SMILES (RDKit), copy it from the box:")
         st.code(mol.smiles, language=None)
+    render_neighbours(model, mol)
     k = _k_slider(mol)
     # a model of a number: the mutagenicity alerts are not its question (nothing said of them)
     tox = toxicophores(mol) if opts["alerts"] else {"classes": [], "pairs": []}

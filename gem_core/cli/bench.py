@@ -287,6 +287,10 @@ BENCHMARKS: tuple[tuple[str, Callable[[argparse._SubParsersAction], None]], ...]
         lambda sub: __import__("gem_core.cli.bench_splits", fromlist=["register"]).register(sub),
     ),
     (
+        "domain",
+        lambda sub: __import__("gem_core.cli.bench_domain", fromlist=["register"]).register(sub),
+    ),
+    (
         "crippen",
         lambda sub: __import__("gem_core.cli.bench_crippen", fromlist=["register"]).register(sub),
     ),

@@ -132,8 +132,27 @@ def run(args: argparse.Namespace) -> int:
         )
         if "reading" in result:
             print(result["reading"]["text"])
+        if "nearest_training" in result:
+            print(_domain_words(result["nearest_training"]))
     write_json(result, args.json)
     return 0
+
+
+def _domain_words(near: dict) -> str:
+    """The closest training molecules in a line or two, and a caution outside the domain."""
+    first = near["neighbours"][0] if near["neighbours"] else None
+    if first is None:
+        return "No training molecule to compare with."
+    listed = "; ".join(
+        f"{n['smiles']} ({n['label']}, {n['similarity']:.2f})" for n in near["neighbours"]
+    )
+    line = f"closest training molecules (Tanimoto): {listed}"
+    if near["inside_domain"]:
+        return line
+    return (
+        f"{line}\ncaution: no training molecule is as similar as {near['threshold']:.1f}: this "
+        f"molecule is outside what the model learned from, and its prediction less reliable."
+    )
 
 
 def _run_edited(args: argparse.Namespace, quiet: bool) -> int:

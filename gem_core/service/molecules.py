@@ -332,7 +332,10 @@ def explain_smiles(
     touches, with its bonds in each). ``k`` defaults to :func:`suggested_k` of the molecule, as
     on the Molecule page. ``model``: a model trained on a user's table (by name) instead of
     Mutagenicity's ``target``; the JSON then names it (``"model"``) and its classes. A model of
-    a number (regression) gives ``"prediction": {"outcome", "value"}`` and no reading.
+    a number (regression) gives ``"prediction": {"outcome", "value"}`` and no reading. Where
+    the model's training molecules are here, ``"nearest_training"``: the three most similar
+    (Tanimoto of Morgan fingerprints, their measured labels) and ``inside_domain``
+    (:mod:`gem_core.service.neighbours`).
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -366,6 +369,11 @@ def explain_smiles(
         )
         out["reading"] = {"text": reading.text, "facts": reading.facts}
         out["toxicophores"] = reading.facts["toxicophores"]
+    from gem_core.service.neighbours import nearest_training
+
+    near = nearest_training(wb, mol.mol)  # None where the training data is not here
+    if near is not None:
+        out["nearest_training"] = near.to_json()
     return out
 
 

@@ -27,6 +27,13 @@ def _molecule_page(methods=("random",)):
     return at
 
 
+def _panel_images(at) -> list:
+    """The pictures of the molecule and its explanations (not its training neighbours')."""
+    near = [e for e in at.expander if e.label.startswith("Closest training molecules")]
+    theirs = {id(img.proto) for e in near for img in e.image}
+    return [img for img in at.image if id(img.proto) not in theirs]
+
+
 def _submit(at, smiles):
     at.text_input(key="mol_smiles").input(smiles)
     at.button(key="mol_explain").click().run()
@@ -69,7 +76,7 @@ def test_example_smiles_is_predicted_and_explained(needs_mutagenicity_model):
     # the molecule alone first, then the sidebar's explainers in its order
     assert texts(at.subheader) == ["Molecule", "GNNExplainer", "Random",
                                    "What if these bonds were gone?"]
-    assert len(at.image) == 3
+    assert len(_panel_images(at)) == 3
     md = texts(at.markdown)
     assert sum("bonds alone:" in m for m in md) == 2
     assert any("on the whole molecule" in m for m in md)
@@ -389,7 +396,7 @@ def test_every_picture_of_a_molecule_shares_one_layout(needs_mutagenicity_model)
     bonds.set_value([j]).run()
     no_exception(at)
     svgs = [base64.b64decode(img.proto.imgs[0].url.split(",", 1)[1]).decode()
-            for img in at.image]
+            for img in _panel_images(at)]
     assert len(svgs) >= 6  # molecule, Gem, Random; the edited molecule, Gem, Random after it
     directions = [_bond_directions(svg, heavy) for svg in svgs]
     reference = directions[0]
@@ -507,3 +514,30 @@ def test_the_page_says_how_gem_chose_the_bonds_in_a_chemists_words(needs_mutagen
     at = _molecule_page(methods=("random",))
     _submit(at, "O=[N+]([O-])c1ccc(C)cc1")
     assert not [e for e in at.expander if e.label.startswith("How Gem")]
+
+
+@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["x"]).tu_data_available(
+    "Mutagenicity"), reason="the training molecules come from the Mutagenicity raw files")
+def test_a_molecule_unlike_the_training_set_is_flagged_with_its_neighbours(
+        needs_mutagenicity_model):
+    """A chemist reads how like the model's training molecules the molecule is: outside the
+    domain a caution with the model's own held-out record, inside only the neighbours."""
+    from gem_core.api import domain_record, molecule_model, nearest_training
+
+    far = "CC(C)(C)c1ccc(cc1)C(=O)N2CCN(CC2)C3CCCCC3"
+    at = _submit(_molecule_page(), far)
+    caution = [w for w in texts(at.warning) if "Unlike the molecules the model learned from" in w]
+    assert len(caution) == 1, texts(at.warning)
+    wb = molecule_model("auto")
+    near = nearest_training(wb, smiles_to_instance(far).mol)
+    record = domain_record(wb)
+    assert f"only {near.closest:.2f} similar" in caution[0]
+    assert f"right {record.right_outside:.0%} of the time" in caution[0]
+    shown = [e for e in at.expander if e.label.startswith("Closest training molecules")]
+    assert [e.label for e in shown] == [f"Closest training molecules (similarity {near.closest:.2f})"]
+    assert near.neighbours[0].smiles in texts(at.caption)
+    # a training molecule itself: no caution, the neighbours still there
+    at = _submit(at, "O=[N+]([O-])c1ccccc1[N+](=O)[O-]")
+    assert not [w for w in texts(at.warning) if "Unlike the molecules" in w]
+    assert [e.label for e in at.expander if e.label.startswith("Closest training")] == [
+        "Closest training molecules (similarity 1.00)"]

@@ -1,0 +1,62 @@
+"""How like the model's training molecules the molecule on the Molecule page is.
+
+The engine finds its closest training molecules (:func:`gem_core.api.nearest_training`) and
+the model's own held-out record inside and outside its applicability domain
+(:func:`gem_core.api.domain_record`); this draws them, with a caution outside.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from components import molecule_view
+from components.molecule_common import display, regression
+from gem_core.api import Workbench, domain_record, nearest_training, smiles_to_instance
+
+
+def _record_words(model: Workbench) -> str:
+    """The model's test molecules on each side of the line, in a sentence (empty if unknown)."""
+    record = domain_record(model)
+    if record is None or not record.n_outside or not record.n_inside:
+        return ""
+    if regression(model):
+        return (f" On its {record.n_outside} test molecules this far from training its "
+                f"RMSE was {record.rmse_outside:.3g}, against {record.rmse_inside:.3g} on the "
+                f"{record.n_inside} others.")
+    return (f" On its {record.n_outside} test molecules this far from training it was right "
+            f"{record.right_outside:.0%} of the time, against {record.right_inside:.0%} on the "
+            f"{record.n_inside} others.")
+
+
+def _picture(smiles: str) -> str | None:
+    try:
+        return molecule_view.molecule_svg(smiles_to_instance(smiles, keep_largest_fragment=True).mol,
+                                          size=(260, 200), hide_hydrogens=True)
+    except Exception:  # noqa: BLE001 - a data set's odd graph: shown as its SMILES only
+        return None
+
+
+def render_neighbours(model: Workbench, mol) -> None:
+    """The closest training molecules of ``mol`` (a parsed molecule), expanded with a caution
+    when none is similar enough; a caption when the training data is not on this server."""
+    near = nearest_training(model, mol.mol)
+    if near is None:
+        st.caption("The model's training molecules are not on this server, so how like them "
+                   "this molecule is cannot be shown.")
+        return
+    if not near.inside:
+        st.warning(f"Unlike the molecules the model learned from: the closest of its "
+                   f"{near.training:,} training molecules is only {near.closest:.2f} similar "
+                   f"(Tanimoto of Morgan fingerprints; under {near.threshold:.1f} counts as "
+                   f"outside its domain). Its prediction and explanation are less reliable."
+                   + _record_words(model), icon=":material/travel_explore:")
+    with st.expander(f"Closest training molecules (similarity {near.closest:.2f})",
+                     expanded=not near.inside, key="mol_neighbours"):
+        cols = st.columns(len(near.neighbours) or 1)
+        for col, n in zip(cols, near.neighbours):
+            with col:
+                svg = _picture(n.smiles)
+                if svg is not None:
+                    st.image(svg, width="stretch")
+                label = n.label if regression(model) else display(n.label)
+                st.markdown(f"**{label}** · similarity {n.similarity:.2f}")
+                st.caption(n.smiles)

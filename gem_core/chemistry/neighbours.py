@@ -1,0 +1,106 @@
+"""How like the model's training molecules a molecule is: its nearest training neighbours.
+
+A chemist trusts a prediction (and its explanation) more for a molecule that resembles what the
+model learned from. The usual measure is the Tanimoto similarity of Morgan fingerprints (radius 2,
+2048 bits, RDKit's ``rdFingerprintGenerator``) to the closest training molecule; below
+:data:`DOMAIN_SIMILARITY` a molecule is outside the model's applicability domain. The threshold
+was read on the bond-aware Mutagenicity target's validation split (molecules under 0.3: 15 of
+434, the target right on 73 % of them against 88 % overall; docs/your-data.md, "How like the
+training molecules"); the test split only reports.
+
+Fingerprints are of the heavy-atom graph: graphs of a data set (hydrogens as atoms, partial
+sanitisation) and parsed SMILES give the same bits for the same molecule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rdkit import Chem, DataStructs, rdBase
+from rdkit.Chem import rdFingerprintGenerator
+
+__all__ = ["DOMAIN_SIMILARITY", "Neighbour", "TrainingIndex", "fingerprint"]
+
+#: a molecule whose closest training molecule is less similar than this is outside the domain
+DOMAIN_SIMILARITY = 0.3
+_RADIUS, _BITS = 2, 2048
+
+
+def _generator() -> rdFingerprintGenerator.FingerprintGenerator64:
+    return rdFingerprintGenerator.GetMorganGenerator(radius=_RADIUS, fpSize=_BITS)
+
+
+_PERCEIVE = (
+    Chem.SanitizeFlags.SANITIZE_SYMMRINGS
+    | Chem.SanitizeFlags.SANITIZE_SETAROMATICITY
+    | Chem.SanitizeFlags.SANITIZE_SETCONJUGATION
+    | Chem.SanitizeFlags.SANITIZE_SETHYBRIDIZATION
+)
+
+
+def fingerprint(mol: Chem.Mol) -> DataStructs.ExplicitBitVect:
+    """Morgan fingerprint (radius 2, 2048 bits) of ``mol``'s heavy atoms. Hydrogens that are
+    atoms of the graph are folded in and rings and aromaticity perceived first, so a data set's
+    graph (explicit hydrogens, partial sanitisation), a parsed SMILES and the Kekulé form the
+    model reads (aromatic flags cleared) of one molecule give the same bits."""
+    with rdBase.BlockLogs():
+        heavy = Chem.RemoveHs(mol, sanitize=False)
+        heavy.UpdatePropertyCache(strict=False)
+        Chem.SanitizeMol(heavy, _PERCEIVE, catchErrors=True)
+    return _generator().GetFingerprint(heavy)
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A training molecule near the one asked about: its ``similarity`` (Tanimoto, 0-1), its
+    ``smiles``, its measured ``label`` (class name, or the value written as text) and its
+    position ``index`` in the training split."""
+
+    similarity: float
+    smiles: str
+    label: str
+    index: int
+
+
+class TrainingIndex:
+    """The fingerprints of a model's training molecules, to find a molecule's nearest ones."""
+
+    def __init__(self, mols: Sequence[Chem.Mol], labels: Sequence[str]):
+        if len(mols) != len(labels):
+            raise ValueError(f"{len(labels)} labels for {len(mols)} molecules")
+        self._mols = list(mols)
+        self._labels = [str(label) for label in labels]
+        self._fps = [fingerprint(m) for m in self._mols]
+
+    def __len__(self) -> int:
+        return len(self._fps)
+
+    def similarities(self, mol: Chem.Mol) -> list[float]:
+        """Tanimoto similarity of ``mol`` to every training molecule, in training order."""
+        return list(DataStructs.BulkTanimotoSimilarity(fingerprint(mol), self._fps))
+
+    def closest(self, mol: Chem.Mol) -> float:
+        """The similarity of ``mol``'s closest training molecule (0 with no training molecule)."""
+        return max(self.similarities(mol), default=0.0)
+
+    def nearest(self, mol: Chem.Mol, n: int = 3) -> list[Neighbour]:
+        """The ``n`` most similar training molecules, most similar first (ties: training order)."""
+        sims = self.similarities(mol)
+        order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))[: max(n, 0)]
+        return [
+            Neighbour(float(sims[i]), _smiles(self._mols[i]), self._labels[i], i) for i in order
+        ]
+
+
+def _smiles(mol: Chem.Mol) -> str:
+    """RDKit's canonical SMILES (aromatic where it sanitises; the graph as it stands if not)."""
+    with rdBase.BlockLogs():
+        try:
+            clean = Chem.Mol(mol)
+            Chem.SanitizeMol(clean)
+            return str(Chem.MolToSmiles(Chem.RemoveHs(clean)))
+        except Exception:  # noqa: BLE001 - a data set's odd graph: written unsanitised
+            heavy = Chem.RemoveHs(mol, sanitize=False)
+            heavy.UpdatePropertyCache(strict=False)
+            return str(Chem.MolToSmiles(heavy))
