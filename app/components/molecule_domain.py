@@ -7,10 +7,11 @@ the model's own held-out record inside and outside its applicability domain
 from __future__ import annotations
 
 import streamlit as st
+from rdkit import Chem, rdBase
 
 from components import molecule_view
-from components.molecule_common import display, regression
-from gem_core.api import Workbench, domain_record, nearest_training, smiles_to_instance
+from components.molecule_common import display, literal, regression
+from gem_core.api import Workbench, domain_record, nearest_training
 
 
 def _record_words(model: Workbench) -> str:
@@ -28,11 +29,12 @@ def _record_words(model: Workbench) -> str:
 
 
 def _picture(smiles: str) -> str | None:
-    try:
-        return molecule_view.molecule_svg(smiles_to_instance(smiles, keep_largest_fragment=True).mol,
-                                          size=(260, 200), hide_hydrogens=True)
-    except Exception:  # noqa: BLE001 - a data set's odd graph: shown as its SMILES only
+    """A small drawing of a neighbour as RDKit reads its SMILES (hydrogens implicit)."""
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+    if mol is None:  # a data set's odd graph: shown as its SMILES only
         return None
+    return molecule_view.molecule_svg(mol, size=(260, 200))
 
 
 def render_neighbours(model: Workbench, mol) -> None:
@@ -59,4 +61,4 @@ def render_neighbours(model: Workbench, mol) -> None:
                     st.image(svg, width="stretch")
                 label = n.label if regression(model) else display(n.label)
                 st.markdown(f"**{label}** · similarity {n.similarity:.2f}")
-                st.caption(n.smiles)
+                st.caption(literal(n.smiles))  # '[N+](' is no Markdown link
