@@ -135,26 +135,13 @@ def domain_record(wb: Any) -> Optional[DomainRecord]:
     index = _index(wb)
     if index is None:
         return None
-    test = wb.instances("test")
-    inside = [index.closest(m) >= DOMAIN_SIMILARITY for m in _mols(wb, test)]
-    predicted = wb.predicted(test).tolist()
-    measured = [inst.y for inst in test]
+    closest, predicted, measured = _scored(wb, "test")
     sides: dict[bool, list[tuple[Any, Any]]] = {True: [], False: []}
-    for side, p, y in zip(inside, predicted, measured):
-        sides[side].append((p, y))
-
-    def right(pairs: list[tuple[Any, Any]]) -> Optional[float]:
-        return sum(int(p) == int(y) for p, y in pairs) / len(pairs) if pairs else None
-
-    def rmse(pairs: list[tuple[Any, Any]]) -> Optional[float]:
-        if not pairs:
-            return None
-        return math.sqrt(sum((float(p) - float(y)) ** 2 for p, y in pairs) / len(pairs))
-
-    measure = rmse if wb.regression else right
+    for c, p, y in zip(closest, predicted, measured):
+        sides[c >= DOMAIN_SIMILARITY].append((p, y))
+    kind = "rmse" if wb.regression else "right"
     values = {
-        f"{'rmse' if wb.regression else 'right'}_{k}": measure(sides[v])
-        for k, v in (("inside", True), ("outside", False))
+        f"{kind}_{k}": _measure(wb, sides[v]) for k, v in (("inside", True), ("outside", False))
     }
     record = DomainRecord(DOMAIN_SIMILARITY, len(sides[True]), len(sides[False]), **values)
     with _LOCK:
@@ -170,6 +157,16 @@ def _scored(wb: Any, split: str) -> tuple[list[float], list[Any], list[Any]]:
     instances = wb.instances(split)
     closest = [index.closest(m) for m in _mols(wb, instances)]
     return closest, wb.predicted(instances).tolist(), [inst.y for inst in instances]
+
+
+def _measure(wb: Any, pairs: Sequence[tuple[Any, Any]]) -> Optional[float]:
+    """Of ``(predicted, measured)`` pairs: a classifier's share right, a regressor's RMSE;
+    None for no pair."""
+    if not pairs:
+        return None
+    if wb.regression:
+        return math.sqrt(sum((float(p) - float(y)) ** 2 for p, y in pairs) / len(pairs))
+    return sum(int(p) == int(y) for p, y in pairs) / len(pairs)
 
 
 def similarity_bins(
@@ -190,15 +187,6 @@ def similarity_bins(
             if low <= c < high or (last and c == high)
         ]
         row: dict[str, Any] = {"low": low, "high": high, "molecules": len(members)}
-        if wb.regression:
-            row["rmse"] = (
-                math.sqrt(sum((float(p) - float(y)) ** 2 for p, y in members) / len(members))
-                if members
-                else None
-            )
-        else:
-            row["right"] = (
-                sum(int(p) == int(y) for p, y in members) / len(members) if members else None
-            )
+        row["rmse" if wb.regression else "right"] = _measure(wb, members)
         rows.append(row)
     return rows
