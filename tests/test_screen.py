@@ -472,7 +472,8 @@ def test_timing_the_steps_of_a_chunk_changes_nothing_and_names_every_step():
     times = StepTimes()
     assert explain_rows(rows, settings, times).equals(explain_rows(rows, settings))
     assert set(times.seconds) == {"parsing", "target's forward", "explainer", "top-K bonds",
-                                  "toxicophore classes", "fragment SMILES", "output table"}
+                                  "toxicophore classes", "fragment SMILES", "output table",
+                                  "closest training molecule"}
     assert all(sec >= 0 for sec in times.seconds.values())
 
 
@@ -676,3 +677,22 @@ def test_an_sd_file_is_screened_row_for_row_like_its_smiles(tmp_path):
     b = pq.read_table(tmp_path / "smi.parquet").to_pydict()
     assert a["id"] == b["id"] and a["status"] == b["status"]
     assert a["prediction"] == b["prediction"] and a["scores"] == b["scores"]
+
+
+@pytest.mark.skipif(not __import__("tests.conftest", fromlist=["x"]).tu_data_available(
+    "Mutagenicity"), reason="the training molecules come from the Mutagenicity raw files")
+def test_each_accepted_row_says_how_like_the_training_molecules_it_is(tmp_path):
+    """``closest_training``: the Tanimoto similarity of the model's closest training molecule,
+    the same as the Molecule page's; null for a rejected row."""
+    from gem_core.service.molecules import molecule_model
+    from gem_core.service.neighbours import nearest_training
+
+    src = _write(tmp_path / "mixed.smi", MIXED_LINES)
+    screen(src, tmp_path / "out.parquet", ScreenSettings(k=5), workers=1)
+    table = pq.read_table(tmp_path / "out.parquet").to_pydict()
+    wb = molecule_model("auto")
+    for status, smiles, closest in zip(table["status"], table["smiles"], table["closest_training"]):
+        if status != "ok":
+            assert closest is None
+            continue
+        assert closest == pytest.approx(nearest_training(wb, smiles_to_instance(smiles).mol).closest)

@@ -38,15 +38,15 @@ BATCH_ROW_CAP = 1000
 CLI_COMMAND = "python -m gem_core screen library.smi --out hits.parquet"
 SHOW_OPTIONS = {"all": "All rows", "mutagen": "Flagged (predicted mutagen)",
                 "nonmutagen": "Predicted non-mutagen", "rejected": "Rejected"}
-BATCH_COLUMNS = ["row", "id", "status", "prediction", "result", "p_mutagen", "toxicophores",
-                 "smiles", "k", "fragment", "reason", "message"]
+BATCH_COLUMNS = ["row", "id", "status", "prediction", "result", "p_mutagen", "closest_training",
+                 "toxicophores", "smiles", "k", "fragment", "reason", "message"]
 # What each view shows, in order: rejected rows need their reason and message, not empty
 # prediction columns.
 SHOWN_COLUMNS = {
-    "all": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "k", "fragment",
-            "message", "reason"],
-    "mutagen": ["row", "id", "result", "p_mutagen", "toxicophores", "smiles", "k", "fragment",
-                "message"],
+    "all": ["row", "id", "result", "p_mutagen", "closest_training", "toxicophores", "smiles",
+            "k", "fragment", "message", "reason"],
+    "mutagen": ["row", "id", "result", "p_mutagen", "closest_training", "toxicophores",
+                "smiles", "k", "fragment", "message"],
     "rejected": ["row", "id", "smiles", "reason", "message"],
 }
 
@@ -207,6 +207,11 @@ def _mutagenicity_columns(cc) -> dict:
         "toxicophores": cc.ListColumn("Toxicophores",
                                       help="Known mutagenicity toxicophores (Kazius et al. "
                                            "2005) in the molecule."),
+        "closest_training": cc.NumberColumn(
+            "Like training", format="%.2f", width="small",
+            help="Tanimoto similarity (Morgan fingerprints) of the model's closest training "
+                 "molecule: under 0.3 the molecule is unlike what the model learned from, and "
+                 "its prediction less reliable (empty where the training data is not here)."),
         "smiles": cc.TextColumn("SMILES (as in the file)"),
         "k": cc.NumberColumn("K", format="%d", width="small",
                              help="Explanation bonds of this molecule: a quarter of its bonds "

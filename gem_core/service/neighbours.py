@@ -29,6 +29,7 @@ from gem_core.data.datasets import DataUnavailableError
 __all__ = [
     "SIMILARITY_EDGES",
     "DomainRecord",
+    "closest_similarities",
     "NearestTraining",
     "domain_record",
     "nearest_training",
@@ -123,6 +124,13 @@ def nearest_training(wb: Any, mol: Chem.Mol, n: int = 3) -> Optional[NearestTrai
     if index is None:
         return None
     return NearestTraining(tuple(index.nearest(mol, n)), len(index), DOMAIN_SIMILARITY)
+
+
+def closest_similarities(wb: Any, mols: Sequence[Chem.Mol]) -> Optional[list[float]]:
+    """The similarity of each molecule's closest training molecule of ``wb``'s model (a
+    screen's ``closest_training`` column); None when the training data is not here."""
+    index = _index(wb)
+    return None if index is None else [index.closest(m) for m in mols]
 
 
 def domain_record(wb: Any) -> Optional[DomainRecord]:

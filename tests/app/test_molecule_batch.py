@@ -128,6 +128,9 @@ def test_the_numbers_shown_are_those_of_explain_rows(needs_mutagenicity_model):
         if exp["status"] == "ok":
             assert shown["p_mutagen"] == exp["p_mutagen"]  # exactly, not rounded
             assert shown["fragment"] == exp["fragment"]
+            # how like the training molecules: the engine's number where the data is here
+            if exp["closest_training"] is not None:
+                assert shown["closest_training"] == exp["closest_training"]
             assert shown["prediction"] == {"mutagen": "mutagen",
                                            "nonmutagen": "non-mutagen"}[exp["prediction"]]
         else:

@@ -66,7 +66,10 @@ def screen_schema(
     ``bonds`` are atom-index pairs (``explain``'s numbering), best first, ``scores`` theirs;
     ``message`` is the rejection message, or the parser's notes for an accepted molecule (kept
     largest fragment, charges); ``toxicophores`` the Kazius alerts found in the molecule (its
-    chemistry, whichever model answered). Model columns are null for rejected rows."""
+    chemistry, whichever model answered); ``closest_training`` the Tanimoto similarity of the
+    model's closest training molecule (:mod:`gem_core.service.neighbours`; under 0.3 the molecule
+    is outside the model's domain; null where the training data is not here). Model columns are
+    null for rejected rows."""
     return pa.schema(
         [
             ("row", pa.int64()),
@@ -82,6 +85,7 @@ def screen_schema(
             ("scores", pa.list_(pa.float64())),
             ("fragment", pa.string()),
             ("toxicophores", pa.list_(pa.string())),
+            ("closest_training", pa.float64()),
         ]
     )
 
@@ -333,6 +337,13 @@ def _explain_parsed(
     with _step(times, "explainer"):
         # the prediction is made once: an explainer that reads it (Gem) gets it from here
         explained = _explainer(model, settings).explain(instances, predicted=labels_t)
+    with _step(times, "closest training molecule"):
+        from gem_core.service.neighbours import closest_similarities
+
+        closest = closest_similarities(model, [mol.mol for _, mol in parsed])
+        if closest is not None:
+            for (i, _), c in zip(parsed, closest):
+                out["closest_training"][i] = c
     with _step(times, "top-K bonds"):
         _fill_model_columns(
             parsed,
