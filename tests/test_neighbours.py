@@ -135,3 +135,26 @@ def test_bench_domain_bins_every_molecule_of_the_split(strong, tmp_path, capsys)
     assert [b["low"] for b in bins][:3] == [0.0, 0.2, 0.3]
     assert "val   [0.0,0.2)" in capsys.readouterr().out
     assert main(["bench", "domain", "--splits", "train"]) == 2  # the index's own molecules
+
+
+def test_the_batched_closest_is_rdkits_tanimoto_exactly():
+    """A screen's batched similarities (a sparse product) equal RDKit's per-molecule Tanimoto,
+    over real molecules and across blocks."""
+    from rdkit import RDConfig
+
+    from gem_core.chemistry import neighbours
+
+    lines = open(f"{RDConfig.RDDataDir}/NCI/first_5K.smi").read().splitlines()
+    mols = [m for m in (Chem.MolFromSmiles(line.split()[0]) for line in lines[:700]) if m]
+    index = TrainingIndex(mols[:400], ["x"] * 400)
+    queries = mols[400:] + mols[:3]  # three that are training molecules themselves
+    old = neighbours._BLOCK
+    try:
+        neighbours._BLOCK = 100  # several blocks
+        batched = index.closest_many(queries)
+    finally:
+        neighbours._BLOCK = old
+    assert batched == [index.closest(m) for m in queries]
+    assert batched[-3:] == [1.0, 1.0, 1.0]
+    assert index.closest_many([]) == []
+    assert TrainingIndex([], []).closest_many(queries[:2]) == [0.0, 0.0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Optional
 
 from rdkit import Chem, DataStructs, rdBase
 from rdkit.Chem import rdFingerprintGenerator
@@ -25,6 +26,7 @@ __all__ = ["DOMAIN_SIMILARITY", "Neighbour", "TrainingIndex", "fingerprint"]
 #: a molecule whose closest training molecule is less similar than this is outside the domain
 DOMAIN_SIMILARITY = 0.3
 _RADIUS, _BITS = 2, 2048
+_BLOCK = 512  # queries per sparse product (a block's similarities: 512 x training molecules)
 
 
 def _generator() -> rdFingerprintGenerator.FingerprintGenerator64:
@@ -72,6 +74,7 @@ class TrainingIndex:
         self._mols = list(mols)
         self._labels = [str(label) for label in labels]
         self._fps = [fingerprint(m) for m in self._mols]
+        self._dense: Optional[tuple[Any, Any]] = None
 
     def __len__(self) -> int:
         return len(self._fps)
@@ -83,6 +86,45 @@ class TrainingIndex:
     def closest(self, mol: Chem.Mol) -> float:
         """The similarity of ``mol``'s closest training molecule (0 with no training molecule)."""
         return max(self.similarities(mol), default=0.0)
+
+    def closest_many(self, mols: Sequence[Chem.Mol]) -> list[float]:
+        """:meth:`closest` of each of ``mols``, the same numbers, batched (a screen's chunk):
+        the bits two fingerprints share are a sparse product of the queries' bits with the
+        training molecules' bit matrix, in blocks of :data:`_BLOCK` queries; about a third of
+        the time of a Tanimoto loop (RDKit's ``BulkTanimotoSimilarity`` per molecule)."""
+        import torch
+
+        if not self._fps:
+            return [0.0] * len(mols)
+        train, counts = self._matrix()
+        out: list[float] = []
+        for start in range(0, len(mols), _BLOCK):
+            bits = [list(fingerprint(m).GetOnBits()) for m in mols[start : start + _BLOCK]]
+            rows = [i for i, b in enumerate(bits) for _ in b]
+            cols = [c for b in bits for c in b]
+            queries = torch.sparse_coo_tensor(
+                torch.tensor([rows, cols], dtype=torch.long).reshape(2, -1),
+                torch.ones(len(rows)),
+                (len(bits), _BITS),
+                check_invariants=True,  # indices made here, in range: checked all the same
+            )
+            shared = torch.sparse.mm(queries, train).double()  # whole numbers, exact in float32
+            own = torch.tensor([len(b) for b in bits], dtype=torch.float64)
+            union = (own[:, None] + counts[None, :] - shared).clamp(min=1.0)
+            out += (shared / union).max(1).values.tolist()
+        return out
+
+    def _matrix(self) -> tuple[Any, Any]:
+        """The training fingerprints as a dense ``[bits, molecules]`` 0/1 matrix and their bit
+        counts (made once)."""
+        import torch
+
+        if self._dense is None:
+            train = torch.zeros((_BITS, len(self._fps)), dtype=torch.float32)
+            for j, fp in enumerate(self._fps):
+                train[list(fp.GetOnBits()), j] = 1.0
+            self._dense = (train, train.sum(0).double())
+        return self._dense
 
     def nearest(self, mol: Chem.Mol, n: int = 3) -> list[Neighbour]:
         """The ``n`` most similar training molecules, most similar first (ties: training order)."""

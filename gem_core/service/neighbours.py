@@ -130,7 +130,7 @@ def closest_similarities(wb: Any, mols: Sequence[Chem.Mol]) -> Optional[list[flo
     """The similarity of each molecule's closest training molecule of ``wb``'s model (a
     screen's ``closest_training`` column); None when the training data is not here."""
     index = _index(wb)
-    return None if index is None else [index.closest(m) for m in mols]
+    return None if index is None else index.closest_many(mols)
 
 
 def domain_record(wb: Any) -> Optional[DomainRecord]:
