@@ -1,8 +1,9 @@
 """How like the model's training molecules the molecule on the Molecule page is.
 
-The engine finds its closest training molecules (:func:`gem_core.api.nearest_training`) and
-the model's own held-out record inside and outside its applicability domain
-(:func:`gem_core.api.domain_record`); this draws them, with a caution outside.
+The engine finds its closest training molecules (:func:`gem_core.api.nearest_training`, kept
+per model and molecule for the server process) and the model's own held-out record inside and
+outside its applicability domain (:func:`gem_core.api.domain_record`); this draws them, with a
+caution outside. The drawings are kept per SMILES: a K change redraws nothing here.
 """
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import streamlit as st
 from rdkit import Chem, rdBase
 
 from components import molecule_view
-from components.molecule_common import display, literal, regression
-from gem_core.api import Workbench, domain_record, nearest_training
+from components.molecule_common import display, literal, model_key, regression
+from gem_core.api import Workbench, domain_record
+from state.engine_cache import nearest_of
 
 
 def _record_words(model: Workbench) -> str:
@@ -28,6 +30,7 @@ def _record_words(model: Workbench) -> str:
             f"{record.n_inside} others.")
 
 
+@st.cache_data(show_spinner=False, max_entries=2000)
 def _picture(smiles: str) -> str | None:
     """A small drawing of a neighbour as RDKit reads its SMILES (hydrogens implicit)."""
     with rdBase.BlockLogs():
@@ -40,7 +43,7 @@ def _picture(smiles: str) -> str | None:
 def render_neighbours(model: Workbench, mol) -> None:
     """The closest training molecules of ``mol`` (a parsed molecule), expanded with a caution
     when none is similar enough; a caption when the training data is not on this server."""
-    near = nearest_training(model, mol.mol)
+    near = nearest_of((model_key(model), mol.smiles), model, mol.mol)
     if near is None:
         st.caption("The model's training molecules are not on this server, so how like them "
                    "this molecule is cannot be shown.")

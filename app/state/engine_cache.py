@@ -382,3 +382,16 @@ def distilled_topk_and_targets(
         dist, wb.gem_settings, wb.spec.k_grid, instances=[inst], black_box=wb.black_box
     )[0]
     return dist.topk(k)[0].tolist(), [float(t) for t in targets]
+
+
+# ----------------------------------------------------------------------------- training neighbours
+
+
+@st.cache_data(show_spinner=False, max_entries=2000)
+def nearest_of(key: tuple, _model: Workbench, _mol) -> Any:
+    """A molecule's closest training molecules (:func:`gem_core.api.nearest_training`; None
+    without the data), named by ``key`` (the model and the molecule's SMILES): once per server
+    process, not on every rerun of the page (a K change)."""
+    from gem_core.api import nearest_training
+
+    return nearest_training(_model, _mol)
