@@ -21,6 +21,8 @@ from typing import Any, Optional
 from rdkit import Chem, DataStructs, rdBase
 from rdkit.Chem import rdFingerprintGenerator
 
+from gem_core.chemistry.convert import molecule_smiles
+
 __all__ = ["DOMAIN_SIMILARITY", "Neighbour", "TrainingIndex", "fingerprint"]
 
 #: a molecule whose closest training molecule is less similar than this is outside the domain
@@ -131,18 +133,6 @@ class TrainingIndex:
         sims = self.similarities(mol)
         order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))[: max(n, 0)]
         return [
-            Neighbour(float(sims[i]), _smiles(self._mols[i]), self._labels[i], i) for i in order
+            Neighbour(float(sims[i]), molecule_smiles(self._mols[i]), self._labels[i], i)
+            for i in order
         ]
-
-
-def _smiles(mol: Chem.Mol) -> str:
-    """RDKit's canonical SMILES (aromatic where it sanitises; the graph as it stands if not)."""
-    with rdBase.BlockLogs():
-        try:
-            clean = Chem.Mol(mol)
-            Chem.SanitizeMol(clean)
-            return str(Chem.MolToSmiles(Chem.RemoveHs(clean)))
-        except Exception:  # noqa: BLE001 - a data set's odd graph: written unsanitised
-            heavy = Chem.RemoveHs(mol, sanitize=False)
-            heavy.UpdatePropertyCache(strict=False)
-            return str(Chem.MolToSmiles(heavy))

@@ -102,18 +102,14 @@ def iter_records(stream: BinaryIO) -> Iterator[SdfRecord]:
 
 
 def _smiles(mol: Chem.Mol) -> str:
-    """SMILES of a molfile molecule, explicit hydrogens folded in: RDKit's canonical SMILES when
-    it sanitises, else written as it stands (so that reading it gives the usual refusal);
-    ``""`` when RDKit cannot write it."""
-    try:
-        clean = Chem.Mol(mol)
-        Chem.SanitizeMol(clean)
-        return str(Chem.MolToSmiles(Chem.RemoveHs(clean)))
-    except Exception:  # noqa: BLE001 - not a valid molecule: written unsanitised below
-        pass
+    """SMILES of a molfile molecule (:func:`~gem_core.chemistry.convert.molecule_smiles`:
+    canonical where it sanitises, else written as it stands, so that reading it gives the usual
+    refusal); ``""`` when RDKit cannot write it."""
+    from gem_core.chemistry.convert import molecule_smiles  # torch and PyG: only when needed
+
     try:
         mol.UpdatePropertyCache(strict=False)
-        return str(Chem.MolToSmiles(Chem.RemoveHs(mol, sanitize=False)))
+        return molecule_smiles(mol)
     except Exception:  # noqa: BLE001 - a record RDKit cannot write is a refused row
         return ""
 
