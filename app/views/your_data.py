@@ -35,6 +35,7 @@ from gem_core.api import (
     TableError,
     check_model_name,
     delete_user_model,
+    domain_record,
     evaluate_user_model,
     explain_molecules,
     fragment_smiles,
@@ -298,6 +299,28 @@ def _regression_figures(m, test: dict, outcome: str) -> None:
                          x="measured", y="predicted", height=280)
 
 
+def _domain_line(model) -> None:
+    """How the model did on its test molecules unlike its training molecules (the line the
+    Molecule page cautions under), in a caption; nothing if it cannot be computed."""
+    try:
+        record = domain_record(molecule_model(selection().device, model=model.name))
+    except Exception:  # noqa: BLE001 - an extra fact, never a reason for an error here
+        return
+    if record is None:
+        return
+    total = record.n_inside + record.n_outside
+    line = (f"Test molecules unlike the training molecules (no training molecule "
+            f"{record.threshold:.1f} or more similar, Tanimoto): {record.n_outside} of {total}")
+    if record.n_outside and record.n_inside:
+        if model.regression:
+            line += (f"; RMSE {record.rmse_outside:.3g} on them, {record.rmse_inside:.3g} on "
+                     f"the others")
+        else:
+            line += (f"; right on {record.right_outside:.0%} of them, {record.right_inside:.0%} "
+                     f"of the others")
+    st.caption(line + ". The Molecule page cautions for such a molecule.")
+
+
 def _mine(models, name: str, owner: str) -> bool:
     return any(m.name == name and m.owner == owner for m in models)
 
@@ -322,6 +345,7 @@ def _model_facts(model, owner: str) -> None:
             st.markdown("**Confusion on the test split** (rows: measured, columns: predicted)")
             st.dataframe(pd.DataFrame(test["confusion"], index=list(model.classes),
                                       columns=list(model.classes)), width="content")
+        _domain_line(model)
     c1, c2, c3 = st.columns(3)
     c1.download_button("Download the model", data=lambda: export_user_model(model.name, owner),
                        file_name=f"{model.name}.gem.pt", key="yd_download",

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ..assay_tables import analogue_csv
-from .conftest import make_app, no_exception
+from .conftest import make_app, no_exception, texts
 
 ACTIVE = [
     "O=[N+]([O-])c1ccccc1",
@@ -182,6 +182,13 @@ def test_upload_train_explain_screen(own_cache):
     assert at.selectbox(key="yd_model").value == "analogues"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Test molecules"] == str(model.metrics["test"]["n"])
+    # how its test molecules unlike its training ones fared: the engine's record
+    from gem_core.api import domain_record, molecule_model
+
+    record = domain_record(molecule_model("auto", model="analogues"))
+    line = [c for c in texts(at.caption) if c.startswith("Test molecules unlike the training")]
+    assert len(line) == 1, texts(at.caption)
+    assert f": {record.n_outside} of {model.metrics['test']['n']}" in line[0]
     at.text_input(key="yd_ask").input("O=[N+]([O-])c1ccc(CCC)cc1").run()
     no_exception(at)
     answer = " ".join(m.value for m in at.markdown if "predicts" in m.value)
