@@ -8,12 +8,10 @@ caution outside. The drawings are kept per SMILES: a K change redraws nothing he
 from __future__ import annotations
 
 import streamlit as st
-from rdkit import Chem, rdBase
 
-from components import molecule_view
 from components.molecule_common import display, literal, model_key, regression
 from gem_core.api import Workbench, domain_record
-from state.engine_cache import nearest_of
+from state.engine_cache import nearest_of, smiles_drawing
 
 
 def _record_words(model: Workbench) -> str:
@@ -28,16 +26,6 @@ def _record_words(model: Workbench) -> str:
     return (f" On its {record.n_outside} test molecules this far from training it was right "
             f"{record.right_outside:.0%} of the time, against {record.right_inside:.0%} on the "
             f"{record.n_inside} others.")
-
-
-@st.cache_data(show_spinner=False, max_entries=2000)
-def _picture(smiles: str) -> str | None:
-    """A small drawing of a neighbour as RDKit reads its SMILES (hydrogens implicit)."""
-    with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles)
-    if mol is None:  # a data set's odd graph: shown as its SMILES only
-        return None
-    return molecule_view.molecule_svg(mol, size=(260, 200))
 
 
 def render_neighbours(model: Workbench, mol) -> None:
@@ -59,7 +47,7 @@ def render_neighbours(model: Workbench, mol) -> None:
         cols = st.columns(len(near.neighbours) or 1)
         for col, n in zip(cols, near.neighbours):
             with col:
-                svg = _picture(n.smiles)
+                svg = smiles_drawing(n.smiles, (260, 200))
                 if svg is not None:
                     st.image(svg, width="stretch")
                 label = n.label if regression(model) else display(n.label)
