@@ -11,7 +11,8 @@ import streamlit as st
 
 from components.molecule_common import display, literal, model_key, regression
 from gem_core.api import Workbench, domain_record
-from state.engine_cache import nearest_of, smiles_drawing
+from state.engine_cache import nearest_of
+from state.view_cache import smiles_drawing
 
 
 def _record_words(model: Workbench) -> str:

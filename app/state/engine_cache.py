@@ -395,16 +395,3 @@ def nearest_of(key: tuple, _model: Workbench, _mol) -> Any:
     from gem_core.api import nearest_training
 
     return nearest_training(_model, _mol)
-
-
-@st.cache_data(show_spinner=False, max_entries=2000)
-def smiles_drawing(smiles: str, size: tuple[int, int]) -> Optional[str]:
-    """An SVG of a molecule as RDKit reads its SMILES (a training neighbour's small picture),
-    once per server process; None when RDKit cannot read it."""
-    from rdkit import Chem, rdBase
-
-    from gem_core.api import draw_molecule_svg
-
-    with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles)
-    return None if mol is None else draw_molecule_svg(mol, [], size=size)

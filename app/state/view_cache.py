@@ -65,3 +65,16 @@ def benchmark_chart(
 def vis_assets_published(folder: str) -> bool:
     """Publish vis-network into ``folder`` once per process (the live network view's files)."""
     return graph_pyvis.publish_vis_assets(Path(folder))
+
+
+@st.cache_data(show_spinner=False, max_entries=2000)
+def smiles_drawing(smiles: str, size: tuple[int, int]) -> str | None:
+    """An SVG of a molecule as RDKit reads its SMILES (a training neighbour's small picture),
+    once per server process; None when RDKit cannot read it."""
+    from rdkit import Chem, rdBase
+
+    from gem_core.api import draw_molecule_svg
+
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+    return None if mol is None else draw_molecule_svg(mol, [], size=size)
