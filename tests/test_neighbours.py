@@ -37,7 +37,8 @@ def test_a_graph_with_hydrogen_atoms_and_its_smiles_have_the_same_fingerprint():
 
 
 def test_nearest_are_sorted_and_a_training_molecule_finds_itself():
-    index = TrainingIndex([Chem.MolFromSmiles(s) for s in SMILES], [f"y{i}" for i in range(6)])
+    index = TrainingIndex.of_molecules([Chem.MolFromSmiles(s) for s in SMILES],
+                                       [f"y{i}" for i in range(6)])
     near = index.nearest(Chem.MolFromSmiles("O=[N+]([O-])c1ccc(Cl)cc1"), n=3)
     assert [n.index for n in near][0] == 1 and near[0].similarity == 1.0
     assert near[0].label == "y1" and near[0].smiles == "O=[N+]([O-])c1ccc(Cl)cc1"
@@ -49,13 +50,14 @@ def test_nearest_are_sorted_and_a_training_molecule_finds_itself():
     assert index.similarities(Chem.MolFromSmiles(SMILES[0]))[1] == pytest.approx(expected)
     assert index.closest(Chem.MolFromSmiles("CCCCCCCCCCCCCCCCCCCC")) < 1.0
     with pytest.raises(ValueError, match="2 labels for 6 molecules"):
-        TrainingIndex([Chem.MolFromSmiles(s) for s in SMILES], ["a", "b"])
+        TrainingIndex.of_molecules([Chem.MolFromSmiles(s) for s in SMILES], ["a", "b"])
 
 
 class _NoData:
     """A workbench opened from checkpoints only: no training molecules to compare with."""
 
     regression = False
+    name = "no_data_here"
 
     def instances(self, split):
         raise DataUnavailableError("no raw files here")
@@ -146,7 +148,7 @@ def test_the_batched_closest_is_rdkits_tanimoto_exactly():
 
     lines = open(f"{RDConfig.RDDataDir}/NCI/first_5K.smi").read().splitlines()
     mols = [m for m in (Chem.MolFromSmiles(line.split()[0]) for line in lines[:700]) if m]
-    index = TrainingIndex(mols[:400], ["x"] * 400)
+    index = TrainingIndex.of_molecules(mols[:400], ["x"] * 400)
     queries = mols[400:] + mols[:3]  # three that are training molecules themselves
     old = neighbours._BLOCK
     try:
@@ -157,4 +159,27 @@ def test_the_batched_closest_is_rdkits_tanimoto_exactly():
     assert batched == [index.closest(m) for m in queries]
     assert batched[-3:] == [1.0, 1.0, 1.0]
     assert index.closest_many([]) == []
-    assert TrainingIndex([], []).closest_many(queries[:2]) == [0.0, 0.0]
+    assert TrainingIndex.of_molecules([], []).closest_many(queries[:2]) == [0.0, 0.0]
+
+
+def test_an_index_kept_in_a_file_reads_back_the_same():
+    mols = [Chem.MolFromSmiles(s) for s in SMILES]
+    index = TrainingIndex.of_molecules(mols, [f"y{i}" for i in range(6)])
+    again = TrainingIndex.from_state(index.state())
+    query = Chem.MolFromSmiles("O=[N+]([O-])c1ccc(O)cc1")
+    assert again.nearest(query, 6) == index.nearest(query, 6)
+    assert again.closest_many(mols) == index.closest_many(mols) == [1.0] * 6
+
+
+@requires_mutagenicity
+def test_a_cold_process_without_the_data_reads_the_index_from_the_cache(strong):
+    """Built once where the data is, the training index serves a workbench that cannot load the
+    data set (a cold ``explain`` then reads a file, not the raw TU files)."""
+    mol = Chem.MolFromSmiles("O=[N+]([O-])c1ccccc1")
+    first = nearest_training(strong, mol)
+
+    class _FromCheckpointsOnly(_NoData):
+        name = strong.name
+
+    again = nearest_training(_FromCheckpointsOnly(), mol)
+    assert again is not None and again == first

@@ -68,15 +68,53 @@ class Neighbour:
 
 
 class TrainingIndex:
-    """The fingerprints of a model's training molecules, to find a molecule's nearest ones."""
+    """The fingerprints of a model's training molecules (with their SMILES and labels), to find
+    a molecule's nearest ones. :meth:`of_molecules` builds it; :meth:`state` /
+    :meth:`from_state` keep it in a file, so that it is built once per model."""
 
-    def __init__(self, mols: Sequence[Chem.Mol], labels: Sequence[str]):
+    def __init__(
+        self,
+        fps: Sequence[DataStructs.ExplicitBitVect],
+        smiles: Sequence[str],
+        labels: Sequence[str],
+    ):
+        if not len(fps) == len(smiles) == len(labels):
+            raise ValueError(f"{len(labels)} labels for {len(fps)} molecules")
+        self._fps = list(fps)
+        self._smiles = [str(s) for s in smiles]
+        self._labels = [str(label) for label in labels]
+        self._dense: Optional[tuple[Any, Any]] = None
+
+    @classmethod
+    def of_molecules(cls, mols: Sequence[Chem.Mol], labels: Sequence[str]) -> "TrainingIndex":
+        """The index of ``mols`` (a model's training molecules) and their measured ``labels``."""
         if len(mols) != len(labels):
             raise ValueError(f"{len(labels)} labels for {len(mols)} molecules")
-        self._mols = list(mols)
-        self._labels = [str(label) for label in labels]
-        self._fps = [fingerprint(m) for m in self._mols]
-        self._dense: Optional[tuple[Any, Any]] = None
+        return cls([fingerprint(m) for m in mols], [molecule_smiles(m) for m in mols], labels)
+
+    def state(self) -> dict[str, Any]:
+        """The index as tensors and strings (``runtime.store.save_torch``)."""
+        import numpy as np
+        import torch
+
+        bits = np.zeros((len(self._fps), _BITS), dtype=np.uint8)
+        for i, fp in enumerate(self._fps):
+            bits[i, list(fp.GetOnBits())] = 1
+        packed = torch.from_numpy(np.packbits(bits, axis=1))
+        return {"bits": packed, "smiles": self._smiles, "labels": self._labels}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "TrainingIndex":
+        """The index :meth:`state` wrote."""
+        import numpy as np
+
+        bits = np.unpackbits(state["bits"].numpy(), axis=1, count=_BITS)
+        fps = []
+        for row in bits:
+            fp = DataStructs.ExplicitBitVect(_BITS)
+            fp.SetBitsFromList(np.flatnonzero(row).tolist())
+            fps.append(fp)
+        return cls(fps, state["smiles"], state["labels"])
 
     def __len__(self) -> int:
         return len(self._fps)
@@ -132,7 +170,4 @@ class TrainingIndex:
         """The ``n`` most similar training molecules, most similar first (ties: training order)."""
         sims = self.similarities(mol)
         order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))[: max(n, 0)]
-        return [
-            Neighbour(float(sims[i]), molecule_smiles(self._mols[i]), self._labels[i], i)
-            for i in order
-        ]
+        return [Neighbour(float(sims[i]), self._smiles[i], self._labels[i], i) for i in order]

@@ -17,6 +17,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from rdkit import Chem
@@ -24,7 +25,9 @@ from rdkit import Chem
 from gem_core.chemistry.convert import instance_to_mol
 from gem_core.chemistry.dataset_table import restore_dropped_charges
 from gem_core.chemistry.neighbours import DOMAIN_SIMILARITY, Neighbour, TrainingIndex
+from gem_core.data.config import dataset_cache_dir
 from gem_core.data.datasets import DataUnavailableError
+from gem_core.runtime.store import ArtifactError, load_torch, save_torch
 
 __all__ = [
     "SIMILARITY_EDGES",
@@ -102,17 +105,33 @@ def _mols(wb: Any, instances: Sequence[Any]) -> list[Chem.Mol]:
     return [restore_dropped_charges(instance_to_mol(inst, symbols)) for inst in instances]
 
 
+#: the file of a model's training index, in its data set's cache folder
+INDEX_FILE = "{stem}-training-index.pt"
+_INDEX_KIND = "training_index"
+
+
+def _index_path(wb: Any) -> Path:
+    return dataset_cache_dir(wb.name) / INDEX_FILE.format(stem=wb.name)
+
+
 def _index(wb: Any) -> Optional[TrainingIndex]:
-    """The training fingerprints of ``wb`` (built once), None without training data."""
+    """The training fingerprints of ``wb`` (made once per model and kept in its cache folder,
+    so that a cold ``explain`` reads a file instead of the data set); None without training
+    data and no such file."""
     with _LOCK:
         held = _INDEXES.get(wb)
     if held is not None:
         return held
+    path = _index_path(wb)
     try:
-        train = wb.instances("train")
-        built = TrainingIndex(_mols(wb, train), _labels(wb, train))
-    except DataUnavailableError:
-        return None
+        built = TrainingIndex.from_state(load_torch(path, kind=_INDEX_KIND))
+    except (ArtifactError, KeyError, ValueError):  # none yet, or not ours: made again
+        try:
+            train = wb.instances("train")
+        except DataUnavailableError:
+            return None
+        built = TrainingIndex.of_molecules(_mols(wb, train), _labels(wb, train))
+        save_torch({"kind": _INDEX_KIND, **built.state()}, path)
     with _LOCK:
         return _INDEXES.setdefault(wb, built)
 
