@@ -102,6 +102,12 @@ def test_name_after_whitespace_and_stripping():
     assert res.input_smiles == "CCO" and res.name == "ethanol absolute"
 
 
+def test_a_cxsmiles_extension_is_dropped_not_taken_as_the_name():
+    res = smiles_to_instance("C[C@H](O)CC |&1:1| butan-2-ol")
+    assert res.input_smiles == "C[C@H](O)CC" and res.name == "butan-2-ol"
+    assert smiles_to_instance("CCO |$;;$|").name == ""
+
+
 @pytest.mark.parametrize("smiles, kind, needles", [
     ("", "empty", ["No SMILES"]),
     ("   \n", "empty", ["No SMILES"]),

@@ -446,6 +446,11 @@ def test_reader_finds_the_columns_of_public_exports(text, ids):
     assert [r.id for r in rows] == ids
 
 
+def test_reader_reads_past_a_cxsmiles_extension():
+    rows = list(iter_rows(io.BytesIO(b"CCO |$;;$| ethanol\nC[C@H](O)CC |&1:1|\n")))
+    assert [(r.smiles, r.id) for r in rows] == [("CCO", "ethanol"), ("C[C@H](O)CC", None)]
+
+
 def test_parse_only_workers_feeding_this_process_give_the_same_table(tmp_path):
     """The CUDA layout (workers parse, this process predicts and explains), run on CPU."""
     from gem_core.service.screening.chunk import screen_chunk

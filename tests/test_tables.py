@@ -166,6 +166,20 @@ def test_thousands_commas_are_not_read_as_decimal_commas():
     assert _values("smiles,y\nCCO,1.2E-05\nCCC,\"1,200\"\n") == [1.2e-05, 1200.0]
 
 
+def test_cxsmiles_extensions_are_read_and_other_spaces_refused():
+    """A Marvin / ChemDraw export writes CXSMILES (``CCO |$;;$|``): the block after the SMILES
+    is read past; a name in the SMILES cell is still refused, as before."""
+    rows = "".join(f"{'C' * n}O,{n % 2}\n" for n in range(1, 12))
+    text = f'smiles,y\nC[C@H](O)CC |&1:1|,1\n"c1ccccc1 |c:0,2,4|",0\nCCN ethylamine,1\n{rows}'
+    reading = read_molecules(read_table(text.encode()), "smiles", "y")
+    assert [r.canonical is not None for r in reading.rows[:3]] == [True, True, False]
+    assert reading.rows[0].canonical == "CC[C@H](C)O"
+    assert "contains a space" in reading.rows[2].refusal[1]
+    # a .smi line: the id after the block
+    table = read_table(b"CCO |$;;$| ethanol\nc1ccccc1 benzene\n", "a.smi")
+    assert table.rows == (("CCO", "ethanol"), ("c1ccccc1", "benzene"))
+
+
 def test_a_comma_the_column_does_not_explain_refuses_its_row():
     rows = "".join(f"{'C' * n}O,{n}\n" for n in range(1, 12))  # 11 integers: a number column
     reading = read_molecules(read_table(f'smiles,y\nCCN,"1,200"\n{rows}'.encode()), "smiles", "y")

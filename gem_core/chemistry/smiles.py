@@ -38,6 +38,7 @@ __all__ = [
     "LARGE_MOLECULE_ATOMS",
     "smiles_to_instance",
     "largest_fragment",
+    "without_cx_extension",
     "REJECTION_WORDS",
 ]
 
@@ -244,13 +245,26 @@ def _parse(smiles: str) -> Chem.Mol:
     raise err or MoleculeError(f"{_show(smiles)} is not a valid molecule.", "valence")
 
 
+#: A ChemAxon extension block after a SMILES (``CCO |$;;$|``, ``C[C@H](O)CC |&1:1|``), as
+#: Marvin and ChemDraw export: atom labels, enhanced stereo, coordinates. The graph the model
+#: reads carries none of them, so the block is dropped.
+_CX_EXTENSION = re.compile(r"^(\s*\S+)[ \t]+\|[^|\s]*\|(?=\s|$)")
+
+
+def without_cx_extension(text: str) -> str:
+    """``text`` without the CXSMILES extension block that follows its first word, if any:
+    ``"CCO |$;;$| ethanol"`` -> ``"CCO ethanol"``; any other text comes back unchanged."""
+    return _CX_EXTENSION.sub(r"\1", text, count=1)
+
+
 def _clean(smiles: str) -> tuple[str, str]:
-    """``(smiles, name)`` from user text: strips, and splits off a name after whitespace."""
+    """``(smiles, name)`` from user text: strips, drops a CXSMILES extension block, and splits
+    off a name after whitespace."""
     if smiles is None:
         smiles = ""
     if not isinstance(smiles, str):
         raise MoleculeError(f"Expected a SMILES string, got {type(smiles).__name__}.", "empty")
-    parts = smiles.strip().split(None, 1)
+    parts = without_cx_extension(smiles.strip()).split(None, 1)
     if not parts:
         raise MoleculeError(
             "No SMILES given: paste a SMILES string, e.g. O=[N+]([O-])c1ccccc1 (nitrobenzene).",
@@ -335,7 +349,8 @@ def smiles_to_instance(
 ) -> MoleculeInstance:
     """Parse a SMILES into a Mutagenicity-like graph instance plus its RDKit molecule.
 
-    Text after whitespace is taken as the molecule's name (``"CCO ethanol"``). Steps:
+    Text after whitespace is taken as the molecule's name (``"CCO ethanol"``); a CXSMILES
+    extension block (``"CCO |$;;$|"``) is dropped. Steps:
     ``MolFromSmiles`` -> ``AddHs`` -> ``Kekulize(clearAromaticFlags=True)`` -> one-hot atoms over
     ``MUTAGENICITY_ATOMS`` and bond-order one-hot per pair (single 0, double 1, triple 2).
 

@@ -43,6 +43,7 @@ from gem_core.chemistry.smiles import (
     MoleculeError,
     MoleculeInstance,
     smiles_to_instance,
+    without_cx_extension,
 )
 
 __all__ = [
@@ -425,7 +426,10 @@ def _read_smi(lines: Iterator[str], first: str, max_rows: int) -> Table:
     names = tokens if has_header else ["smiles"]
     split = max(len(names) - 1, 1)
     rows = _limited(
-        (line.split(None, split) for line in (lines if has_header else _chain([first], lines))),
+        (
+            without_cx_extension(line).split(None, split)
+            for line in (lines if has_header else _chain([first], lines))
+        ),
         max_rows,
     )
     if not rows:
@@ -696,6 +700,7 @@ class RowOutcome:
 
 def _convert(smiles: str, largest_fragment: bool) -> Union[MoleculeInstance, MoleculeError]:
     """The molecule of a SMILES cell, or the error that refuses it (never raises)."""
+    smiles = without_cx_extension(smiles.strip())
     if any(c.isspace() for c in smiles):
         return MoleculeError(
             f"{smiles!r} contains a space, which a SMILES never has. Put names and notes in a "

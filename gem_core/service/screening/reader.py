@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO, Optional, Union
 
 from gem_core.chemistry.sdf_table import SDF_SUFFIXES, head_is_sdf, iter_records
-from gem_core.chemistry.smiles import MoleculeError
+from gem_core.chemistry.smiles import MoleculeError, without_cx_extension
 from gem_core.chemistry.tables import (
     ID_HEADERS,
     SMILES_HEADERS,
@@ -148,9 +148,12 @@ def iter_rows(
     if first is None:
         return
     head = first.decode("utf-8", errors="replace")
-    tokens = [t.strip().lower() for t in head.replace(";", ",").replace("\t", ",").split(",")]
+    sniff = without_cx_extension(head)  # a CXSMILES block's ";" and "," make no table
+    tokens = [t.strip().lower() for t in sniff.replace(";", ",").replace("\t", ",").split(",")]
     is_table = (
-        "," in head or ";" in head or ("\t" in head and smiles_column_by_name(tokens) is not None)
+        "," in sniff
+        or ";" in sniff
+        or ("\t" in sniff and smiles_column_by_name(tokens) is not None)
     )
     if is_table or smiles_column is not None:
         delimiter = max((",", ";", "\t"), key=head.count)
@@ -228,7 +231,7 @@ def _numbered(lines: Iterator[bytes]) -> Iterator[tuple[int, str, Optional[tuple
 
 def _smi_rows(lines: Iterator[bytes], empty: tuple[str, str]) -> Iterator[InputRow]:
     for row, text, error in _numbered(lines):
-        parts = text.strip().split(None, 1)
+        parts = without_cx_extension(text.strip()).split(None, 1)
         if error is None and not parts:
             error = empty
         smiles = parts[0] if parts else ""
