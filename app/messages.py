@@ -27,6 +27,19 @@ from gem_core.api import (
     target_spec,
 )
 
+#: the salts rules (gem_core.api.SALT_RULES) as the pages offer them
+SALT_CHOICES = {
+    "refuse": "refuse them",
+    "largest": "keep the largest fragment",
+    "whole": "keep them whole",
+}
+SALT_HELP = (
+    "A SMILES of several fragments (a salt, a mixture). Refused: its message names the fragment "
+    "to keep. Largest fragment: the counter-ions are removed. Whole: every fragment is one "
+    "graph, the counter-ions atoms of it, as Mutagenicity's own molecules keep them (its models "
+    "were trained so)."
+)
+
 DATA_HELP = (
     "Mutagenicity and NCI1 are read from TU Dortmund raw files. Set the environment variable "
     "`GEM_DATA_ROOT` to a folder holding `Mutagenicity/raw/Mutagenicity_*.txt` and "

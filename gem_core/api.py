@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     # Datasets, targets and instances
     "DATASETS": "gem_core.data.config",
     "DEFAULT_TARGET": "gem_core.data.config",
+    "SALT_RULES": "gem_core.data.config",
     "molecule_default_target": "gem_core.data.config",
     "DatasetSpec": "gem_core.data.config",
     "get_spec": "gem_core.data.config",
@@ -186,6 +187,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
     from gem_core.data.config import (
         DATASETS,
         DEFAULT_TARGET,
+        SALT_RULES,
         DatasetSpec,
         get_spec,
         molecule_default_target,

@@ -147,7 +147,7 @@ def test_largest_fragment_option_and_helper():
     salt = "CC(=O)[O-].[Na+]"
     assert largest_fragment(salt) == "CC(=O)[O-]"
     assert largest_fragment("Nc1ccccc1") == "Nc1ccccc1"
-    res = smiles_to_instance(salt, keep_largest_fragment=True)
+    res = smiles_to_instance(salt, salts="largest")
     assert res.input_smiles == "CC(=O)[O-]"
     assert _symbol_counts(res.instance) == {"C": 2, "O": 2, "H": 3}
     assert any("Kept the largest of 2 fragments" in w and "[Na+]" in w for w in res.warnings)
@@ -156,6 +156,24 @@ def test_largest_fragment_option_and_helper():
     assert [a.GetSymbol() for a in res.mol.GetAtoms()] == [a.GetSymbol() for a in ref.GetAtoms()]
     with pytest.raises(MoleculeError, match="parse"):
         largest_fragment("C1CC.C")
+
+
+def test_a_salt_read_whole_keeps_every_fragment_in_one_graph():
+    """``salts="whole"``: the counter-ion is an atom of the graph (as the TU graphs keep it),
+    and the numbering contract holds for the whole SMILES."""
+    res = smiles_to_instance("CC(=O)[O-].[Na+]", salts="whole")
+    assert res.input_smiles == "CC(=O)[O-].[Na+]"
+    assert _symbol_counts(res.instance) == {"C": 2, "O": 2, "H": 3, "Na": 1}
+    assert res.instance.num_pairs == 6  # the ion has no bond: it adds a node only
+    assert any(w.startswith("Read whole: its 2 fragments") for w in res.warnings)
+    ref = Chem.AddHs(Chem.MolFromSmiles(res.input_smiles))
+    assert [a.GetSymbol() for a in res.mol.GetAtoms()] == [a.GetSymbol() for a in ref.GetAtoms()]
+    assert smiles_to_instance("Nc1ccccc1", salts="whole").warnings == []
+    with pytest.raises(MoleculeError) as err:  # ions alone: nothing to explain
+        smiles_to_instance("[Na+].[Cl-]", salts="whole")
+    assert err.value.kind == "no_bonds" and "is 2 atoms with no bonds" in str(err.value)
+    with pytest.raises(ValueError, match="salts must be one of"):
+        smiles_to_instance("CCO", salts="keep")
 
 
 def test_charge_and_radical_warnings():
@@ -264,7 +282,8 @@ def test_fragment_smarts_nitro_and_edge_cases():
 @pytest.mark.parametrize("smiles, keep, text", [
     # the message shows the first six fragments; the largest may come after them
     ("O.N.Cl.Br.I.F.S.CCC", False, "has 8 disconnected fragments (O, N, Cl, Br, I, F, ...): a salt "
-     "or mixture. The model explains one connected molecule: keep the largest fragment, CCC."),
+     "or mixture. The model explains one connected molecule: keep the largest fragment, CCC, "
+     "or read the salt whole"),
     ("CCC.O.N.Cl.Br.I.F.S", False, "has 8 disconnected fragments (CCC, O, N, Cl, Br, I, ...)"),
     ("O.N.Cl.Br.I.F.S.CCC", True, "Kept the largest of 8 fragments (CCC); removed O, N, Cl, Br, I, F, ...."),
     ("CCC.O.N.Cl.Br.I.F.S", True, "Kept the largest of 8 fragments (CCC); removed O, N, Cl, Br, I, F, ...."),
@@ -272,7 +291,7 @@ def test_fragment_smarts_nitro_and_edge_cases():
 ])
 def test_many_fragments_message_and_warning(smiles, keep, text):
     if keep:
-        res = smiles_to_instance(smiles, keep_largest_fragment=True)
+        res = smiles_to_instance(smiles, salts="largest")
         assert res.input_smiles == "CCC" and res.warnings == [text]
     else:
         with pytest.raises(MoleculeError) as err:

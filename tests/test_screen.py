@@ -78,12 +78,30 @@ def test_mixed_file_gives_one_row_per_input_row_with_the_right_status(tmp_path):
     assert not (tmp_path / "out.parquet.parts").exists()
 
 
-def test_salts_follow_largest_fragment(tmp_path):
+def test_salts_follow_the_salts_rule(tmp_path):
     src = _write(tmp_path / "salt.smi", [b"Nc1ccccc1.Cl"])
-    screen(src, tmp_path / "a.parquet", ScreenSettings(largest_fragment=True), workers=1)
+    screen(src, tmp_path / "a.parquet", ScreenSettings(salts="largest"), workers=1)
     row = pq.read_table(tmp_path / "a.parquet").to_pylist()[0]
     assert row["status"] == "ok" and row["canonical_smiles"] == "Nc1ccccc1"
     assert "largest" in row["message"]
+    screen(src, tmp_path / "b.parquet", ScreenSettings(salts="whole"), workers=1)
+    row = pq.read_table(tmp_path / "b.parquet").to_pylist()[0]
+    assert row["status"] == "ok" and row["canonical_smiles"] == "Cl.Nc1ccccc1"
+    assert "Read whole" in row["message"]
+
+
+def test_the_salts_options_of_the_commands():
+    """``--salts RULE``, ``--largest-fragment`` its shorthand, never both (screen and train)."""
+    from gem_core.cli import build_parser
+
+    parser = build_parser()
+    for command in (["screen", "in.smi", "--out", "o.csv"], ["train", "--csv", "t.csv"]):
+        assert parser.parse_args(command).salts == "refuse"
+        assert parser.parse_args([*command, "--salts", "whole"]).salts == "whole"
+        assert parser.parse_args([*command, "--largest-fragment"]).salts == "largest"
+        for bad in (["--salts", "whole", "--largest-fragment"], ["--salts", "cut"]):
+            with pytest.raises(SystemExit):
+                parser.parse_args([*command, *bad])
 
 
 @pytest.mark.parametrize("method", ["gem", "gem_check"])

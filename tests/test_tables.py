@@ -621,10 +621,16 @@ def test_refused_rows_keep_their_reason():
     assert refused["element"][1].startswith("Row 3:") and "Se" in refused["element"][1]
     assert "largest fragment" in refused["fragments"][1]
 
-    kept = read_molecules(_table(rows, "smiles,label"), "smiles", "label", largest_fragment=True)
+    kept = read_molecules(_table(rows, "smiles,label"), "smiles", "label", salts="largest")
     assert kept.rows[3].refusal is None and kept.rows[3].canonical == "CC(=O)[O-]"
-    assert kept.valid == 2
+    assert kept.valid == 2 and kept.salts == "largest"
     assert any("largest fragment" in w for w in kept.warnings)
+    whole = read_molecules(_table(rows, "smiles,label"), "smiles", "label", salts="whole")
+    assert whole.rows[3].refusal is None and whole.rows[3].canonical == "CC(=O)[O-].[Na+]"
+    assert whole.valid == 2 and whole.salts == "whole"
+    assert any("1 salts or mixtures are read whole" in w for w in whole.warnings)
+    with pytest.raises(ValueError, match="salts must be one of"):
+        read_molecules(_table(rows, "smiles,label"), "smiles", "label", salts="cut")
 
 
 def test_ids_are_read():

@@ -298,7 +298,7 @@ def render_file(sel, opts: dict) -> None:
     try:
         settings = check_settings(ScreenSettings(method=method, k=k, target=molecule_target(),
                                                  device=sel.device,
-                                                 largest_fragment=opts["largest"],
+                                                 salts=opts["salts"],
                                                  model=model.name if is_user_model(model)
                                                  else None))
         entry = _screened(digest, rows, settings, explainer_token(model, method))
@@ -377,8 +377,7 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
             st.code(rec["smiles"] or "(empty)", language=None)
             return
         try:  # the molecule whose atom numbering the bonds use
-            mol = smiles_to_instance(rec["smiles"],
-                                     keep_largest_fragment=settings.largest_fragment)
+            mol = smiles_to_instance(rec["smiles"], salts=settings.salts)
         except MoleculeError as exc:
             st.error(str(exc), icon=":material/error:")
             return
@@ -396,7 +395,7 @@ def _batch_detail(shown: pd.Series, table, settings: ScreenSettings, opts: dict,
             label = 0 if regression(model) else class_names(model).index(rec["prediction"])
             left.markdown(on_explanation_alone(
                 model, mol.instance, mask, label,
-                ("molecule", rec["smiles"], settings.largest_fragment, model_key(model),
+                ("molecule", rec["smiles"], settings.salts, model_key(model),
                  str(model.device)))[0])
         left.caption(f"Orange: the {len(pairs)} explanation bonds of "
                      f"{method_title(settings.method)} (of the molecule's "

@@ -58,12 +58,12 @@ def _left_out(model: Workbench, methods: list[str]) -> None:
                    f"which predicts a number (their objectives read class probabilities).")
 
 
-def _explained(model: Workbench, mol, methods: list[str], largest: bool):
+def _explained(model: Workbench, mol, methods: list[str], salts: str):
     """Prediction + scores for the molecule (K-independent), computed once per server process
     for every session that asks for the same molecule, methods and model."""
     tokens = tuple(explainer_token(model, m) for m in methods)
     with st.spinner("Predicting and explaining…"):
-        return explained_molecule(mol.input_smiles, largest, tuple(methods), model_key(model),
+        return explained_molecule(mol.input_smiles, salts, tuple(methods), model_key(model),
                                   str(model.device), tokens, model, mol)
 
 
@@ -97,7 +97,7 @@ def render_single(sel, opts: dict) -> None:
         st.caption("Type or paste a SMILES and press Explain, or pick an example.")
         return
     try:
-        mol = smiles_to_instance(submitted, keep_largest_fragment=opts["largest"])
+        mol = smiles_to_instance(submitted, salts=opts["salts"])
     except MoleculeError as exc:
         st.error(literal(exc), icon=":material/error:")
         return
@@ -113,7 +113,7 @@ def render_single(sel, opts: dict) -> None:
         # explainer departs from them
         teachers = {method_spec(m).teacher for m in ready} | {DEFAULT_TEACHER}
         extra = sorted(t for t in teachers - {None} if t not in ready)
-        res = _explained(model, mol, ready + extra if ready else [], opts["largest"])
+        res = _explained(model, mol, ready + extra if ready else [], opts["salts"])
     except Exception as exc:
         show_error(exc, "Prediction failed")
         return
@@ -204,7 +204,7 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
     """Delete bonds or atoms and see the prediction and the explanations of what is left."""
     mol = res.molecule
     pairs = [tuple(p) for p in mol.pairs]
-    key = ("molecule", mol.input_smiles, opts["largest"], model_key(model), sel.device)
+    key = ("molecule", mol.input_smiles, opts["salts"], model_key(model), sel.device)
     edge_labels, node_labels = whatif_view.bond_labels(mol.mol, pairs)
     edge_order, node_order = whatif_view.heavy_first(mol.mol, pairs)
 
@@ -255,7 +255,7 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     st.image(svg, width="stretch")
     alone, p_alone = on_explanation_alone(
         model, res.molecule.instance, res.mask(method, k), res.label,
-        ("molecule", res.molecule.input_smiles, opts["largest"], model_key(model),
+        ("molecule", res.molecule.input_smiles, opts["salts"], model_key(model),
          str(model.device)))
     st.markdown(alone)
     _tie_note(res, method, k)
@@ -296,7 +296,7 @@ def _reading(model: Workbench, res, method: str, k: int, opts: dict) -> dict | N
     teacher = res.scores.get(DEFAULT_TEACHER) if method != DEFAULT_TEACHER else None
     try:
         facts, text = explanation_reading(
-            ("molecule", mol.input_smiles, opts["largest"], model_key(model),
+            ("molecule", mol.input_smiles, opts["salts"], model_key(model),
              str(model.device), explainer_token(model, method)),
             method, k, tuple(display(c) for c in class_names(model)), "bond", res.scores[method],
             teacher, model, mol.instance, mol.mol)

@@ -295,7 +295,7 @@ def what_if_evaluator(key: tuple, model: Workbench, instance, edge: str):
 @st.cache_resource(show_spinner=False, max_entries=256)
 def explained_molecule(
     smiles: str,
-    largest: bool,
+    salts: str,
     methods: tuple[str, ...],
     target: str,
     device: str,
@@ -304,7 +304,7 @@ def explained_molecule(
     _mol,
 ):
     """The Molecule page's prediction and explanations of one parsed molecule (``_mol``, from
-    ``smiles`` with the largest-fragment option ``largest``) by ``methods`` (``tokens`` name
+    ``smiles`` with the salts rule ``salts``) by ``methods`` (``tokens`` name
     their fits), computed once per server process: a class typing the same examples shares
     them. Its 2D depiction is made here, before the result is shared (read-only after)."""
     from gem_core.api import ensure_depiction, explain_molecules

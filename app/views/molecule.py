@@ -12,9 +12,11 @@ from __future__ import annotations
 import streamlit as st
 from components.molecule_file import render_file
 from components.molecule_single import render_single
-from messages import molecule_default_reason
+from messages import SALT_CHOICES, SALT_HELP, molecule_default_reason
 from state.runtime import run_page
 from state.selection import molecule_user_model, selection
+
+from gem_core.api import SALT_RULES
 
 # ----------------------------------------------------------------------------- page
 
@@ -90,12 +92,13 @@ def render() -> None:
             "to see at a glance whether the two agree.",
         ),
         "alerts": alerts,
-        "largest": c3.toggle(
-            "Salts: keep the largest fragment",
-            key="mol_largest",
+        "salts": c3.selectbox(
+            "Salts and mixtures",
+            SALT_RULES,
+            format_func=SALT_CHOICES.get,
+            key="mol_salts",
             persist_state="session",
-            help="Off: a SMILES with several fragments is refused with a "
-            "message. Applies to single molecules and files alike.",
+            help=SALT_HELP + " Applies to single molecules and files alike.",
         ),
     }
     single, batch = st.tabs(["One molecule", "File of molecules"], key="mol_tabs")

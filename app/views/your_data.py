@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 from components.charts import outcome_histogram
 from components.molecule_view import molecule_svg
-from messages import show_error
+from messages import SALT_CHOICES, SALT_HELP, show_error
 from state.runtime import run_page
 from state.selection import selection
 from state.session import session_cache, session_value, set_session_value
@@ -29,6 +29,7 @@ from gem_core.api import (
     DEFAULT_TIME_BUDGET_S,
     MAX_ROWS,
     MAX_UPLOAD_BYTES,
+    SALT_RULES,
     SPLIT_KINDS,
     USER_RECIPES,
     MoleculeError,
@@ -112,17 +113,17 @@ def _columns(table) -> tuple[str, str, str | None, str, bool] | None:
     kind = c4.radio("The outcome is", ["auto", "class", "number"], horizontal=True,
                     key="yd_kind", help="auto: text or a few whole numbers are classes, other "
                     "numbers a measurement.")
-    largest = c5.toggle("Salts: keep the largest fragment", key="yd_largest",
-                        help="Off: a salt or mixture is refused, with the fragment to keep.")
-    return smiles, outcome, None if ident == "(none)" else ident, kind, largest
+    salts = c5.selectbox("Salts and mixtures", SALT_RULES, format_func=SALT_CHOICES.get,
+                         key="yd_salts", help=SALT_HELP)
+    return smiles, outcome, None if ident == "(none)" else ident, kind, salts
 
 
 def _reading(table, key, choice, classes=None):
     """The molecules read with the chosen columns (and, of a class outcome, the classes chosen
     to train on); kept for the session per choice, with and without a choice of classes."""
-    smiles, outcome, ident, kind, largest = choice
+    smiles, outcome, ident, kind, salts = choice
     cache = session_cache("yd_readings")
-    base = (key, smiles, outcome, ident, kind, largest)
+    base = (key, smiles, outcome, ident, kind, salts)
     k = (*base, classes)
     if k not in cache:
         bar = st.progress(0.0, text="Reading molecules…")
@@ -130,7 +131,7 @@ def _reading(table, key, choice, classes=None):
             for old in [c for c in cache if c[:-1] != base]:
                 del cache[old]
             cache[k] = read_molecules(
-                table, smiles, outcome, ident, outcome=kind, largest_fragment=largest,
+                table, smiles, outcome, ident, outcome=kind, salts=salts,
                 progress=lambda f, m="": bar.progress(min(1.0, f), text=m or "Reading…"),
                 classes=classes,
             )
@@ -299,6 +300,13 @@ def _regression_figures(m, test: dict, outcome: str) -> None:
                          x="measured", y="predicted", height=280)
 
 
+def _salts_words(model) -> str:
+    """How the model's table read salts, as the page offered it (models trained before the
+    rule was recorded refused them or kept the largest fragment: not known)."""
+    rule = model.meta.get("source", {}).get("salts")
+    return SALT_CHOICES.get(rule, "as chosen then") if rule else "as chosen then"
+
+
 def _domain_line(model) -> None:
     """How the model did on its test molecules unlike its training molecules (the line the
     Molecule page cautions under), in a caption; nothing if it cannot be computed."""
@@ -340,7 +348,7 @@ def _model_facts(model, owner: str) -> None:
         m[3].metric("Training", f"{training.get('seconds', 0):.0f} s",
                     help=f"{training.get('epochs')} epochs, stopped by {training.get('stopped')}; "
                     f"{model.meta.get('split')} split, seed {model.meta.get('seed')}, recipe "
-                    f"{model.meta.get('recipe')}.")
+                    f"{model.meta.get('recipe')}, salts {_salts_words(model)}.")
         if test.get("confusion"):
             st.markdown("**Confusion on the test split** (rows: measured, columns: predicted)")
             st.dataframe(pd.DataFrame(test["confusion"], index=list(model.classes),

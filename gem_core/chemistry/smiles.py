@@ -9,6 +9,11 @@ Numbering contract: the node ``k`` of :attr:`MoleculeInstance.instance` is atom 
 :attr:`MoleculeInstance.mol`, which is atom ``k`` of
 ``Chem.AddHs(Chem.MolFromSmiles(result.input_smiles))`` (``input_smiles`` is the user's SMILES,
 stripped, or its largest fragment when that option is used).
+
+Salts and mixtures (several fragments) follow a rule, :data:`SALT_RULES`: ``refuse`` (the
+default: one connected molecule is explained), ``largest`` (the largest fragment alone) or
+``whole`` (every fragment in one graph, counter-ions as atoms: how Mutagenicity's own graphs
+keep them, and so what its models were trained on).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from rdkit import Chem, rdBase
 from rdkit.Chem.rdMolDescriptors import CalcMolFormula
 
-from gem_core.data.config import get_spec
+from gem_core.data.config import SALT_RULES, check_salts, get_spec
 
 if TYPE_CHECKING:
     import torch
@@ -38,6 +43,9 @@ __all__ = [
     "LARGE_MOLECULE_ATOMS",
     "smiles_to_instance",
     "largest_fragment",
+    "SALT_RULES",
+    "WHOLE_SALT_NOTE",
+    "check_salts",
     "without_cx_extension",
     "REJECTION_WORDS",
 ]
@@ -70,6 +78,10 @@ def _one_hot_tables() -> tuple[np.ndarray, np.ndarray]:
         np.eye(len(MUTAGENICITY_ATOMS), dtype=np.float32),
         np.eye(len(BOND_ORDERS), dtype=np.float32),
     )
+
+
+#: how the warning of a salt read whole begins (tables count them by it)
+WHOLE_SALT_NOTE = "Read whole:"
 
 
 #: Example molecules for the app (name -> SMILES); every one converts with smiles_to_instance.
@@ -345,7 +357,7 @@ def _one_hot(table: np.ndarray, rows: Sequence[int]) -> torch.Tensor:
 
 
 def smiles_to_instance(
-    smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS, keep_largest_fragment: bool = False
+    smiles: str, max_atoms: int = DEFAULT_MAX_ATOMS, salts: str = "refuse"
 ) -> MoleculeInstance:
     """Parse a SMILES into a Mutagenicity-like graph instance plus its RDKit molecule.
 
@@ -357,26 +369,27 @@ def smiles_to_instance(
     Args:
         smiles: the SMILES.
         max_atoms: largest accepted molecule, counting hydrogens.
-        keep_largest_fragment: for salts and mixtures, keep the largest fragment (noted in
-            ``warnings``) instead of raising.
+        salts: how a salt or mixture is read (:data:`SALT_RULES`): ``refuse`` raises,
+            ``largest`` keeps the largest fragment, ``whole`` keeps every fragment in one graph
+            (both noted in ``warnings``).
 
     Raises:
         MoleculeError: empty input, unparsable or chemically invalid SMILES, aromatic rings that
-            cannot be kekulized, several fragments, elements outside the 14 training elements,
-            unsupported bond types, more than ``max_atoms`` atoms, or no bond at all.
+            cannot be kekulized, several fragments (``salts="refuse"``), elements outside the
+            14 training elements, unsupported bond types, more than ``max_atoms`` atoms, or no bond at all.
     """
     text, name = _clean(smiles)
     mol = _parse(text)
     warnings: list[str] = []
 
-    if len(Chem.GetMolFrags(mol)) > 1:  # atom-index tuples: cheap; fragment mols only if needed
+    if check_salts(salts) != "whole" and len(Chem.GetMolFrags(mol)) > 1:  # index tuples: cheap
         frags = _fragments(mol)
         best = max(range(len(frags)), key=lambda i: (_fragment_key(frags[i]), -i))
         # SMILES only of the fragments a message shows: the first 7 and the largest
         frag_smiles = {
             i: Chem.MolToSmiles(frags[i]) for i in sorted({*range(min(7, len(frags))), best})
         }
-        if not keep_largest_fragment:
+        if salts == "refuse":
             shown = ", ".join(frag_smiles[i] for i in range(min(6, len(frags)))) + (
                 ", ..." if len(frags) > 6 else ""
             )
@@ -384,7 +397,7 @@ def smiles_to_instance(
             raise MoleculeError(
                 f"{_show(text)} has {len(frags)} disconnected fragments ({shown}): a salt or mixture. "
                 f"The model explains one connected molecule: keep the largest fragment, "
-                f"{frag_smiles[best]}.",
+                f"{frag_smiles[best]}, or read the salt whole (its counter-ions as atoms).",
                 "fragments",
             )
         removed = [frag_smiles[i] for i in range(min(7, len(frags))) if i != best][:6]
@@ -393,6 +406,11 @@ def smiles_to_instance(
         warnings.append(
             f"Kept the largest of {len(frags)} fragments ({text}); removed "
             f"{', '.join(removed)}{', ...' if len(frags) - 1 > 6 else ''}."
+        )
+    elif len(fragments := Chem.GetMolFrags(mol)) > 1:
+        warnings.append(
+            f"{WHOLE_SALT_NOTE} its {len(fragments)} fragments are one graph (the counter-ions "
+            f"are atoms of it, as in Mutagenicity's own graphs)."
         )
 
     # Node k < n0 of the graph is atom k of ``mol``; AddHs appends the hydrogens after them.
@@ -425,8 +443,9 @@ def smiles_to_instance(
         )
     num_bonds = molh.GetNumBonds()
     if num_bonds == 0:
+        what = "is a single atom" if n == 1 else f"is {n} atoms"
         raise MoleculeError(
-            f"{_show(text)} is a single atom with no bonds: there is nothing to explain (an explanation "
+            f"{_show(text)} {what} with no bonds: there is nothing to explain (an explanation "
             f"is a set of bonds).",
             "no_bonds",
         )

@@ -40,8 +40,10 @@ from gem_core.chemistry.assay_columns import (
 from gem_core.chemistry.sdf_table import looks_like_sdf, read_sdf
 from gem_core.chemistry.smiles import (
     REJECTION_WORDS,
+    WHOLE_SALT_NOTE,
     MoleculeError,
     MoleculeInstance,
+    check_salts,
     smiles_to_instance,
     without_cx_extension,
 )
@@ -698,7 +700,7 @@ class RowOutcome:
     refusal: Optional[tuple[str, str]]
 
 
-def _convert(smiles: str, largest_fragment: bool) -> Union[MoleculeInstance, MoleculeError]:
+def _convert(smiles: str, salts: str) -> Union[MoleculeInstance, MoleculeError]:
     """The molecule of a SMILES cell, or the error that refuses it (never raises)."""
     smiles = without_cx_extension(smiles.strip())
     if any(c.isspace() for c in smiles):
@@ -708,7 +710,7 @@ def _convert(smiles: str, largest_fragment: bool) -> Union[MoleculeInstance, Mol
             "parse",
         )
     try:
-        return smiles_to_instance(smiles, keep_largest_fragment=largest_fragment)
+        return smiles_to_instance(smiles, salts=salts)
     except MoleculeError as exc:
         return exc
     except Exception as exc:  # an RDKit failure no check above foresaw: refuse the row only
@@ -754,6 +756,7 @@ class TableReading:
     duplicates: int
     conflicting: int
     warnings: tuple[str, ...]
+    salts: str = "refuse"
 
     @property
     def rows_read(self) -> int:
@@ -870,7 +873,7 @@ def _rows(
     names: tuple[str, str],
     kind: str,
     commas: str,
-    largest_fragment: bool,
+    salts: str,
     progress: Optional[Callable[[float, str], None]],
 ) -> tuple[list[RowOutcome], list[Optional[MoleculeInstance]]]:
     """Each row read, with its molecule (None when refused)."""
@@ -889,7 +892,7 @@ def _rows(
         if problem is not None:
             converted = MoleculeError(problem, UNREADABLE_RECORD)
         elif converted is None:
-            converted = converted_before[smiles] = _convert(smiles, largest_fragment)
+            converted = converted_before[smiles] = _convert(smiles, salts)
         value, bad = _read_outcome(cells[o_col], kind, commas)
         mol: Optional[MoleculeInstance] = None
         refusal: Optional[tuple[str, str]] = None
@@ -1085,7 +1088,7 @@ def _warnings(
     counts: dict[str, int],
     duplicates: int,
     conflicting: int,
-    largest_fragment: bool,
+    salts: str,
     mols: Sequence[Optional[MoleculeInstance]],
 ) -> list[str]:
     """Notes that do not block training."""
@@ -1125,12 +1128,16 @@ def _warnings(
             f"{round(100 * CONFLICT_STD_SHARE)} % of the outcome's standard deviation; their "
             f"mean is used. Check their rows."
         )
-    if largest_fragment:
-        kept = sum(
-            1 for m in mols if m is not None and any(w.startswith("Kept the") for w in m.warnings)
-        )
-        if kept:
+    note = {"largest": "Kept the", "whole": WHOLE_SALT_NOTE}.get(salts)
+    if note is not None:
+        kept = sum(1 for m in mols if m is not None and any(w.startswith(note) for w in m.warnings))
+        if kept and salts == "largest":
             out.append(f"{kept:,} salts or mixtures were reduced to their largest fragment.")
+        elif kept:
+            out.append(
+                f"{kept:,} salts or mixtures are read whole: their counter-ions are atoms of "
+                f"the molecule's graph."
+            )
     return out
 
 
@@ -1190,7 +1197,7 @@ def read_molecules(
     outcome_column: str,
     id_column: Optional[str] = None,
     outcome: str = "auto",
-    largest_fragment: bool = False,
+    salts: str = "refuse",
     progress: Optional[Callable[[float, str], None]] = None,
     classes: Optional[Sequence[str]] = None,
 ) -> TableReading:
@@ -1203,7 +1210,9 @@ def read_molecules(
     Numbers may write a decimal comma (``0,5``) or thousands commas (``1,200.5``); which one a
     column uses is read from its cells, and a cell that reads both ways there (``1,200`` in a
     column of ``1,200`` and ``300``) refuses its row (``outcome_unclear``) rather than guess.
-    ``largest_fragment`` keeps a salt's largest fragment instead of refusing the row.
+    ``salts`` (:data:`~gem_core.chemistry.smiles.SALT_RULES`): a salt's row is refused
+    (``refuse``), or its molecule is the salt's largest fragment (``largest``) or the whole salt,
+    counter-ions as atoms (``whole``, as the TU Mutagenicity graphs keep them).
     ``classes``: a class outcome's classes to train on (any letter case; e.g. a PubChem assay's
     ``Active`` and ``Inactive`` without its ``Inconclusive``): the other rows are refused as
     ``class_left_out``. A numeric outcome named ``X Value`` is read with its companions, as a
@@ -1219,6 +1228,7 @@ def read_molecules(
             than half of the values text), ``no_class`` (``classes`` names a class the
             column lacks), ``classes_of_a_number`` (``classes`` for a numeric outcome).
     """
+    check_salts(salts)
     s_col, o_col = table.index(smiles_column), table.index(outcome_column)
     i_col = table.index(id_column) if id_column is not None else None
     if s_col == o_col:
@@ -1232,9 +1242,7 @@ def read_molecules(
     values = table.column(names[1])
     commas = _comma_use([v for v in values if not _missing(v)])  # the column's, decided once
     kind = _outcome_kind(values, outcome, names[1], commas)
-    rows, mols = _rows(
-        table, (s_col, o_col, i_col), names, kind, commas, largest_fragment, progress
-    )
+    rows, mols = _rows(table, (s_col, o_col, i_col), names, kind, commas, salts, progress)
     merged = _merge_letter_case(rows) if kind == "class" else []
     if classes is not None:
         if kind != "class":
@@ -1256,7 +1264,7 @@ def read_molecules(
     classes = tuple(sorted({str(v) for v in outcomes}, key=_label_key)) if kind == "class" else ()
     tally = Counter(str(v) for v in outcomes) if kind == "class" else Counter()
     counts = {c: tally[c] for c in classes}
-    warnings = _warnings(rows, kind, counts, duplicates, conflicting, largest_fragment, mols)
+    warnings = _warnings(rows, kind, counts, duplicates, conflicting, salts, mols)
     if kind == "number":
         warnings += _measurement_warnings(table, rows, names[1], censored)
         warnings += _scale_warning([float(v) for v in outcomes], names[1], table.columns)
@@ -1281,4 +1289,5 @@ def read_molecules(
         duplicates=duplicates,
         conflicting=conflicting,
         warnings=tuple(warnings),
+        salts=salts,
     )

@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from gem_core.data.config import DATASETS
+from gem_core.data.config import DATASETS, SALT_RULES
 
 DatasetArg = Union[bool, Literal["optional"]]
 
@@ -135,6 +135,26 @@ def write_json(obj: Any, target: str | None) -> None:
     from gem_core.runtime.store import save_json
 
     save_json(obj, Path(target))
+
+
+def add_salts_args(parser: Union[argparse.ArgumentParser, Any]) -> None:
+    """``--salts RULE`` and its shorthand ``--largest-fragment`` (``--salts largest``), one of
+    them: how a SMILES of several fragments is read (dest ``salts``, default ``refuse``)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--salts",
+        choices=SALT_RULES,
+        default="refuse",
+        help="salts and mixtures: refuse them (default), keep the largest fragment, or read "
+        "them whole (counter-ions as atoms, as Mutagenicity's own graphs)",
+    )
+    group.add_argument(
+        "--largest-fragment",
+        dest="salts",
+        action="store_const",
+        const="largest",
+        help="the same as --salts largest",
+    )
 
 
 def add_names_arg(

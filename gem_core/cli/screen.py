@@ -15,8 +15,8 @@ as `models list` shows them; the name lower-case, other characters than a-z, 0-9
 p_active for active / inactive, p_0 for 0 / 1); the summary counts predicted_<first class>
 instead of predicted_mutagens.
 
-Rows that cannot be molecules (invalid SMILES, unsupported elements, salts without
---largest-fragment, empty or non-UTF-8 lines) become 'rejected' rows with the app's message; the
+Rows that cannot be molecules (invalid SMILES, unsupported elements, salts unless --salts
+largest or whole, empty or non-UTF-8 lines) become 'rejected' rows with the app's message; the
 run never stops for them. Work is done in chunks on all cores; finished chunks are kept in
 OUTPUT.parts/, so a killed run started again with the same arguments resumes where it stopped.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gem_core.cli.common import add_command, write_json
+from gem_core.cli.common import add_command, add_salts_args, write_json
 from gem_core.cli.explain import add_model_arg, add_molecule_target_arg, check_model
 from gem_core.explainers import BATCH_METHODS
 
@@ -95,11 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if action.dest == "target":
             action.help = f"{action.help}; ignored with --model"
     add_model_arg(p)
-    p.add_argument(
-        "--largest-fragment",
-        action="store_true",
-        help="salts and mixtures: keep the largest fragment (default: reject them)",
-    )
+    add_salts_args(p)
     p.add_argument(
         "--check",
         action="store_true",
@@ -157,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         k=args.k,
         target=args.target,
         device=args.device,
-        largest_fragment=args.largest_fragment,
+        salts=args.salts,
         model=args.model,
     )
     bar = None

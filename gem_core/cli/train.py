@@ -14,7 +14,13 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from gem_core.cli.common import add_command, add_target_arg, progress_bar, write_json
+from gem_core.cli.common import (
+    add_command,
+    add_salts_args,
+    add_target_arg,
+    progress_bar,
+    write_json,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,9 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     table.add_argument(
         "--time-budget", type=float, default=600.0, metavar="S", help="most seconds of training"
     )
-    table.add_argument(
-        "--largest-fragment", action="store_true", help="keep the largest fragment of salts"
-    )
+    add_salts_args(table)
     table.add_argument("--no-gem", action="store_true", help="do not fit Gem after training")
     p.add_argument(
         "--save-asset",
@@ -157,7 +161,7 @@ def _run_table(args: argparse.Namespace) -> int:
             label_column,
             args.id_column,
             outcome=args.outcome,
-            largest_fragment=args.largest_fragment,
+            salts=args.salts,
             progress=progress,
             classes=None if args.classes is None else args.classes.split(","),
         )

@@ -266,6 +266,18 @@ USER_MODEL_FILE = "model.json"
 USER_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 #: the recipes a user may train (``default``: the bond-aware Mutagenicity target's)
 USER_RECIPES = ("default", "small")
+#: How a SMILES of several fragments (a salt, a mixture) is read: refused, cut to its largest
+#: fragment, or explained whole (every fragment one graph, as the TU Mutagenicity graphs keep
+#: their counter-ions). Here, not in the chemistry modules, so the CLI offers them without RDKit.
+SALT_RULES = ("refuse", "largest", "whole")
+
+
+def check_salts(rule: str) -> str:
+    """``rule`` if it is one of :data:`SALT_RULES`; a one-line ``ValueError`` otherwise."""
+    if rule not in SALT_RULES:
+        raise ValueError(f"salts must be one of {', '.join(SALT_RULES)}, got {rule!r}")
+    return rule
+
 
 _USER_SPECS: dict[str, tuple[tuple[str, int], DatasetSpec]] = {}
 

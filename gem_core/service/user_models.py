@@ -338,6 +338,7 @@ def train_user_model(
             "rows": reading.rows_read,
             "valid": reading.valid,
             "molecules": len(graphs),
+            "salts": reading.salts,
         },
         "outcome_column": reading.outcome_column,
         "split_sizes": {p: len(parts[p]) for p in ("train", "val", "test")},

@@ -55,14 +55,14 @@ def _table(at):
     return found[0]
 
 
-def _expected(data: bytes, method: str = "random", k: int | None = None, largest: bool = False):
+def _expected(data: bytes, method: str = "random", k: int | None = None, salts: str = "refuse"):
     """The engine's rows, with the Molecule page's default target (the molecule default)."""
     from gem_core.data.config import molecule_default_target
 
     rows = list(iter_rows(io.BytesIO(data)))
     return explain_rows(rows, check_settings(ScreenSettings(
         method=method, k=k, target=molecule_default_target(), device="auto",
-        largest_fragment=largest)))
+        salts=salts)))
 
 
 def _select(at, position: int):

@@ -56,7 +56,7 @@ def test_each_bad_input_gets_its_own_message():
 
 def test_salt_accepted_on_request(needs_mutagenicity_model):
     at = _molecule_page()
-    at.toggle(key="mol_largest").set_value(True).run()
+    at.selectbox(key="mol_salts").set_value("largest").run()
     _submit(at, BAD["fragments"])
     assert not at.error
     assert any("largest of 2 fragments" in w for w in texts(at.warning))
@@ -141,11 +141,16 @@ def test_a_salt_in_a_file_follows_the_toggle(needs_mutagenicity_model):
     rows = _batch_rows(at)
     assert [rows[1]["status"], rows[2]["status"]] == ["rejected", "ok"]
     assert rows[1]["reason"] == "fragments"
-    at.toggle(key="mol_largest").set_value(True).run()
+    at.selectbox(key="mol_salts").set_value("largest").run()
     no_exception(at)
     rows = _batch_rows(at)
     assert [rows[1]["status"], rows[2]["status"]] == ["ok", "ok"]
     assert "largest" in rows[1]["message"]
+    at.selectbox(key="mol_salts").set_value("whole").run()
+    no_exception(at)
+    rows = _batch_rows(at)
+    assert [rows[1]["status"], rows[2]["status"]] == ["ok", "ok"]
+    assert "Read whole" in rows[1]["message"]
 
 
 def test_typed_smiles(needs_mutagenicity_model):

@@ -96,6 +96,23 @@ def test_the_summary_says_what_was_read(own_cache):
     assert not [b for b in at.button if b.key == "yd_train"]
 
 
+def test_salts_are_refused_cut_or_read_whole_as_chosen(own_cache):
+    """The salt row ``CCO.Cl``: refused by default; its largest fragment (ethanol, a molecule
+    the table already has: a duplicate) or the whole salt (a molecule of its own) on request."""
+    at = _upload(_page(), "assay.csv", _table())
+    assert at.selectbox(key="yd_salts").value == "refuse"
+    at.selectbox(key="yd_salts").set_value("largest").run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Valid molecules"], metrics["To train on"]) == ("81", "20")
+    assert any("reduced to their largest fragment" in w for w in texts(at.warning))
+    at.selectbox(key="yd_salts").set_value("whole").run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["Valid molecules"], metrics["To train on"]) == ("81", "21")
+    assert any("read whole" in w for w in texts(at.warning))
+
+
 def test_a_third_class_can_be_left_out(own_cache):
     """A PubChem-style assay with an Inconclusive class: the page offers the classes to train
     on, with Inconclusive (a label that records no outcome) left out to begin with; the user

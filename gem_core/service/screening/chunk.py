@@ -115,7 +115,8 @@ class ScreenSettings:
     batched one), ``k`` explanation bonds (``None``: each molecule's own K, a quarter of its
     bonds as on the Molecule page, :func:`gem_core.service.molecules.molecule_k`), the
     Mutagenicity ``target`` (default: the molecule default of the target registry),
-    ``device`` and whether salts keep their ``largest_fragment``. Gem's explain-time search
+    ``device`` and how ``salts`` are read (:data:`~gem_core.chemistry.smiles.SALT_RULES`:
+    refused, their largest fragment, or whole). Gem's explain-time search
     (:mod:`gem_core.gem.checked_ranking`: milliseconds per molecule where Gem's one pass costs
     0.1) is its own method, ``gem_check``.
 
@@ -129,7 +130,7 @@ class ScreenSettings:
     k: Optional[int] = None
     target: str = field(default_factory=molecule_default_target)
     device: str = "cpu"
-    largest_fragment: bool = False
+    salts: str = "refuse"
     model: Optional[str] = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -270,9 +271,7 @@ def _parse_rows(rows: Sequence[InputRow], settings: ScreenSettings) -> ParsedChu
                 parsed.append(
                     (
                         i,
-                        smiles_to_instance(
-                            row.smiles, keep_largest_fragment=settings.largest_fragment
-                        ),
+                        smiles_to_instance(row.smiles, salts=settings.salts),
                     )
                 )
                 continue

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, TypeGuard, Union
 
-from gem_core.data.config import check_k
+from gem_core.data.config import check_k, check_salts
 from gem_core.explainers import check_method, method_spec
 from gem_core.runtime.workers import WorkerLostError, worker_pool
 from gem_core.service.screening.chunk import (
@@ -116,7 +116,7 @@ def check_settings(settings: ScreenSettings) -> ScreenSettings:
         # so that it does not refuse a resume)
         target=settings.target if model is None else USER_TARGET,
         device=device,
-        largest_fragment=bool(settings.largest_fragment),
+        salts=check_salts(settings.salts),
         model=model,
     )
 
