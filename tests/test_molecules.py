@@ -142,6 +142,27 @@ def test_json_to_stdout(target_available, capsys):
     assert len(data["explanation"]["bonds"]) == 3
 
 
+def test_a_salt_is_explained_as_the_salts_option_says(target_available, capsys):
+    """Refused by default (exit 2, the message names both ways); ``--salts largest`` explains
+    the acid, ``--salts whole`` the salt with its ion as an atom, each noting what it did."""
+    salt = "OC(=O)c1ccccc1.[Na+]"
+    code, _, err = _run_cli(["explain", "--smiles", salt, "--method", "random"], capsys)
+    assert code == 2 and "largest fragment" in err and "whole" in err
+    results = {}
+    for rule in ("largest", "whole"):
+        code, out, _ = _run_cli(["explain", "--smiles", salt, "--method", "random", "--salts",
+                                 rule, "--json", "-"], capsys)
+        assert code == 0
+        results[rule] = json.loads(out)
+    assert results["largest"]["smiles"] == "O=C(O)c1ccccc1"
+    assert results["whole"]["smiles"] == salt
+    assert any(w.startswith("Kept the largest") for w in results["largest"]["warnings"])
+    assert any(w.startswith("Read whole") for w in results["whole"]["warnings"])
+    # the ion has no bond: both explain the acid's 15 bonds
+    assert len(results["whole"]["explanation"]["labels"]) == len(
+        results["largest"]["explanation"]["labels"])
+
+
 def test_all_bonds_when_k_exceeds_bond_count(target_available):
     from gem_core.service.molecules import explain_smiles
 

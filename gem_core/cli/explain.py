@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from gem_core.cli.common import add_command, progress_bar, write_json
+from gem_core.cli.common import add_command, add_salts_args, progress_bar, write_json
 from gem_core.explainers import METHODS
 
 
@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_molecule_target_arg(p)
     add_model_arg(p)
+    add_salts_args(p)
 
 
 def add_model_arg(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +89,7 @@ def check(args: argparse.Namespace) -> None:
 
     if args.k is not None:
         check_k(args.k)
-    smiles_to_instance(args.smiles)
+    smiles_to_instance(args.smiles, salts=args.salts)
     check_model(args)
 
 
@@ -111,8 +112,11 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             target=args.target,
             model=args.model,
+            salts=args.salts,
         )
     if not quiet:
+        for warning in result.get("warnings", []):
+            print(f"note: {warning}")
         pred = result["prediction"]
         words = (
             f"model: {result['model']} (trained on your table)"
@@ -166,6 +170,7 @@ def _run_edited(args: argparse.Namespace, quiet: bool) -> int:
         method=args.method,
         device=args.device,
         target=args.target,
+        salts=args.salts,
     )
     if not quiet:
         before, after = result["original_prediction"], result["prediction"]

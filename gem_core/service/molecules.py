@@ -321,6 +321,7 @@ def explain_smiles(
     target: str = MOLECULE_TARGET,
     read: bool = True,
     model: Optional[str] = None,
+    salts: str = "refuse",
 ) -> dict[str, Any]:
     """Predict a SMILES with the Mutagenicity target and explain it with ``method``.
 
@@ -335,7 +336,9 @@ def explain_smiles(
     a number (regression) gives ``"prediction": {"outcome", "value"}`` and no reading. Where
     the model's training molecules are here, ``"nearest_training"``: the three most similar
     (Tanimoto of Morgan fingerprints, their measured labels) and ``inside_domain``
-    (:mod:`gem_core.service.neighbours`).
+    (:mod:`gem_core.service.neighbours`). ``salts``: how a salt is read
+    (:data:`~gem_core.data.config.SALT_RULES`); what reading the SMILES noted (a fragment kept,
+    a salt read whole, charges) is ``"warnings"``, when there is any.
 
     Raises:
         MoleculeError: empty, unparsable or unsupported input (message for the user).
@@ -345,7 +348,7 @@ def explain_smiles(
     method = check_method(method)
     if k is not None:
         check_k(k)  # a bad K is refused before the model loads
-    mol = smiles_to_instance(smiles)
+    mol = smiles_to_instance(smiles, salts=salts)
     k = molecule_k(k, mol.instance.num_pairs)
     wb = molecule_model(device, target=target, model=model)
     result = explain_molecules([mol], [method], device=device, progress=progress, model=wb)[0]
@@ -353,6 +356,8 @@ def explain_smiles(
     out = {"smiles": out["smiles"], "target": wb.target_name, **out}
     if model is not None:
         out["model"] = wb.name
+    if mol.warnings:
+        out["warnings"] = list(mol.warnings)
     out["explanation"]["labels"] = bond_labels(mol.mol, out["explanation"]["bonds"])[0]
     if read and not wb.regression:  # the reading speaks of classes; a regressor has none
         from gem_core.service.reading import read_explanation
@@ -384,6 +389,7 @@ def explain_smiles_edited(
     method: str = "gem",
     device: str = "auto",
     target: str = MOLECULE_TARGET,
+    salts: str = "refuse",
 ) -> dict[str, Any]:
     """:func:`explain_smiles` on the molecule without ``remove_bonds`` (atom-index pairs in the
     ``explain`` numbering), beside the original: the CLI's ``explain --remove-bonds``.
@@ -403,7 +409,7 @@ def explain_smiles_edited(
     method = check_method(method)
     if k is not None:
         check_k(k)
-    mol = smiles_to_instance(smiles)
+    mol = smiles_to_instance(smiles, salts=salts)
     k = molecule_k(k, mol.instance.num_pairs)  # the original molecule's K, as the page's
     model = molecule_model(device, target=target)
     edit = Edit.of(remove_bonds)
