@@ -628,7 +628,7 @@ def test_refused_rows_keep_their_reason():
     whole = read_molecules(_table(rows, "smiles,label"), "smiles", "label", salts="whole")
     assert whole.rows[3].refusal is None and whole.rows[3].canonical == "CC(=O)[O-].[Na+]"
     assert whole.valid == 2 and whole.salts == "whole"
-    assert any("1 salts or mixtures are read whole" in w for w in whole.warnings)
+    assert any("1 salt or mixture is read whole" in w for w in whole.warnings)
     with pytest.raises(ValueError, match="salts must be one of"):
         read_molecules(_table(rows, "smiles,label"), "smiles", "label", salts="cut")
 

@@ -1131,12 +1131,13 @@ def _warnings(
     note = {"largest": "Kept the", "whole": WHOLE_SALT_NOTE}.get(salts)
     if note is not None:
         kept = sum(1 for m in mols if m is not None and any(w.startswith(note) for w in m.warnings))
+        what = f"{kept:,} salts or mixtures" if kept != 1 else "1 salt or mixture"
         if kept and salts == "largest":
-            out.append(f"{kept:,} salts or mixtures were reduced to their largest fragment.")
+            out.append(f"{what} {'was' if kept == 1 else 'were'} reduced to the largest fragment.")
         elif kept:
             out.append(
-                f"{kept:,} salts or mixtures are read whole: their counter-ions are atoms of "
-                f"the molecule's graph."
+                f"{what} {'is' if kept == 1 else 'are'} read whole: the counter-ions are atoms "
+                f"of the molecule's graph."
             )
     return out
 

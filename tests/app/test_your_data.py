@@ -105,7 +105,7 @@ def test_salts_are_refused_cut_or_read_whole_as_chosen(own_cache):
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["Valid molecules"], metrics["To train on"]) == ("81", "20")
-    assert any("reduced to their largest fragment" in w for w in texts(at.warning))
+    assert any("reduced to the largest fragment" in w for w in texts(at.warning))
     at.selectbox(key="yd_salts").set_value("whole").run()
     no_exception(at)
     metrics = {m.label: m.value for m in at.metric}
