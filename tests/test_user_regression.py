@@ -96,6 +96,29 @@ def test_a_numeric_outcome_trains_a_regressor_with_a_regressors_figures(model, w
     assert workbench.black_box.regression and workbench.black_box.tolerance == spec.value_tolerance
 
 
+def test_gem_reads_a_regressors_ranking_cover_first(model, workbench):
+    """A regressor's Gem scores, read cover-first (decisions/008): going down the ranking, every
+    bond that brings a new atom comes before any bond between atoms already touched."""
+    from gem_core.chemistry.smiles import smiles_to_instance
+    from gem_core.gem.presets import dataset_settings
+    from gem_core.gem.settings import PairOrder
+    from gem_core.service.molecules import explain_molecules
+
+    assert dataset_settings(get_spec(MODEL), "strong").network.order is PairOrder.cover
+    assert dataset_settings(get_spec("mutagenicity"), "strong").network.order is PairOrder.score
+    smiles = workbench.dataset.info["smiles"]
+    molecules = [smiles_to_instance(smiles[i]) for i in workbench.dataset.split["test"].tolist()]
+    for res in explain_molecules(molecules, ["gem"], model=workbench):
+        pairs = res.molecule.instance.pairs
+        touched: set[int] = set()
+        brought = []
+        for u, v in res.bonds("gem", pairs.shape[1])[0]:
+            brought.append(not {u, v} <= touched)
+            touched |= {u, v}
+        # once a bond brings no new atom, no later bond does
+        assert brought == sorted(brought, reverse=True), res.molecule.input_smiles
+
+
 def test_every_method_explains_every_test_molecule(model, workbench):
     from gem_core.chemistry.smiles import smiles_to_instance
     from gem_core.service.molecules import explain_molecules
@@ -256,3 +279,15 @@ def test_methods_whose_objective_reads_classes_are_refused_in_one_line(model, wo
             workbench.explain(method, [mol.instance])
     (res,) = explain_molecules([mol], ["gem", "gnnexplainer"], model=workbench, strict=False)
     assert "gem" in res.scores and "explains classifiers" in res.errors["gnnexplainer"]
+    # models evaluate refuses it before computing the others (not after minutes of them)
+    from gem_core.evaluation.user_model_bench import evaluate_user_model
+
+    calls = []
+    original = workbench.explain
+    workbench.explain = lambda *a, **k: calls.append(a) or original(*a, **k)
+    try:
+        with pytest.raises(ValueError, match="explains classifiers"):
+            evaluate_user_model(MODEL, methods=["gem", "gnnexplainer"], device="cpu")
+    finally:
+        del workbench.explain
+    assert calls == []

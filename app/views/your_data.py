@@ -17,6 +17,7 @@ import hashlib
 import pandas as pd
 import streamlit as st
 from components.charts import outcome_histogram
+from components.molecule_common import literal
 from components.molecule_view import molecule_svg
 from messages import SALT_CHOICES, SALT_HELP, show_error
 from state.runtime import run_page
@@ -377,11 +378,13 @@ def _ask_why(model) -> None:
     smiles = st.text_input("SMILES", key="yd_ask", placeholder="e.g. O=[N+]([O-])c1ccccc1")
     if not smiles:
         return
-    try:
-        mol = smiles_to_instance(smiles)
+    try:  # a salt as the model's table read them
+        mol = smiles_to_instance(smiles, salts=model.meta.get("source", {}).get("salts", "refuse"))
     except MoleculeError as exc:
         st.error(str(exc), icon=":material/error:")
         return
+    for warning in mol.warnings:
+        st.warning(literal(warning), icon=":material/warning:")
     try:
         with st.spinner("Predicting and explaining…"):
             wb = molecule_model(selection().device, model=model.name)

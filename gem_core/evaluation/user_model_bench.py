@@ -48,6 +48,7 @@ def evaluate_user_model(
         raise ValueError(f"{alert_class!r} is not a class of {name} (it {kinds}).")
     if split not in ("val", "test"):
         raise ValueError(f"split must be 'val' or 'test', got {split!r}")
+    methods = [wb.check_applicable(m) for m in methods]  # refused before any is computed
     molecules = wb.instances(split)
     predicted = wb.predicted(molecules)
     rows: dict[str, dict[str, Any]] = {}

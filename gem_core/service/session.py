@@ -383,6 +383,18 @@ class Workbench:
             else:
                 self._explainers.pop(check_method(method), None)
 
+    def check_applicable(self, method: str) -> str:
+        """``method`` (checked) if it can explain this model; a one-line
+        :class:`MethodNotApplicableError` for a classifiers-only method of a regressor."""
+        method = check_method(method)
+        if self.regression and method_spec(method).classifiers_only:
+            raise MethodNotApplicableError(
+                f"{method_spec(method).title} explains classifiers (its objective reads class "
+                f"probabilities); {self.name} predicts a number: choose Gem, Gem + check, "
+                f"Integrated Gradients or random."
+            )
+        return method
+
     def explain(
         self,
         method: str,
@@ -395,13 +407,7 @@ class Workbench:
         ``predicted``: the target's predicted classes when the caller has them (see
         :meth:`~gem_core.explainers.base.Explainer.explain`), to spare a forward pass.
         """
-        method = check_method(method)
-        if self.regression and method_spec(method).classifiers_only:
-            raise MethodNotApplicableError(
-                f"{method_spec(method).title} explains classifiers (its objective reads class "
-                f"probabilities); {self.name} predicts a number: choose Gem, Gem + check, "
-                f"Integrated Gradients or random."
-            )
+        method = self.check_applicable(method)
         exp = self.explainer(method, scaled(progress, 0.0, 0.5))
         lock = self._method_locks[method]
         if not lock.acquire(blocking=False):
