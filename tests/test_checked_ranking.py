@@ -559,3 +559,36 @@ def test_asking_ahead_changes_no_ranking(monkeypatch, rule, late, backward, widt
     monkeypatch.setattr(checked_ranking._Lookahead, "nodes_per_forward", 1)
     assert torch.equal(ahead_batch, run(insts, scores, predicted))
     assert torch.equal(ahead_alone, one_per_call())
+
+
+def _values_along_by_position(gem: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """The reassignment rule read literally, one position after another."""
+    values = gem.clone()
+    for r in range(1, gem.numel()):
+        if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
+            values[r] = values[r - 1]
+        elif values[r] >= values[r - 1]:
+            values[r] = torch.nextafter(values[r - 1], torch.tensor(float("-inf")))
+    return values
+
+
+def test_values_along_rows_is_the_rule_position_by_position():
+    """The running-minimum form gives every instance the values the rule gives it one position
+    at a time: ties kept in index order, one float step down elsewhere (cascading), on values
+    with many ties, adjacent floats, zeros and negatives."""
+    from gem_core.gem.checked_ranking import values_along, values_along_rows
+
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(400):
+        n = int(torch.randint(1, 4, (1,), generator=gen))
+        w = int(torch.randint(1, 25, (1,), generator=gen))
+        raw = torch.randint(-2, 4, (n, w), generator=gen).float() / 4  # zeros, negatives, ties
+        if trial % 4 == 0 and w > 1:  # a value one float step from its neighbour
+            raw[:, -1] = torch.nextafter(raw[:, 0], torch.tensor(float("-inf")))
+        gem = torch.sort(raw, dim=1, descending=True).values
+        order = torch.stack([torch.randperm(w, generator=gen) for _ in range(n)])
+        rows = values_along_rows(gem, order)
+        for i in range(n):
+            expected = _values_along_by_position(gem[i], order[i])
+            assert torch.equal(rows[i], expected), (gem[i], order[i])
+            assert torch.equal(values_along(gem[i], order[i]), expected)

@@ -820,15 +820,52 @@ def values_along(gem: Tensor, order: Tensor) -> Tensor:
     """One instance's sorted score values (``gem``, best first) for the pairs of ``order``
     (local pair ids, in the new order): a tie in index order stays a tie, elsewhere a value
     moves one float step below its predecessor (:func:`reassign_scores`'s rule)."""
+    return values_along_rows(gem[None], order[None])[0]
+
+
+_INT32_MIN = -(2**31)
+
+
+def _ordered_ints(values: Tensor) -> Tensor:
+    """float32 ``values`` as int64 keys in the same order, one apart per float step."""
+    bits = values.to(torch.float32).contiguous().view(torch.int32).to(torch.int64)
+    return torch.where(bits >= 0, bits, _INT32_MIN - bits)
+
+
+def _floats_of(keys: Tensor) -> Tensor:
+    bits = torch.where(keys >= 0, keys, _INT32_MIN - keys).to(torch.int32)
+    return bits.view(torch.float32)
+
+
+def values_along_rows(gem: Tensor, order: Tensor) -> Tensor:
+    """:func:`values_along` of many instances at once: row ``i`` of ``gem`` ``[n, w]`` holds an
+    instance's sorted values, row ``i`` of ``order`` its pairs in the new order (trailing
+    padding, if any, is left to the caller). The rule, ``v[r] = v[r-1]`` for a tie in index order
+    and ``v[r] = min(g[r], v[r-1] - one step)`` elsewhere, is a running minimum in float steps:
+    with ``S`` the steps taken so far, ``v = cummin(g + S) - S``; no loop over positions."""
+    gem = torch.as_tensor(gem, dtype=torch.float32)
+    if gem.numel() == 0 or gem.shape[1] < 2:
+        return gem.clone()
+    if not bool(torch.isfinite(gem).all()):
+        return _values_along_loop(gem, order)
+    keys = _ordered_ints(gem)
+    tie_in_order = (gem[:, 1:] == gem[:, :-1]) & (order[:, 1:] > order[:, :-1])
+    steps = torch.zeros_like(keys)
+    steps[:, 1:] = (~tie_in_order).to(torch.int64)
+    taken = torch.cumsum(steps, dim=1)
+    return _floats_of(torch.cummin(keys + taken, dim=1).values - taken)
+
+
+def _values_along_loop(gem: Tensor, order: Tensor) -> Tensor:
+    """The same rule position by position (for rows holding an infinite value)."""
     values = gem.clone()
-    if not bool(((gem[1:] == gem[:-1]) & (order[1:] < order[:-1])).any()):
-        return values
     down = torch.tensor(float("-inf"))
-    for r in range(1, gem.numel()):
-        if gem[r] == gem[r - 1] and int(order[r]) > int(order[r - 1]):
-            values[r] = values[r - 1]  # a tie in index order: it stays a tie
-        elif values[r] >= values[r - 1]:
-            values[r] = torch.nextafter(values[r - 1], down)
+    for row in range(gem.shape[0]):
+        for r in range(1, gem.shape[1]):
+            if gem[row, r] == gem[row, r - 1] and int(order[row, r]) > int(order[row, r - 1]):
+                values[row, r] = values[row, r - 1]  # a tie in index order: it stays a tie
+            elif values[row, r] >= values[row, r - 1]:
+                values[row, r] = torch.nextafter(values[row, r - 1], down)
     return values
 
 
@@ -880,4 +917,10 @@ def deletion_lead(
     return reassign_scores(packed, scores, ranking, counts)
 
 
-__all__ = ["checked_scores", "deletion_lead", "reassign_scores", "values_along"]
+__all__ = [
+    "checked_scores",
+    "deletion_lead",
+    "reassign_scores",
+    "values_along",
+    "values_along_rows",
+]

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from gem_core.data.packed import PackedGraphs, segment_arange
 from gem_core.data.ranking import as_scores, pair_order
-from gem_core.gem.checked_ranking import values_along
+from gem_core.gem.checked_ranking import values_along_rows
 
 __all__ = ["cover_first", "cover_first_scores"]
 
@@ -83,10 +83,11 @@ def cover_first_scores(packed: PackedGraphs, scores: Tensor) -> Tensor:
     new_pairs = torch.from_numpy(ranked)
     out[new_pairs[kept]] = values[kept]
     # equal values keep topk's tie rule (the lower index first) only where the new order has
-    # them in index order; elsewhere reassign_scores's rule, instance by instance
+    # them in index order; elsewhere reassign_scores's rule
     local = new_pairs - packed.pair_ptr[:-1][:, None]
     tied = (values[:, 1:] == values[:, :-1]) & kept[:, 1:] & (local[:, 1:] < local[:, :-1])
-    for i in torch.nonzero(tied.any(1)).view(-1).tolist():
-        c = int(counts[i])
-        out[new_pairs[i, :c]] = values_along(values[i, :c], local[i, :c])
+    tied_rows = torch.nonzero(tied.any(1)).view(-1)
+    if tied_rows.numel():  # those instances at once (each row's padding trails its pairs)
+        along = values_along_rows(values[tied_rows], local[tied_rows])
+        out[new_pairs[tied_rows][kept[tied_rows]]] = along[kept[tied_rows]]
     return out
