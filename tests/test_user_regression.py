@@ -74,6 +74,7 @@ def workbench(model):
 
 def test_a_numeric_outcome_trains_a_regressor_with_a_regressors_figures(model, workbench):
     assert model.regression and model.meta["kind"] == "number" and model.classes == ()
+    assert model.salts == "refuse"  # the reading's rule, recorded
     spec = get_spec(MODEL)
     assert spec.regression and spec.num_classes == 1 and spec.class_names == ("logp",)
     assert spec.value_tolerance is not None and spec.value_tolerance > 0

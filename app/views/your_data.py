@@ -304,8 +304,7 @@ def _regression_figures(m, test: dict, outcome: str) -> None:
 def _salts_words(model) -> str:
     """How the model's table read salts, as the page offered it (models trained before the
     rule was recorded refused them or kept the largest fragment: not known)."""
-    rule = model.meta.get("source", {}).get("salts")
-    return SALT_CHOICES.get(rule, "as chosen then") if rule else "as chosen then"
+    return SALT_CHOICES.get(model.salts or "", "as chosen then")
 
 
 def _domain_line(model) -> None:
@@ -379,7 +378,7 @@ def _ask_why(model) -> None:
     if not smiles:
         return
     try:  # a salt as the model's table read them
-        mol = smiles_to_instance(smiles, salts=model.meta.get("source", {}).get("salts", "refuse"))
+        mol = smiles_to_instance(smiles, salts=model.salts or "refuse")
     except MoleculeError as exc:
         st.error(str(exc), icon=":material/error:")
         return

@@ -376,13 +376,16 @@ def smiles_to_instance(
     Raises:
         MoleculeError: empty input, unparsable or chemically invalid SMILES, aromatic rings that
             cannot be kekulized, several fragments (``salts="refuse"``), elements outside the
-            14 training elements, unsupported bond types, more than ``max_atoms`` atoms, or no bond at all.
+            14 training elements, unsupported bond types, more than ``max_atoms`` atoms, or no
+            bond at all.
     """
+    check_salts(salts)
     text, name = _clean(smiles)
     mol = _parse(text)
     warnings: list[str] = []
 
-    if check_salts(salts) != "whole" and len(Chem.GetMolFrags(mol)) > 1:  # index tuples: cheap
+    fragments = Chem.GetMolFrags(mol)  # atom-index tuples: cheap; fragment mols only if needed
+    if len(fragments) > 1 and salts != "whole":
         frags = _fragments(mol)
         best = max(range(len(frags)), key=lambda i: (_fragment_key(frags[i]), -i))
         # SMILES only of the fragments a message shows: the first 7 and the largest
@@ -407,7 +410,7 @@ def smiles_to_instance(
             f"Kept the largest of {len(frags)} fragments ({text}); removed "
             f"{', '.join(removed)}{', ...' if len(frags) - 1 > 6 else ''}."
         )
-    elif len(fragments := Chem.GetMolFrags(mol)) > 1:
+    elif len(fragments) > 1:
         warnings.append(
             f"{WHOLE_SALT_NOTE} its {len(fragments)} fragments are one graph (the counter-ions "
             f"are atoms of it, as in Mutagenicity's own graphs)."

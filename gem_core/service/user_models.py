@@ -117,6 +117,13 @@ class UserModel:
         return self.meta.get("kind", "class") == "number"
 
     @property
+    def salts(self) -> Optional[str]:
+        """How its table read salts (:data:`~gem_core.data.config.SALT_RULES`); None for a
+        model trained before the rule was recorded."""
+        rule = self.meta.get("source", {}).get("salts")
+        return str(rule) if rule else None
+
+    @property
     def owner(self) -> str:
         return str(self.meta.get("owner", OWNER_LOCAL))
 
