@@ -10,7 +10,7 @@ import streamlit as st
 from gem_core.api import (CLASS_NAMES, DATASET, ModelUnavailableError, Workbench, get_spec,
                           molecule_model, target_checkpoint_available)
 from messages import DATA_HELP, fit_offer, progress_bar, show_error
-from state.engine_cache import probabilities_with, values_with
+from state.engine_cache import probabilities_with, spinner_on_first, values_with
 from state.selection import molecule_target, molecule_user_model
 from theme import class_title, method_title
 
@@ -31,14 +31,15 @@ def load_model(device: str) -> Workbench | None:
     user = molecule_user_model()
     if user is not None:
         try:
-            with st.spinner(f"Loading the model {user}…"):
+            with spinner_on_first(("model", device, user), f"Loading the model {user}…"):
                 return molecule_model(device, model=user)
         except Exception as exc:  # deleted meanwhile, unreadable: one line, never a traceback
             show_error(exc, f"Cannot load the model {user}")
         return None
     try:
         if target_checkpoint_available(molecule_target()):
-            with st.spinner("Loading the Mutagenicity model…"):
+            with spinner_on_first(("target", device, molecule_target()),
+                                  "Loading the Mutagenicity model…"):
                 return molecule_model(device, target=molecule_target())
         with st.status("Training the Mutagenicity model (first use, minutes)…",
                        expanded=True):

@@ -21,7 +21,7 @@ from gem_core.api import (DEFAULT_TEACHER, EXAMPLE_SMILES, MoleculeError, Workbe
                           ensure_depiction, rank_scores, suggested_k, toxicophore_groups)
 from messages import device_label, show_error, show_reading
 from state.engine_cache import (explained_molecule, explainer_token, explanation_reading,
-                                what_if_evaluator)
+                                spinner_on_first, what_if_evaluator)
 from state.session import (prepare_molecule_k, prepare_smiles_box, set_molecule_example,
                            submit_molecule, submitted_molecule)
 from teaching import describe_gem
@@ -62,9 +62,9 @@ def _explained(model: Workbench, mol, methods: list[str], salts: str):
     """Prediction + scores for the molecule (K-independent), computed once per server process
     for every session that asks for the same molecule, methods and model."""
     tokens = tuple(explainer_token(model, m) for m in methods)
-    with st.spinner("Predicting and explaining…"):
-        return explained_molecule(mol.input_smiles, salts, tuple(methods), model_key(model),
-                                  str(model.device), tokens, model, mol)
+    key = (mol.input_smiles, salts, tuple(methods), model_key(model), str(model.device), tokens)
+    with spinner_on_first(("molecule", *key), "Predicting and explaining…"):
+        return explained_molecule(*key, model, mol)
 
 
 def _k_slider(mol) -> int:

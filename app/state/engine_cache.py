@@ -11,7 +11,10 @@ token); arguments whose name starts with ``_`` are not hashed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -19,7 +22,14 @@ import streamlit as st
 import torch
 from teaching import Trace, greedy_trace
 
-from gem_core.api import DEFAULT_TEACHER, Workbench, method_spec, workbench
+from gem_core.api import (
+    DEFAULT_TEACHER,
+    Explanation,
+    Workbench,
+    method_spec,
+    rank_scores,
+    workbench,
+)
 
 # ----------------------------------------------------------------------------- workbench
 
@@ -39,6 +49,27 @@ def explainer_token(wb: Workbench, method: str) -> str:
     """Identifies the explainer currently used for ``method`` (part of result cache keys)."""
     exp = wb.explainer(method)
     return f"{wb.target().digest}:{method}:{id(exp)}"
+
+
+@st.cache_resource(show_spinner=False)
+def _computed() -> set:
+    """The keys :func:`spinner_on_first` has seen computed in this server process."""
+    return set()
+
+
+@contextmanager
+def spinner_on_first(key: tuple, text: str) -> Iterator[None]:
+    """``st.spinner(text)`` around the first computation of ``key`` in this server process, and
+    nothing around the cache hits after it: a spinner starts a timer thread on every run, 7 % of
+    an Explore rerun whose results are all cached (py-spy), which every session of a class
+    queues behind."""
+    done = _computed()
+    if key in done:
+        yield
+        return
+    with st.spinner(text):
+        yield
+    done.add(key)  # not reached when the computation raised: the next run tries again
 
 
 # ----------------------------------------------------------------------------- test instances
@@ -101,6 +132,47 @@ def explain_test_instance(
     inst = wb.browse_instances("test")[position]  # the explainer's test instances come first
     one = wb.explain(method, [inst])
     return one[0].detach().cpu().float().numpy(), float(one.ms_per_instance)
+
+
+@dataclass(frozen=True)
+class PanelRanking:
+    """One method's explanation of one test instance at one K, as a panel draws it (shared by
+    every session: read-only)."""
+
+    tensor: torch.Tensor  # the scores, float32 (read-only: shared)
+    scores: list[float]  # the same as floats, for the page's JSON
+    ms: float
+    ranked: list[int]  # the top-K pairs, best first
+    mask: torch.Tensor  # bool per pair: in the top K
+    tied: torch.Tensor  # bool per pair: tied at the K cut
+    shown: list[float]  # the widths: ranks within the instance, in [0, 1]
+
+
+@st.cache_resource(show_spinner=False, max_entries=8000)
+def ranked_test_instance(
+    dataset: str,
+    device: str,
+    method: str,
+    position: int,
+    token: str,
+    target: str,
+    k: int,
+    _instance,
+) -> PanelRanking:
+    """:func:`explain_test_instance`'s scores read at K once per server process (the ranking, the
+    top-K mask, the ties at the cut, the widths), not again on every rerun of every session."""
+    array, ms = explain_test_instance(dataset, device, method, position, token, target)
+    scores = torch.from_numpy(array)
+    explanation = Explanation(method, [scores], ms, [_instance])
+    return PanelRanking(
+        tensor=scores,
+        scores=array.tolist(),
+        ms=ms,
+        ranked=list(explanation.ranked(0, k)),
+        mask=explanation.topk_mask(0, k),
+        tied=explanation.tied_at_cut(0, k),
+        shown=rank_scores(scores).tolist(),
+    )
 
 
 @st.cache_resource(show_spinner=False)

@@ -25,6 +25,8 @@ from state.engine_cache import (
     method_ready,
     prefetch_contrast,
     probabilities_with,
+    ranked_test_instance,
+    spinner_on_first,
     test_predictions,
     what_if_evaluator,
 )
@@ -37,12 +39,10 @@ from theme import class_title, fmt_ms, method_color, method_title
 from gem_core.api import (
     DEFAULT_TEACHER,
     DataUnavailableError,
-    Explanation,
     GemDataset,
     Instance,
     Workbench,
     method_spec,
-    rank_scores,
 )
 
 CLOSE_UP_NODES = 60  # larger computation graphs get the close-up view by default
@@ -62,7 +62,7 @@ def _load_target(wb: Workbench):
 
     name, target = wb.name, wb.target_name  # the selected target's checkpoint, not the paper's
     if cached_target_path(name, target).exists() or shipped_target_path(name, target).exists():
-        with st.spinner("Loading the model…"):
+        with spinner_on_first(("target", name, target, str(wb.device)), "Loading the model…"):
             return wb.target()
     with st.status(f"Training the {wb.spec.title} model (first use)…", expanded=True):
         with progress_bar("training") as progress:
@@ -602,13 +602,19 @@ def _explained_nodes(sel: Selection, wb: Workbench, inst: Instance, pos: int) ->
         try:  # a method that makes people wait (SubgraphX) explains under its panel's spinner
             if method_spec(method).wait_note or not method_ready(wb, method):
                 continue
-            array, _ = explain_test_instance(
-                sel.dataset, sel.device, method, pos, explainer_token(wb, method), sel.target
+            ranking = ranked_test_instance(
+                sel.dataset,
+                sel.device,
+                method,
+                pos,
+                explainer_token(wb, method),
+                sel.target,
+                sel.k,
+                inst,
             )
         except Exception:  # the panel below says what went wrong
             continue
-        ranked = Explanation(method, [torch.from_numpy(array)], 0.0, [inst]).ranked(0, sel.k)
-        for j in ranked:
+        for j in ranking.ranked:
             nodes.update(int(v) for v in inst.pairs[:, j])
     return nodes
 
@@ -628,16 +634,12 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
         if not method_ready(wb, method):
             _fit_button(wb, method)
             return None
-        with st.spinner(f"{title} is explaining…"):
-            token = explainer_token(wb, method)
-            array, ms = explain_test_instance(
-                sel.dataset, sel.device, method, pos, token, sel.target
-            )
-        scores_t = torch.from_numpy(array)
-        scores = array.tolist()
-        explanation = Explanation(method, [scores_t], ms, [inst])
-        ranked = explanation.ranked(0, sel.k)
-        mask = explanation.topk_mask(0, sel.k)
+        token = explainer_token(wb, method)
+        key = (sel.dataset, sel.device, method, pos, token, sel.target)
+        with spinner_on_first(key, f"{title} is explaining…"):
+            ranking = ranked_test_instance(*key, sel.k, inst)
+        scores, ms, ranked, mask = ranking.scores, ranking.ms, ranking.ranked, ranking.mask
+        scores_t = ranking.tensor
         p_sub = probabilities_with(
             ("test", sel.dataset, sel.target, sel.device, pos), wb, inst, mask
         )
@@ -645,7 +647,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
         show_error(exc, f"{title} failed")
         return None
     # widths from the rank within the instance: raw scores are on each method's own scale
-    shown = rank_scores(scores_t).tolist()
+    shown = ranking.shown
     pic = base.with_explanation(mask.tolist(), shown, method_color(method))
     draw_panel(
         pic,
@@ -674,7 +676,7 @@ def _method_panel(sel, wb, ds, inst, pos, base, look, method, pred, close=None):
         f"Prediction on the explanation: {_cls(ds, sub_pred)} ({same}) · "
         f"{len(ranked)} edges · explain time {fmt_ms(ms)} on {device_label(sel.device)}"
     )
-    tied = explanation.tied_at_cut(0, sel.k)
+    tied = ranking.tied
     if bool(tied.any()):
         kept = int((tied & mask).sum())
         st.caption(

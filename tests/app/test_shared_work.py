@@ -76,3 +76,86 @@ def test_bench_users_reads_each_actions_server_time_from_the_rerun_log():
     assert [r["server_s"] for r in user.records] == [0.12, 0.12]
     assert [r["reruns"] for r in user.records] == [1, 2]
     assert _p([3.0, 1.0, 2.0], 0.5) == 2.0 and _p([1.0, 2.0, 3.0, 4.0], 0.95) == 4.0
+
+
+def test_panels_read_their_ranking_once_per_server_process(monkeypatch):
+    """A panel's ranking at K (top-K, ties, widths) is computed once per server process: a second
+    session showing the same instance at the same K reads it, and a K change computes it anew."""
+    from state import engine_cache
+
+    engine_cache.ranked_test_instance.clear()
+    made = []
+    real = engine_cache.Explanation
+
+    def counting(method, *args, **kwargs):
+        made.append(method)
+        return real(method, *args, **kwargs)
+
+    monkeypatch.setattr(engine_cache, "Explanation", counting)
+    first = make_app(methods=("random", "gem"))
+    no_exception(first)
+    assert sorted(made) == ["gem", "random"], made
+    second = make_app(methods=("random", "gem"))
+    no_exception(second)
+    assert sorted(made) == ["gem", "random"], made  # nothing computed for the second session
+    assert [m.value for m in second.main.markdown if "on the explanation" in m.value] == \
+        [m.value for m in first.main.markdown if "on the explanation" in m.value]
+    k = second.session_state["sb_k_ba_shapes"]
+    second.slider(key="sb_k_ba_shapes").set_value(k + 1 if k < 9 else k - 1).run()
+    no_exception(second)
+    assert sorted(made) == ["gem", "gem", "random", "random"], made
+
+
+def test_cache_keys_read_a_function_signature_once():
+    """Streamlit reads a cached function's signature on every call to name its arguments; the
+    app memoizes that per function, and a cached call still skips ``_`` arguments."""
+    import inspect
+
+    import streamlit as st
+    from state.runtime import memoize_cache_signatures
+    from streamlit import type_util
+
+    assert memoize_cache_signatures()
+    assert memoize_cache_signatures()  # idempotent: not wrapped twice
+
+    def f(a, b, _model=None, *rest, c=1):
+        return a
+
+    params = type_util.get_func_parameters(f)
+    assert [p.name for p in params] == list(inspect.signature(f).parameters)
+    assert type_util.get_func_parameters(f) is params  # read once
+
+    calls = []
+
+    @st.cache_data(show_spinner=False)
+    def cached(x, _unhashable):
+        calls.append(x)
+        return x * 2
+
+    assert cached(3, lambda: None) == 6 and cached(3, object()) == 6 and cached(4, None) == 8
+    assert calls == [3, 4]
+
+
+def test_spinner_shows_only_while_a_key_is_first_computed(monkeypatch):
+    from contextlib import contextmanager
+
+    import pytest
+    from state import engine_cache
+
+    shown = []
+
+    @contextmanager
+    def spinner(text):
+        shown.append(text)
+        yield
+
+    monkeypatch.setattr(engine_cache.st, "spinner", spinner)
+    key = ("test-spinner", object())
+    with pytest.raises(ValueError):
+        with engine_cache.spinner_on_first(key, "first"):
+            raise ValueError("failed: not marked computed")
+    with engine_cache.spinner_on_first(key, "again"):
+        pass
+    with engine_cache.spinner_on_first(key, "hit"):
+        pass
+    assert shown == ["first", "again"]
