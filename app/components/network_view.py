@@ -23,14 +23,20 @@ from state.view_cache import vis_assets_published
 from . import graph_pyvis, graph_view
 
 COMPONENT_DIR = Path(__file__).resolve().parent / "vis_network"
+#: where Streamlit's static serving (``server.enableStaticServing``) serves vis-network from, at
+#: ``/app/static/vis-network/``: with a Last-Modified header, so a browser fetches the 690 kB once.
+#: The component's own folder (``lib/``) serves every request again, gzipped anew on the server:
+#: six fetches per Explore view, each time a user comes back to the page.
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static" / "vis-network"
 LEGEND_HEIGHT = 72  # room for up to three legend rows above the canvas
 
 _network_component = components.declare_component("gem_vis_network", path=str(COMPONENT_DIR))
 
 
 def _assets_ready() -> bool:
-    """Publish vis-network next to the component (once per process, cached in
-    :mod:`state.view_cache`)."""
+    """Publish vis-network where the app serves it statically and, as the view's fallback,
+    next to the component (once per process, cached in :mod:`state.view_cache`)."""
+    vis_assets_published(str(STATIC_DIR))  # the view falls back on lib/ without it
     return vis_assets_published(str(COMPONENT_DIR / "lib"))
 
 

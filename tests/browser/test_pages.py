@@ -181,3 +181,58 @@ def test_requests_to_other_hosts_are_caught():
     assert outside_requests([gstatic, "http://127.0.0.1:8501/_stcore/health",
                              "http://localhost:8501/", "data:image/png;base64,AA",
                              "blob:http://127.0.0.1:8501/x"]) == [gstatic]
+
+
+def _explore_drawn(page) -> list[str]:
+    """Until Explore's panels are drawn (their iframes can appear after the run ends): their keys."""
+    page.wait_for_selector(f"{MAIN} .st-key-panel_original iframe")
+    page.wait_for_selector(f"{MAIN} [class*='st-key-panel_']:not(.st-key-panel_original) iframe")
+    page.wait_for_selector(IDLE)
+    panels = explanation_panels(page)
+    wait_panels_drawn(page, ["panel_original", *panels], timeout=120)
+    return panels
+
+
+def test_the_network_views_fetch_vis_network_once_per_browser(app_server, page):
+    """Every network view is an iframe of its own, made anew whenever a user comes back to
+    Explore; vis-network (690 kB) came from the component's folder, which Streamlit serves again
+    (gzipped on the server) for each of them: six fetches per Explore view. Served by the app's
+    static files with a Last-Modified date, the browser keeps it: the first view's frames may
+    fetch it side by side, a later view fetches nothing."""
+    # what reached the server, per the browser's own network log (Playwright reports responses
+    # served from the browser's cache as responses too)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cached: set[str] = set()
+    received: dict[str, str] = {}
+    cdp.on("Network.requestServedFromCache", lambda e: cached.add(e["requestId"]))
+    cdp.on("Network.responseReceived", lambda e: received.update(
+        {e["requestId"]: e["response"]["url"]}) if "vis-network" in e["response"]["url"]
+        and not e["response"].get("fromDiskCache") else None)
+
+    def fetched() -> list[str]:
+        return sorted(url for rid, url in received.items() if rid not in cached)
+
+    open_app(page, app_server, "/")
+    assert len(_explore_drawn(page)) >= 2
+    first = fetched()
+    assert {u.rsplit("/", 1)[1] for u in first} == {"vis-network.css", "vis-network.min.js"}
+    assert all("/app/static/vis-network/" in u for u in first), first
+    goto_page(page, "benchmarks", "Benchmarks")
+    page.locator("[data-testid=stSidebarNav] a").first.click()  # back: new iframes
+    page.wait_for_timeout(300)
+    assert len(_explore_drawn(page)) >= 2
+    assert fetched() == first  # nothing fetched again
+    assert_no_errors(page)
+
+
+def test_the_network_views_draw_without_the_static_files(app_server, page):
+    """A server started without the project's config (no static serving) still draws: the view
+    falls back on the component's own copy of vis-network."""
+    page.route("**/app/static/vis-network/**", lambda route: route.abort())
+    open_app(page, app_server, "/")
+    panels = _explore_drawn(page)
+    assert len(panels) >= 2
+    frame = panel_frame(page, panels[0])
+    assert frame.evaluate("typeof vis") == "object"
+    assert_no_errors(page)
