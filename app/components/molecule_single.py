@@ -24,6 +24,7 @@ from state.engine_cache import (explained_molecule, explainer_token, explanation
                                 spinner_on_first, what_if_evaluator)
 from state.session import (prepare_molecule_k, prepare_smiles_box, set_molecule_example,
                            submit_molecule, submitted_molecule)
+from state.view_cache import kept_with
 from teaching import describe_gem
 from theme import fmt_ms, method_title
 
@@ -205,14 +206,19 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
     mol = res.molecule
     pairs = [tuple(p) for p in mol.pairs]
     key = ("molecule", mol.input_smiles, opts["salts"], model_key(model), sel.device)
-    edge_labels, node_labels = whatif_view.bond_labels(mol.mol, pairs)
-    edge_order, node_order = whatif_view.heavy_first(mol.mol, pairs)
+    edge_labels, node_labels = kept_with(res, ("bond labels",),
+                                         lambda: whatif_view.bond_labels(mol.mol, pairs))
+    edge_order, node_order = kept_with(res, ("heavy first",),
+                                       lambda: whatif_view.heavy_first(mol.mol, pairs))
 
     def draw(removed, atoms, ranked, shown_scores, method, slot) -> None:
-        svg = molecule_view.edited_molecule_svg(
-            mol.mol, [pairs[j] for j in removed], atoms, [pairs[j] for j in ranked],
-            None if shown_scores is None else [shown_scores[j] for j in ranked],
-            size=(440, 360), hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"])
+        top = [pairs[j] for j in ranked]
+        shades = None if shown_scores is None else [shown_scores[j] for j in ranked]
+        key = ("edited", tuple(removed), tuple(atoms), tuple(top),
+               None if shades is None else tuple(shades), opts["hide_h"], opts["numbers"])
+        svg = kept_with(res, key, lambda: molecule_view.edited_molecule_svg(
+            mol.mol, [pairs[j] for j in removed], atoms, top, shades, size=(440, 360),
+            hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"]))
         st.image(svg, width="stretch")
 
     notes = [f"{method_title(m)} is not fitted yet (fit it above) and is left out here."
@@ -235,9 +241,10 @@ def _what_if(model: Workbench, sel, res, shown: list[str], waiting: list[str], k
 def _molecule_panel(model: Workbench, res, opts: dict, outline: list[tuple[int, int]]) -> None:
     """The molecule alone, before any explanation (its toxicophores outlined when asked)."""
     st.subheader("Molecule", anchor=False)
-    svg = molecule_view.molecule_svg(res.molecule.mol, [], size=(440, 360),
-                                     hide_hydrogens=opts["hide_h"],
-                                     atom_indices=opts["numbers"], outline=outline)
+    svg = kept_with(res, ("molecule", opts["hide_h"], opts["numbers"], tuple(outline)),
+                    lambda: molecule_view.molecule_svg(
+                        res.molecule.mol, [], size=(440, 360), hide_hydrogens=opts["hide_h"],
+                        atom_indices=opts["numbers"], outline=outline))
     st.image(svg, width="stretch")
     said = (f"{res.value:.4g}" if regression(model) else f"{res.probabilities[MUTAGEN]:.3f}")
     st.markdown(f"{focus_words(model)} = **{said}** on the whole molecule")
@@ -249,9 +256,11 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
     st.subheader(title, anchor=False)
     bonds, scores = res.bonds(method, k)
     pairs = [tuple(b) for b in bonds]
-    svg = molecule_view.molecule_svg(res.molecule.mol, pairs, scores, size=(440, 360),
-                                     hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
-                                     outline=outline)
+    svg = kept_with(res, ("panel", method, k, opts["hide_h"], opts["numbers"], tuple(outline)),
+                    lambda: molecule_view.molecule_svg(
+                        res.molecule.mol, pairs, scores, size=(440, 360),
+                        hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
+                        outline=outline))
     st.image(svg, width="stretch")
     alone, p_alone = on_explanation_alone(
         model, res.molecule.instance, res.mask(method, k), res.label,

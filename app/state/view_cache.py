@@ -7,12 +7,40 @@ engine's own results are cached in :mod:`state.engine_cache`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from components import graph_pyvis, graph_view
+
+# ----------------------------------------------------------------------------- shared results
+
+
+@st.cache_resource(show_spinner=False)
+def _kept() -> dict[int, dict]:
+    """id of a shared result (kept alive by another cache) -> what pages derived from it."""
+    return {}
+
+
+def kept_with(owner: object, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per ``key`` for as long as ``owner`` lives, for every session.
+
+    For what a page derives from a result that every session already shares (a molecule's
+    explanation: its pictures, its bond labels), where a Streamlit cache key would have to hash
+    the result: RDKit drew each of the Molecule page's pictures again on every rerun (8 % of
+    it). The entries go with their owner (a weak reference), so a new result at the same
+    address never meets an old one's."""
+    store = _kept()
+    mine = store.get(id(owner))
+    if mine is None:
+        mine = store.setdefault(id(owner), {})
+        weakref.finalize(owner, store.pop, id(owner), None)
+    if key not in mine:
+        mine[key] = compute()
+    return mine[key]
+
 
 # ----------------------------------------------------------------------------- graphs
 

@@ -159,3 +159,45 @@ def test_spinner_shows_only_while_a_key_is_first_computed(monkeypatch):
     with engine_cache.spinner_on_first(key, "hit"):
         pass
     assert shown == ["first", "again"]
+
+
+def test_what_is_kept_with_a_shared_result_is_computed_once_and_goes_with_it():
+    import gc
+
+    from state.view_cache import _kept, kept_with
+
+    class Result:  # a shared result, as a cached molecule explanation
+        pass
+
+    owner, calls = Result(), []
+    first = kept_with(owner, ("svg", 1), lambda: calls.append(1) or "picture")
+    assert kept_with(owner, ("svg", 1), lambda: calls.append(2) or "other") == first == "picture"
+    assert kept_with(owner, ("svg", 2), lambda: calls.append(3) or "second") == "second"
+    assert calls == [1, 3]
+    ident = id(owner)
+    assert ident in _kept()
+    del owner
+    gc.collect()
+    assert ident not in _kept()  # gone with its owner: a new result at that address starts anew
+
+
+def test_a_second_session_draws_no_molecule_again(monkeypatch):
+    from components import molecule_view
+
+    drawn = []
+    real = molecule_view.molecule_svg
+
+    def counting(*args, **kwargs):
+        drawn.append(args[1] if len(args) > 1 else kwargs.get("pairs"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(molecule_view, "molecule_svg", counting)
+    images = []
+    for _ in range(2):
+        at = make_app(methods=("gem", "random"))
+        at.switch_page("views/molecule.py").run()
+        at.text_input(key="mol_smiles").input("O=[N+]([O-])c1ccc(Cl)cc1")
+        at.button(key="mol_explain").click().run()
+        no_exception(at)
+        images.append(len(drawn))
+    assert images[0] >= 3 and images[1] == images[0], images  # the second session drew nothing
