@@ -87,3 +87,21 @@ def prepare_molecule_k(smiles: str, bonds: int, suggested: int) -> None:
         st.session_state["mol_k_kept"] = int(st.session_state["mol_k"])
     kept = int(st.session_state.get("mol_k_kept", suggested))
     st.session_state["mol_k"] = min(max(1, kept), max(1, bonds))
+
+
+def follow_model_salts(model: Optional[str], rule: Optional[str], default: str) -> None:
+    """Set the Molecule page's salts rule (``mol_salts``) to ``rule``, the one the chosen user
+    model's table was read with, when the page's model changes to it (the rule the user had is
+    put back when the page returns to the Mutagenicity models, ``model`` None); a rule the user
+    picks afterwards stays until the model changes again. ``default``: the selectbox's first
+    value (what it shows before anyone picks). Call before the selectbox is drawn."""
+    if st.session_state.get("mol_salts_model") == model:
+        return
+    st.session_state["mol_salts_model"] = model
+    if model is None:
+        before = st.session_state.pop("mol_salts_before", None)
+        if before is not None:
+            st.session_state["mol_salts"] = before
+    elif rule is not None:
+        st.session_state.setdefault("mol_salts_before", st.session_state.get("mol_salts", default))
+        st.session_state["mol_salts"] = rule

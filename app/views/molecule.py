@@ -15,6 +15,7 @@ from components.molecule_single import render_single
 from messages import SALT_CHOICES, SALT_HELP, molecule_default_reason
 from state.runtime import run_page
 from state.selection import molecule_user_model, selection
+from state.session import follow_model_salts
 
 from gem_core.api import SALT_RULES
 
@@ -37,6 +38,17 @@ def _mutagenicity_caption() -> None:
             "the figures are those of the shipped benchmark results "
             "(assets/results).",
         )
+
+
+def _user_salts(name: str) -> str | None:
+    """How the user's model ``name`` read salts in its table (None: not recorded, or the model
+    cannot be read)."""
+    from gem_core.api import user_model
+
+    try:
+        return user_model(name).salts
+    except ValueError:
+        return None
 
 
 def _user_regression(name: str) -> bool:
@@ -66,6 +78,8 @@ def render() -> None:
         _mutagenicity_caption()
     # a model of a number (logP, pIC50) has no class the mutagenicity alerts could be about
     alerts = user is None or not _user_regression(user)
+    # a model trained on a table reads molecules as its table did, until the user says otherwise
+    follow_model_salts(user, _user_salts(user) if user is not None else None, SALT_RULES[0])
     c1, c2, c3 = st.columns(3)
     opts = {
         "hide_h": c1.toggle(

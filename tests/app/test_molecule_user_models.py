@@ -21,6 +21,7 @@ from .conftest import make_app, no_exception, texts
 OWNER = "molpageowner1"
 CLASSIFIER = "molpage_assay"
 REGRESSOR = "molpage_logp"
+WHOLE = "molpage_whole_salts"  # the classifier's table, its salts read whole
 NITRO = "O=[N+]([O-])c1ccc(CCC)cc1"  # 4-propylnitrobenzene: the nitro bond is 0-1
 OCTANOL = "CCCCCCCCO"
 LIBRARY = (b"OC(=O)c1ccc(CC)cc1 ethylbenzoic-acid\nC1CC( broken\n"
@@ -44,6 +45,10 @@ def models(tmp_path_factory):
         classes = read_molecules(read_table(analogue_csv(), "assay.csv"), "smiles", "activity",
                                  "id")
         train_user_model(classes, CLASSIFIER, recipe="small", time_budget_s=5, device="cpu",
+                         owner=OWNER)
+        whole = read_molecules(read_table(analogue_csv(), "assay.csv"), "smiles", "activity",
+                               "id", salts="whole")
+        train_user_model(whole, WHOLE, recipe="small", time_budget_s=5, device="cpu",
                          owner=OWNER)
         numbers = read_molecules(read_table(logp_table(0, 80).encode(), "logp.csv"), "smiles",
                                  "logp")
@@ -244,3 +249,20 @@ def test_another_session_is_not_offered_your_models(models):
     at.switch_page("views/benchmarks.py").run()
     no_exception(at)
     assert "Your models" not in texts(at.subheader)
+
+
+def test_the_salts_rule_follows_the_model_until_the_user_changes_it(models):
+    """A model trained on a table whose salts were read whole reads a chemist's molecules the
+    same way when chosen; a rule picked on the page then stays; back on the Mutagenicity
+    models, the page reads salts as it did before."""
+    at = _page(WHOLE)
+    assert at.selectbox(key="mol_salts").value == "whole"
+    at.selectbox(key="mol_salts").set_value("largest").run()
+    no_exception(at)
+    at.run()
+    assert at.selectbox(key="mol_salts").value == "largest"  # the user's pick stays
+    at.sidebar.selectbox(key="sb_target_molecule").set_value("strong").run()
+    no_exception(at)
+    assert at.selectbox(key="mol_salts").value == "refuse"  # as before the model was chosen
+    at.sidebar.selectbox(key="sb_target_molecule").set_value(f"user:{CLASSIFIER}").run()
+    assert at.selectbox(key="mol_salts").value == "refuse"  # its table refused salts
