@@ -135,17 +135,58 @@ def explain_test_instance(
 
 
 @dataclass(frozen=True)
-class PanelRanking:
-    """One method's explanation of one test instance at one K, as a panel draws it (shared by
-    every session: read-only)."""
+class ScoredInstance:
+    """One method's scores of one test instance, in the forms the panels read (shared by every
+    session: read-only)."""
 
-    tensor: torch.Tensor  # the scores, float32 (read-only: shared)
+    tensor: torch.Tensor  # the scores, float32
     scores: list[float]  # the same as floats, for the page's JSON
+    shown: list[float]  # the widths: ranks within the instance, in [0, 1]
     ms: float
+    explanation: Explanation
+
+
+@dataclass(frozen=True)
+class PanelRanking:
+    """One method's explanation of one test instance at one K, as a panel draws it: the
+    K-independent :class:`ScoredInstance` (kept once, not per K) and the ranking at K."""
+
+    scored: ScoredInstance
     ranked: list[int]  # the top-K pairs, best first
     mask: torch.Tensor  # bool per pair: in the top K
     tied: torch.Tensor  # bool per pair: tied at the K cut
-    shown: list[float]  # the widths: ranks within the instance, in [0, 1]
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        return self.scored.tensor
+
+    @property
+    def scores(self) -> list[float]:
+        return self.scored.scores
+
+    @property
+    def shown(self) -> list[float]:
+        return self.scored.shown
+
+    @property
+    def ms(self) -> float:
+        return self.scored.ms
+
+
+@st.cache_resource(show_spinner=False, max_entries=4000)
+def scored_test_instance(
+    dataset: str, device: str, method: str, position: int, token: str, target: str, _instance
+) -> ScoredInstance:
+    """:func:`explain_test_instance`'s scores as the panels read them, once per server process."""
+    array, ms = explain_test_instance(dataset, device, method, position, token, target)
+    scores = torch.from_numpy(array)
+    return ScoredInstance(
+        tensor=scores,
+        scores=array.tolist(),
+        shown=rank_scores(scores).tolist(),
+        ms=ms,
+        explanation=Explanation(method, [scores], ms, [_instance]),
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=8000)
@@ -159,19 +200,16 @@ def ranked_test_instance(
     k: int,
     _instance,
 ) -> PanelRanking:
-    """:func:`explain_test_instance`'s scores read at K once per server process (the ranking, the
-    top-K mask, the ties at the cut, the widths), not again on every rerun of every session."""
-    array, ms = explain_test_instance(dataset, device, method, position, token, target)
-    scores = torch.from_numpy(array)
-    explanation = Explanation(method, [scores], ms, [_instance])
+    """The scores read at K once per server process (the ranking, the top-K mask, the ties at
+    the cut), not again on every rerun of every session. A few kB per K: the scores and widths
+    are kept once per instance and method (:func:`scored_test_instance`)."""
+    scored = scored_test_instance(dataset, device, method, position, token, target, _instance)
+    explanation = scored.explanation
     return PanelRanking(
-        tensor=scores,
-        scores=array.tolist(),
-        ms=ms,
+        scored=scored,
         ranked=list(explanation.ranked(0, k)),
         mask=explanation.topk_mask(0, k),
         tied=explanation.tied_at_cut(0, k),
-        shown=rank_scores(scores).tolist(),
     )
 
 

@@ -79,31 +79,41 @@ def test_bench_users_reads_each_actions_server_time_from_the_rerun_log():
 
 
 def test_panels_read_their_ranking_once_per_server_process(monkeypatch):
-    """A panel's ranking at K (top-K, ties, widths) is computed once per server process: a second
-    session showing the same instance at the same K reads it, and a K change computes it anew."""
+    """A panel's scores are read once per server process and its ranking at K (top-K, ties)
+    once per K: a second session showing the same instance at the same K computes nothing, and
+    a K change ranks the same scores anew."""
     from state import engine_cache
 
     engine_cache.ranked_test_instance.clear()
-    made = []
+    engine_cache.scored_test_instance.clear()
+    made, ranked = [], []
     real = engine_cache.Explanation
+
+    class Counting(real):
+        def ranked(self, i, k):
+            ranked.append((self.method, k))
+            return super().ranked(i, k)
 
     def counting(method, *args, **kwargs):
         made.append(method)
-        return real(method, *args, **kwargs)
+        return Counting(method, *args, **kwargs)
 
     monkeypatch.setattr(engine_cache, "Explanation", counting)
     first = make_app(methods=("random", "gem"))
     no_exception(first)
     assert sorted(made) == ["gem", "random"], made
+    k = first.session_state["sb_k_ba_shapes"]
+    assert sorted(ranked) == [("gem", k), ("random", k)], ranked
     second = make_app(methods=("random", "gem"))
     no_exception(second)
-    assert sorted(made) == ["gem", "random"], made  # nothing computed for the second session
+    assert len(made) == 2 and len(ranked) == 2  # nothing computed for the second session
     assert [m.value for m in second.main.markdown if "on the explanation" in m.value] == \
         [m.value for m in first.main.markdown if "on the explanation" in m.value]
-    k = second.session_state["sb_k_ba_shapes"]
-    second.slider(key="sb_k_ba_shapes").set_value(k + 1 if k < 9 else k - 1).run()
+    other = k + 1 if k < 9 else k - 1
+    second.slider(key="sb_k_ba_shapes").set_value(other).run()
     no_exception(second)
-    assert sorted(made) == ["gem", "gem", "random", "random"], made
+    assert len(made) == 2  # the same scores
+    assert sorted(ranked[2:]) == [("gem", other), ("random", other)], ranked
 
 
 def test_cache_keys_read_a_function_signature_once():
