@@ -36,8 +36,7 @@ _network_component = components.declare_component("gem_vis_network", path=str(CO
 def _assets_ready() -> bool:
     """Publish vis-network where the app serves it statically and, as the view's fallback,
     next to the component (once per process, cached in :mod:`state.view_cache`)."""
-    vis_assets_published(str(STATIC_DIR))  # the view falls back on lib/ without it
-    return vis_assets_published(str(COMPONENT_DIR / "lib"))
+    return vis_assets_published(str(COMPONENT_DIR / "lib"), str(STATIC_DIR))
 
 
 def live() -> bool:

@@ -8,6 +8,7 @@ page, carry the SMILES box and K across such runs) so that pages never index the
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any, Optional
 
 import streamlit as st
@@ -89,9 +90,12 @@ def prepare_molecule_k(smiles: str, bonds: int, suggested: int) -> None:
     st.session_state["mol_k"] = min(max(1, kept), max(1, bonds))
 
 
-def follow_model_salts(model: Optional[str], rule: Optional[str], default: str) -> None:
-    """Set the Molecule page's salts rule (``mol_salts``) to ``rule``, the one the chosen user
-    model's table was read with, when the page's model changes to it (the rule the user had is
+def follow_model_salts(
+    model: Optional[str], rule_of: Callable[[], Optional[str]], default: str
+) -> None:
+    """Set the Molecule page's salts rule (``mol_salts``) to ``rule_of()``, the one the chosen
+    user model's table was read with (asked only when the model changes: it reads the model's
+    file), when the page's model changes to it (the rule the user had is
     put back when the page returns to the Mutagenicity models, ``model`` None); a rule the user
     picks afterwards stays until the model changes again. ``default``: the selectbox's first
     value (what it shows before anyone picks). Call before the selectbox is drawn."""
@@ -102,6 +106,6 @@ def follow_model_salts(model: Optional[str], rule: Optional[str], default: str) 
         before = st.session_state.pop("mol_salts_before", None)
         if before is not None:
             st.session_state["mol_salts"] = before
-    elif rule is not None:
+    elif (rule := rule_of()) is not None:
         st.session_state.setdefault("mol_salts_before", st.session_state.get("mol_salts", default))
         st.session_state["mol_salts"] = rule

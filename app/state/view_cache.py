@@ -90,8 +90,12 @@ def benchmark_chart(
 
 
 @st.cache_resource(show_spinner=False)
-def vis_assets_published(folder: str) -> bool:
-    """Publish vis-network into ``folder`` once per process (the live network view's files)."""
+def vis_assets_published(folder: str, static_folder: str = "") -> bool:
+    """Publish vis-network into ``folder`` (the component's own copy: the live network view's
+    fallback) and ``static_folder`` (served by the app's static serving, the copy browsers keep)
+    once per process; whether ``folder`` has them."""
+    if static_folder:
+        graph_pyvis.publish_vis_assets(Path(static_folder))  # the view falls back without it
     return graph_pyvis.publish_vis_assets(Path(folder))
 
 

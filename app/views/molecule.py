@@ -79,7 +79,8 @@ def render() -> None:
     # a model of a number (logP, pIC50) has no class the mutagenicity alerts could be about
     alerts = user is None or not _user_regression(user)
     # a model trained on a table reads molecules as its table did, until the user says otherwise
-    follow_model_salts(user, _user_salts(user) if user is not None else None, SALT_RULES[0])
+    follow_model_salts(user, lambda: _user_salts(user) if user is not None else None,
+                       SALT_RULES[0])
     c1, c2, c3 = st.columns(3)
     opts = {
         "hide_h": c1.toggle(
