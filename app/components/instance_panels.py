@@ -79,8 +79,10 @@ def draw_panel(pic: graph_view.GraphPicture, look: MoleculeLook | None, ranked: 
 
         def png() -> bytes:
             return graph_static.to_png(pic, title=title)
-    c1, c2 = st.columns(2)
-    c1.download_button("SVG", svg, file_name=f"{key}.svg", mime="image/svg+xml",
+    # one horizontal row (a single block) rather than two columns (three): fewer elements for
+    # every rerun of every session to send
+    row = st.container(horizontal=True, gap="small")
+    row.download_button("SVG", svg, file_name=f"{key}.svg", mime="image/svg+xml",
                        key=f"ex_svg_{key}", icon=":material/download:", width="stretch")
-    c2.download_button("PNG", png, file_name=f"{key}.png", mime="image/png",
+    row.download_button("PNG", png, file_name=f"{key}.png", mime="image/png",
                        key=f"ex_png_{key}", icon=":material/download:", width="stretch")

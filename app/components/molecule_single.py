@@ -279,12 +279,12 @@ def _panel(model: Workbench, res, method: str, k: int, opts: dict,
                f"explain time "
                f"{fmt_ms(res.ms_per_instance.get(method, 0.0))} on {device_label(model.device.type)}")
     st.code(fragment or "(no bond)", language=None)
-    c1, c2 = st.columns(2)
-    c1.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",
+    row = st.container(horizontal=True, gap="small")  # one block, not three (two columns)
+    row.download_button("SVG", svg, file_name=f"molecule-{method}-k{k}.svg",
                        mime="image/svg+xml", key=f"mol_svg_{method}", width="stretch",
                        icon=":material/download:")
     mol = res.molecule.mol
-    c2.download_button("PNG", lambda: molecule_view.molecule_png(
+    row.download_button("PNG", lambda: molecule_view.molecule_png(
         mol, pairs, scores, hide_hydrogens=opts["hide_h"], atom_indices=opts["numbers"],
         legend=title, outline=outline),
                        file_name=f"molecule-{method}-k{k}.png", mime="image/png",

@@ -10,6 +10,7 @@ self-contained pyvis pages.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
@@ -63,7 +64,10 @@ def show(pic: graph_view.GraphPicture, height: int, key: str, step: str = "",
         if on_edge_click is not None and isinstance(value, dict):
             on_edge_click(int(value["from"]), int(value["to"]))
 
-    _network_component(**graph_pyvis.network_data(pic), canvas_height=height, step=step,
+    # one JSON string, not four lists and dicts: Streamlit tests every argument of a component
+    # for being a data frame (0.3 ms for the node list alone) before it serialises them
+    _network_component(view=json.dumps(graph_pyvis.network_data(pic)), canvas_height=height,
+                       step=step,
                        height=height + LEGEND_HEIGHT, key=key, default=None,
                        clickable=on_edge_click is not None,
                        on_change=clicked if on_edge_click is not None else None)

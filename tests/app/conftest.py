@@ -32,7 +32,9 @@ def networks(at) -> list[dict]:
         for child in getattr(node, "children", {}).values():
             if getattr(child, "type", None) == "component_instance" and \
                     child.proto.component_name.endswith("gem_vis_network"):
-                out.append(json.loads(child.proto.json_args))
+                args = json.loads(child.proto.json_args)
+                args.update(json.loads(args.pop("view")))  # the view's one JSON string
+                out.append(args)
             walk(child)
 
     walk(at.main)
