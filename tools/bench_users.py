@@ -68,13 +68,29 @@ def _rss_mb(pid: int) -> float:
     return kb / 1024.0
 
 
+def _autogroup_nice(pid: int) -> Optional[int]:
+    """The nice value of ``pid``'s scheduler autogroup (None where the kernel has none)."""
+    try:
+        text = Path(f"/proc/{pid}/autogroup").read_text()  # "/autogroup-364 nice 0"
+        return int(text.split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def renice_browsers(executable: str, niceness: int = 19) -> int:
     """Lower the CPU priority of every running process of ``executable`` not yet at
     ``niceness`` (a program name or path; Chromium's browser,
     zygote, GPU and renderer processes; renderers started later inherit it from the browser).
     A class's browsers run on the students' own machines, not on the server's two cores: at the
     lowest priority here, the N pages' rendering takes what the server leaves instead of time
-    the server's runs would get. Returns how many processes were reniced now."""
+    the server's runs would get.
+
+    Chromium starts a session of its own (``setsid``), and where the kernel groups a session's
+    processes for scheduling (``/proc/sys/kernel/sched_autogroup_enabled``, on by default), a
+    process's nice value counts only against the processes of its own group: the browsers'
+    group and the server's then share the cores equally, whatever the browsers' nice values.
+    So the browsers' autogroup gets ``niceness`` too (``/proc/PID/autogroup``). Returns how many
+    processes or groups were reniced now."""
     import os
 
     name = Path(executable).name
@@ -86,9 +102,15 @@ def renice_browsers(executable: str, niceness: int = 19) -> int:
             # Chromium rewrites its children's argv into one string: the program is its first word
             words = (entry / "cmdline").read_bytes().replace(b"\0", b" ").split()
             cmd = words[0].decode(errors="replace") if words else ""
-            if Path(cmd).name == name and os.getpriority(os.PRIO_PROCESS,
-                                                        int(entry.name)) < niceness:
-                os.setpriority(os.PRIO_PROCESS, int(entry.name), niceness)
+            if Path(cmd).name != name:
+                continue
+            pid = int(entry.name)
+            if os.getpriority(os.PRIO_PROCESS, pid) < niceness:
+                os.setpriority(os.PRIO_PROCESS, pid, niceness)
+                count += 1
+            group = _autogroup_nice(pid)
+            if group is not None and group < niceness:
+                (entry / "autogroup").write_text(str(niceness))
                 count += 1
         except (OSError, ValueError):
             continue

@@ -44,3 +44,35 @@ def test_a_class_run_is_recorded_typed_and_judged_on_the_results_page(tmp_path):
     record["bench"]["class"] = class_record(_run(over))
     (tmp_path / "bench-class.json").write_text(json.dumps(record))
     assert "missed for Benchmarks 11.4×" in report.render(tmp_path)
+
+
+def test_the_browsers_session_group_is_lowered_too(tmp_path):
+    """Chromium starts a session of its own; with the kernel's autogroups a process's nice value
+    counts only inside its session's group, so ``renice_browsers`` lowers the group as well (a
+    real process started the way Chromium starts, under a name of its own)."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    from tools.bench_users import _autogroup_nice, renice_browsers
+
+    program = tmp_path / "gem-test-browser"
+    shutil.copy(shutil.which("sleep"), program)
+    ours = _autogroup_nice(os.getpid())
+    proc = subprocess.Popen([str(program), "30"], start_new_session=True)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 0
+        group_before = _autogroup_nice(proc.pid)
+        assert renice_browsers(program.name) >= 1
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
+        if group_before is None:
+            pytest.skip("this kernel has no scheduler autogroups")
+        assert Path(f"/proc/{proc.pid}/autogroup").read_text().split()[-1] == "19"
+        assert _autogroup_nice(os.getpid()) == ours  # the bench's own group untouched
+        assert renice_browsers(program.name) == 0  # nothing left to lower
+    finally:
+        proc.kill()
+        proc.wait()
