@@ -338,7 +338,9 @@ def _class_section(run: ClassBench) -> list[str]:
         f"(the source checkout; docs/class.md explains the walk): one Streamlit server, a "
         f"warm-up walk, then one user and then {n} Chromium sessions at once walking the app "
         f"({run.rounds} rounds each, one user twice as many; about {run.think_s:g} s of think "
-        f"time between clicks). Server time: the session's logged script runs between the "
+        f"time between clicks), the browsers on the server's cores at the lowest CPU priority "
+        f"(their processes and their scheduler group: students' browsers run on their own "
+        f"machines). Server time: the session's logged script runs between the "
         f"click and the result on screen; seconds, p50 / p95, and the p95 as a multiple of "
         f"one user's in the same run (goal ≤ {goal_ratio:g}×).",
         "",
