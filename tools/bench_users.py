@@ -32,6 +32,7 @@ import asyncio
 import random
 import re
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -110,11 +111,21 @@ def renice_browsers(executable: str, niceness: int = 19) -> int:
                 count += 1
             group = _autogroup_nice(pid)
             if group is not None and group < niceness:
-                (entry / "autogroup").write_text(str(niceness))
-                count += 1
+                try:
+                    (entry / "autogroup").write_text(str(niceness))
+                    count += 1
+                except OSError as err:
+                    if not _GROUP_REFUSED:  # said once: the server times then carry the browsers
+                        _GROUP_REFUSED.append(err)
+                        print(f"bench: the browsers' scheduler group could not be lowered ({err});"
+                              f" they share the cores with the server", file=sys.stderr)
         except (OSError, ValueError):
             continue
     return count
+
+
+#: the error of a refused autogroup write, once (see :func:`renice_browsers`)
+_GROUP_REFUSED: list[OSError] = []
 
 
 class _RssSampler:

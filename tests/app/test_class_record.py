@@ -70,7 +70,12 @@ def test_the_browsers_session_group_is_lowered_too(tmp_path):
         assert os.getpriority(os.PRIO_PROCESS, proc.pid) == 19
         if group_before is None:
             pytest.skip("this kernel has no scheduler autogroups")
-        assert Path(f"/proc/{proc.pid}/autogroup").read_text().split()[-1] == "19"
+        if _autogroup_nice(proc.pid) != 19:
+            try:  # a machine may refuse the write to anyone: then there is nothing to test
+                Path(f"/proc/{proc.pid}/autogroup").write_text("19")
+            except OSError as err:
+                pytest.skip(f"this machine refuses autogroup nice values: {err}")
+            pytest.fail("renice_browsers left the browsers' scheduler group at its nice value")
         assert _autogroup_nice(os.getpid()) == ours  # the bench's own group untouched
         assert renice_browsers(program.name) == 0  # nothing left to lower
     finally:
