@@ -69,6 +69,11 @@ def _rss_mb(pid: int) -> float:
     return kb / 1024.0
 
 
+#: the error of a refused autogroup write, kept so that the bench says it once
+#: (see :func:`renice_browsers`)
+_GROUP_REFUSED: list[OSError] = []
+
+
 def _autogroup_nice(pid: int) -> Optional[int]:
     """The nice value of ``pid``'s scheduler autogroup (None where the kernel has none)."""
     try:
@@ -123,9 +128,6 @@ def renice_browsers(executable: str, niceness: int = 19) -> int:
             continue
     return count
 
-
-#: the error of a refused autogroup write, once (see :func:`renice_browsers`)
-_GROUP_REFUSED: list[OSError] = []
 
 
 class _RssSampler:
