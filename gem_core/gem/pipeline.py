@@ -36,6 +36,7 @@ from gem_core.gem.distill import Distillation
 from gem_core.gem.explain import apply_check, explain_packed
 from gem_core.gem.settings import GemSettings
 from gem_core.gem.training_targets import explainer_targets
+from gem_core.runtime.device import deterministic_algorithms
 from gem_core.runtime.progress import ProgressFn, report, scaled
 
 #: ``(instances, label_source, progress) -> Distillation``
@@ -174,16 +175,61 @@ class GemPipeline:
         val_targets: Optional[Sequence[Tensor]] = None,
         progress: Optional[ProgressFn] = None,
     ) -> GemAutoEncoder:
-        """Step 3: the auto-encoder fitted on the inputs (:meth:`inputs`) of the instances."""
+        """Step 3: the auto-encoder fitted on the inputs (:meth:`inputs`) of the instances;
+        with ``training.fidelity``, then adjusted to the target (:meth:`adjust`)."""
         model = self.autoencoder()
+        fidelity = self.settings.training.fidelity
+        predicted = None
+        if fidelity:  # the target's classes: read by the fidelity term (and the inputs)
+            from gem_core.gem.fidelity import fidelity_model
+            from gem_core.models.predict import predict_proba
+
+            fidelity_model(self.black_box)  # a target the term cannot read fails before the fit
+            predicted = predict_proba(self.black_box, list(train)).argmax(-1)
+        fit_progress = scaled(progress, 0.0, 0.8 if fidelity else 1.0)
         model.fit(
-            self.inputs(train),
+            self.inputs(train, predicted),
             train_targets,
             None if val is None else self.inputs(val),
             val_targets,
-            progress=progress,
+            progress=fit_progress,
         )
+        if fidelity:
+            assert predicted is not None
+            self.adjust(model, train, train_targets, predicted, scaled(progress, 0.8, 1.0))
         return model
+
+    def adjust(
+        self,
+        model: GemAutoEncoder,
+        train: Sequence[Instance],
+        train_targets: Sequence[Tensor],
+        predicted: Tensor,
+        progress: Optional[ProgressFn] = None,
+    ) -> None:
+        """Step 4 (``training.fidelity`` above 0): every network of the fitted ``model`` trained
+        on with the fidelity term (:func:`gem_core.gem.fidelity.adjust_to_target`) over the
+        budgets of the K grid; its per-epoch losses go to ``model.history_["fidelity"]``."""
+        from gem_core.gem.fidelity import adjust_to_target
+        from gem_core.gem.training import check_weights
+
+        with deterministic_algorithms(model.device_):
+            histories = adjust_to_target(
+                model.models_,
+                model.prepare(self.inputs(train, predicted)),
+                PackedGraphs.from_instances(train),
+                check_weights(train, train_targets, "training"),
+                predicted,
+                self.black_box,
+                self.k_grid,
+                float(self.settings.training.fidelity),
+                edge_dim=model.edge_dim_,
+                batch_size=self.settings.training.batch_size,
+                seed=self.settings.seed,
+                device=model.device_,
+                progress=progress,
+            )
+        model.history_["fidelity"] = histories
 
     # ------------------------------------------------------------------ the recipe
     def fit(

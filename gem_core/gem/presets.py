@@ -85,6 +85,7 @@ PRESETS["mutagenicity"] = _DEFAULT.with_overrides(
         "teacher.necessity_lead": 5,
         "inputs.condition_on_prediction": True,
         "network.ensemble": 5,
+        "training.fidelity": 20.0,
         "check.rule": "climb",
         "check.width": 8,
         "check.backward": "grid",

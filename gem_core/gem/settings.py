@@ -212,6 +212,9 @@ class TrainingSettings:
         patience: early-stopping patience (epochs without a lower validation loss).
         val_fraction: the share of the fit instances held out for early stopping where the
             data brings no validation split (the PyG adapter; the engine's datasets have one).
+        fidelity: weight of the fidelity term of a training-time adjustment after the fit
+            (:mod:`gem_core.gem.fidelity`: the frozen target reads the generator's relaxed
+            top-K of each training instance; a PyG classifier); 0: off, the paper's fit.
     """
 
     lr: float = _setting(0.01, "positive")
@@ -219,6 +222,7 @@ class TrainingSettings:
     max_epochs: int = _setting(300, "positive_int")
     patience: int = _setting(30, "positive_int")
     val_fraction: float = _setting(0.1, "fraction")
+    fidelity: float = _setting(0.0, "non_negative")
 
     def __post_init__(self) -> None:
         _validate(self, "training")
@@ -364,6 +368,8 @@ class GemSettings:
             parts["necessity_weight"] = float(t.necessity_weight)
         if t.necessity_lead:
             parts["necessity_lead"] = int(t.necessity_lead)
+        if self.training.fidelity:
+            parts["fidelity"] = float(self.training.fidelity)
         return parts
 
 

@@ -151,6 +151,11 @@ class GNNBlackBox:
 
     @torch.no_grad()
     def __call__(self, batch: InstanceBatch) -> Tensor:
+        return self.forward(batch)
+
+    def forward(self, batch: InstanceBatch) -> Tensor:
+        """:meth:`__call__` with autograd on (the fidelity term reads the target on soft edge
+        weights, :mod:`gem_core.gem.fidelity`)."""
         b = batch.to(self.device)
         extra = {}
         if self.uses_edge_attr:
