@@ -167,3 +167,21 @@ def test_the_pyg_adapter_takes_the_term_at_node_level():
     (history,) = explainer.algorithm.gem_.history_["fidelity"]
     assert history["fidelity"][-1] < history["fidelity"][0]
     assert explainer(house.x, house.edge_index, index=11).edge_mask.max() > 0
+
+
+def test_no_row_asks_a_regressor_for_the_term():
+    """Every dataset and target row, and a user's models of both kinds: the term is on only where
+    the target is a classifier (a regressor's row sets it to 0; else its fit would be refused)."""
+    from gem_core.data.config import DATASETS, target_names, user_model_spec
+    from gem_core.gem.presets import dataset_settings
+
+    specs = [*DATASETS.values(),
+             user_model_spec({"name": "logp", "kind": "number", "outcome_column": "logp"}),
+             user_model_spec({"name": "ames", "classes": ["no", "yes"], "outcome_column": "ames"})]
+    seen = {False: 0, True: 0}
+    for spec in specs:
+        for target in target_names(spec):
+            on = dataset_settings(spec, target).training.fidelity > 0
+            assert not (on and spec.regression), (spec.name, target)
+            seen[on] += 1
+    assert seen[True] and seen[False]  # both kinds of row exist: the sweep can fail
