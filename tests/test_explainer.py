@@ -110,6 +110,29 @@ def test_chunked_explain_matches_one_pass(fitted):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
+def test_cpu_explains_in_cache_sized_runs(fitted, monkeypatch):
+    """On the CPU a collection goes through in runs of at most NODES_PER_FORWARD nodes, however
+    many max_nodes_per_pass allows; the scores are those of one pass."""
+    import gem_core.gem.autoencoder as autoencoder_module
+
+    ex, _, _, test = fitted
+    assert ex.device_.type == "cpu" and ex.max_nodes_per_pass > 40
+    one_pass = ex.explain(test)
+    monkeypatch.setattr(autoencoder_module, "NODES_PER_FORWARD", 40)
+    runs, forward = [], GemAutoEncoder._forward
+
+    def counted(self, prep):
+        runs.append(int(prep.packed.num_nodes))
+        return forward(self, prep)
+
+    monkeypatch.setattr(GemAutoEncoder, "_forward", counted)
+    in_runs = ex.explain(test)
+    assert len(runs) > 1 and max(runs) <= 40
+    assert sum(runs) == sum(int(i.num_nodes) for i in test)
+    for a, b in zip(one_pass, in_runs):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
 def test_save_load_round_trip_identical(fitted, tmp_path):
     ex, _, _, test = fitted
     state = ex.to_state()

@@ -187,8 +187,9 @@ class GemPipeline:
             fidelity_model(self.black_box)  # a target the term cannot read fails before the fit
             predicted = predict_proba(self.black_box, list(train)).argmax(-1)
         fit_progress = scaled(progress, 0.0, 0.8 if fidelity else 1.0)
+        train_inputs = self.inputs(train, predicted)  # read by the fit and the adjustment
         model.fit(
-            self.inputs(train, predicted),
+            train_inputs,
             train_targets,
             None if val is None else self.inputs(val),
             val_targets,
@@ -196,7 +197,9 @@ class GemPipeline:
         )
         if fidelity:
             assert predicted is not None
-            self.adjust(model, train, train_targets, predicted, scaled(progress, 0.8, 1.0))
+            self.adjust(
+                model, train, train_targets, predicted, scaled(progress, 0.8, 1.0), train_inputs
+            )
         return model
 
     def adjust(
@@ -206,17 +209,20 @@ class GemPipeline:
         train_targets: Sequence[Tensor],
         predicted: Tensor,
         progress: Optional[ProgressFn] = None,
+        inputs: Optional[Sequence[Instance]] = None,
     ) -> None:
         """Step 4 (``training.fidelity`` above 0): every network of the fitted ``model`` trained
         on with the fidelity term (:func:`gem_core.gem.fidelity.adjust_to_target`) over the
-        budgets of the K grid; its per-epoch losses go to ``model.history_["fidelity"]``."""
+        budgets of the K grid; its per-epoch losses go to ``model.history_["fidelity"]``.
+        ``inputs``: what the auto-encoder reads of ``train`` (:meth:`inputs`), when the caller
+        built them for the fit (else built here from ``predicted``)."""
         from gem_core.gem.fidelity import adjust_to_target
         from gem_core.gem.training import check_weights
 
         with deterministic_algorithms(model.device_):
             histories = adjust_to_target(
                 model.models_,
-                model.prepare(self.inputs(train, predicted)),
+                model.prepare(self.inputs(train, predicted) if inputs is None else inputs),
                 PackedGraphs.from_instances(train),
                 check_weights(train, train_targets, "training"),
                 predicted,
