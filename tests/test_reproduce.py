@@ -72,6 +72,15 @@ def test_reproduce_json_shape_and_table(ba_bench):
         assert res["ms_per_instance"] > 0
     table = format_tables(out)
     assert "Gem" in table and "Random" in table and "K=6" in table and "( 97.1)" in table
+    # BA-shapes' Gem does not read the predicted class: no target forward inside its time
+    assert out["target"]["forward_ms_per_instance"] is None
+
+
+def test_where_gem_reads_the_prediction_the_target_forward_in_its_time_is_measured():
+    out = run_reproduce("mutagenicity", device="cpu", methods=["gem"], limit=8,
+                        write_assets=False)
+    forward = out["target"]["forward_ms_per_instance"]
+    assert 0 < forward < out["methods"]["gem"]["ms_per_instance"]
 
 
 def test_cli_reproduce_quick(tmp_path, capsys):

@@ -33,3 +33,14 @@ def test_the_verdict_follows_the_numbers(tmp_path):
     assert f"below PGExplainer at K = {k} by 5.0 points" in line
     (tmp_path / "tree_cycles.json").write_text(json.dumps(result))
     assert "by 5.0 points" in report.render(tmp_path)
+
+
+def test_where_gem_reads_the_prediction_the_page_says_how_much_of_its_time_is_the_target():
+    result = json.loads((report.RESULTS_DIR / "mutagenicity.json").read_text())
+    result["target"]["forward_ms_per_instance"] = 0.01
+    result["methods"]["gem"]["ms_per_instance"] = 0.04
+    line = report.dataset_section("mutagenicity", result)[2]
+    assert "the target's forward over the test split, 0.01 ms per instance" in line
+    assert "part of Gem's 0.04 ms (Gem's own pass: about 0.03 ms)" in line
+    del result["target"]["forward_ms_per_instance"]
+    assert "target's forward" not in report.dataset_section("mutagenicity", result)[2]

@@ -153,6 +153,7 @@ def _target(value: Any, at: str) -> Target:
         val_accuracy=b.get("val_accuracy", number, None),
         test_accuracy=b.get("test_accuracy", number, None),
         train_seconds=b.get("train_seconds", number, None),
+        forward_ms_per_instance=b.get("forward_ms_per_instance", number, None),
     )
 
 

@@ -47,6 +47,9 @@ class Target:
     val_accuracy: Optional[float] = None
     test_accuracy: Optional[float] = None
     train_seconds: Optional[float] = None
+    #: ms per instance of its forward over the whole test split, as Gem's explain path runs it
+    #: (written where Gem reads the predicted class: that forward is part of Gem's time)
+    forward_ms_per_instance: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,11 @@ Why (decisions/004, 005): the generator alone had reached a plateau on the paper
 target (capacity, cleaner targets, reading orders and other teachers all within a seed spread);
 the term lifted its validation accuracy and agreement at every K, on both Mutagenicity targets.
 It is off in the PyG adapter's presets, which are taught and judged under ``drop_isolated``:
-the relaxed top-K keeps every node, and on an outside GCN it lost there (decisions/007).
+the relaxed top-K keeps every node, and on an outside GCN it lost there (decisions/007). A
+``drop_isolated`` reading (the nodes of the hard top-K, soft weights between them; with or
+without a necessity side on the complement) was tried and not kept: it lost on NCI1 and on
+GraphSAGE, whose mean aggregation does not treat a weight of 0 as a deleted edge
+(decisions/006, 007).
 """
 
 from __future__ import annotations
