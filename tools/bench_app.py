@@ -29,10 +29,24 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gem_core.cli.common import add_json_arg, write_json
-from tools.browser import (IDLE, MAIN, AppServer, browser_unavailable_reason, click_option,
-                           error_texts, explanation_panels, launch_chromium, mark_panels_old,
-                           panel_drawn, selected_methods, set_instance, set_k,
-                           slider_value, wait_idle, wait_panels_drawn)
+from tools.browser import (
+    IDLE,
+    MAIN,
+    AppServer,
+    browser_unavailable_reason,
+    click_option,
+    error_texts,
+    explanation_panels,
+    launch_chromium,
+    mark_panels_old,
+    panel_drawn,
+    selected_methods,
+    set_instance,
+    set_k,
+    slider_value,
+    wait_idle,
+    wait_panels_drawn,
+)
 
 # issue 27's goals on 2 cores (the first explanation counted from launch, cold or warm)
 GOALS = {"first_explanation_s": 12.0, "k_change_s": 0.5, "instance_change_s": 0.5,

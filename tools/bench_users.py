@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -286,7 +285,7 @@ class User:
 
             shown: list[str] = []
 
-            async def prepare(original: bool = True):
+            async def prepare(original: bool = True, shown: list[str] = shown):
                 shown[:] = await _panels(page)
                 await _mark_old(page, ["panel_original", *shown] if original else shown)
 
@@ -296,7 +295,7 @@ class User:
                 await thumb.focus()
                 await page.keyboard.press("ArrowRight" if self.k > await _k(page) else "ArrowLeft")
 
-            async def done_k():
+            async def done_k(shown: list[str] = shown):
                 await self._explore_drawn(page, self.k, self.pos, original=False, panels=shown)
 
             await self._act(page, "k", do_k, done_k, lambda: prepare(False))
@@ -312,7 +311,7 @@ class User:
                     await box.fill(str(target))
                     await box.press("Enter")
 
-                async def done_pick():
+                async def done_pick(shown: list[str] = shown):
                     await self._explore_drawn(page, self.k, self.pos, panels=shown)
 
                 await self._act(page, action, do_pick, done_pick, prepare)
@@ -320,7 +319,7 @@ class User:
 
             smiles = self.rng.choice(SMILES)
 
-            async def do_molecule():
+            async def do_molecule(smiles: str = smiles):
                 await _nav(page, "molecule", ms)
                 box = page.locator(".st-key-mol_smiles input")
                 await box.fill(smiles)
