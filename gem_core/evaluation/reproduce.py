@@ -227,8 +227,9 @@ def _reproduce(
     subsample_of: dict[str, list[int]] = {}  # a subsampled method -> its test indices
     predicted = wb.predict_proba(test).argmax(-1)  # on the whole instances, for the field's curves
     forward_ms = None
-    if "gem" in methods and getattr(wb.explainer("gem"), "reads_prediction", False):
-        forward_ms = target_forward_ms(wb.black_box, test)  # a part of Gem's time: reported
+    if "gem" in methods and wb.gem_settings.inputs.condition_on_prediction:
+        # a part of Gem's time, reported (read from the settings: Gem is fitted in its turn)
+        forward_ms = target_forward_ms(wb.black_box, test)
     n = len(methods)
     for i, method in enumerate(methods):
         lo, hi = 0.15 + 0.85 * i / n, 0.15 + 0.85 * (i + 1) / n
